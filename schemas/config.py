@@ -1,0 +1,137 @@
+"""Configuration messages: queues, cohorts, quotas, priority classes, GPU types, pools, tenants, clusters.
+
+The same models describe the cluster file a simulator run or ``muster up`` reads (YAML), and the
+``ConfigurationChanged`` messages an administrator publishes on the config topic.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+Name = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+ResourceName = Annotated[str, Field(min_length=1, max_length=80, pattern=r"^(cpu|memory|gpu:[a-z0-9][-a-z0-9.]*)$")]
+
+
+class _Strict(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ResourceQuotaConfig(_Strict):
+    """Quota of one resource (``gpu:<type>``, ``cpu`` in millicores, ``memory`` in MiB) for a queue."""
+
+    nominal: int = Field(ge=0)
+    borrowing_limit: int | None = Field(default=None, ge=0, description="None: may borrow without limit")
+    lending_limit: int | None = Field(default=None, ge=0, description="None: lends all unused nominal quota")
+
+
+class QueueConfig(_Strict):
+    name: Name
+    cohort: Name | None = None
+    tenant: Name = "default"
+    weight: float = Field(default=1.0, gt=0, le=1000)
+    quotas: dict[ResourceName, ResourceQuotaConfig] = Field(default_factory=dict)
+    user_limit_gpus: int | None = Field(default=None, ge=0)
+    allow_privileged: bool = False
+
+
+class CohortConfig(_Strict):
+    name: Name
+    parent: Name | None = None
+    weight: float = Field(default=1.0, gt=0, le=1000)
+
+
+class PriorityClassConfig(_Strict):
+    name: Name
+    value: int = Field(ge=-1_000_000, le=1_000_000_000)
+    preemptible: bool = True
+    description: str = ""
+
+
+class GpuTypeConfig(_Strict):
+    name: Name
+    memory_gb: int | None = Field(default=None, ge=0)
+    mig_profiles: list[str] = Field(default_factory=list)
+
+
+class PoolConfig(_Strict):
+    """A named set of nodes (selected by label) that queues can target through node selectors."""
+
+    name: Name
+    node_labels: dict[str, str] = Field(default_factory=dict)
+
+
+class TenantConfig(_Strict):
+    name: Name
+    namespace: Name
+    gpu_hour_budget: float | None = Field(default=None, ge=0)
+    budget_window: Literal["day", "week", "month"] = "month"
+
+
+class TopologyConfig(_Strict):
+    zone: str = "zone-0"
+    block: str = "block-0"
+    racks: int = Field(default=1, ge=1, description="nodes of the group are spread over this many racks")
+    rack_prefix: str = "rack"
+
+
+class NodeGroupConfig(_Strict):
+    name: Name
+    count: int = Field(ge=0, le=100_000)
+    gpus_per_node: int = Field(ge=0, le=64)
+    gpu_type: Name = "generic"
+    cpu: int = Field(default=64, ge=0, description="cores per node")
+    memory_gb: int = Field(default=512, ge=0)
+    nvlink_groups: list[int] = Field(default_factory=list)
+    topology: TopologyConfig = Field(default_factory=TopologyConfig)
+    labels: dict[str, str] = Field(default_factory=dict)
+    taints: list[str] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _groups_match_gpus(self) -> NodeGroupConfig:
+        if self.nvlink_groups and sum(self.nvlink_groups) != self.gpus_per_node:
+            raise ValueError("nvlink_groups must add up to gpus_per_node")
+        return self
+
+
+class ClusterConfig(_Strict):
+    name: Name
+    node_groups: list[NodeGroupConfig] = Field(default_factory=list)
+
+
+class MusterConfig(_Strict):
+    """The whole configuration: clusters with their node groups, queues, cohorts and the rest."""
+
+    clusters: list[ClusterConfig] = Field(default_factory=list)
+    queues: list[QueueConfig] = Field(default_factory=list)
+    cohorts: list[CohortConfig] = Field(default_factory=list)
+    priority_classes: list[PriorityClassConfig] = Field(default_factory=list)
+    gpu_types: list[GpuTypeConfig] = Field(default_factory=list)
+    pools: list[PoolConfig] = Field(default_factory=list)
+    tenants: list[TenantConfig] = Field(default_factory=list)
+
+    @model_validator(mode="after")
+    def _references_resolve(self) -> MusterConfig:
+        cohorts = {c.name for c in self.cohorts}
+        for q in self.queues:
+            if q.cohort is not None and q.cohort not in cohorts:
+                raise ValueError(f"queue {q.name!r}: unknown cohort {q.cohort!r}")
+        for c in self.cohorts:
+            if c.parent is not None and c.parent not in cohorts:
+                raise ValueError(f"cohort {c.name!r}: unknown parent {c.parent!r}")
+        for kind, names in (
+            ("queue", [q.name for q in self.queues]),
+            ("cohort", [c.name for c in self.cohorts]),
+            ("cluster", [c.name for c in self.clusters]),
+        ):
+            dupes = {n for n in names if names.count(n) > 1}
+            if dupes:
+                raise ValueError(f"duplicate {kind} names: {sorted(dupes)}")
+        return self
+
+    def priority_value(self, name: str) -> int | None:
+        for pc in self.priority_classes:
+            if pc.name == name:
+                return pc.value
+        return None

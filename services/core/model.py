@@ -1,0 +1,289 @@
+"""Value types of the scheduling core: jobs, nodes, queues, decisions, pending reasons.
+
+Everything here is an immutable, standard-library-only dataclass. Units:
+GPUs are whole devices, CPU is in millicores, memory in MiB, time in seconds
+(``now`` is always passed in by the caller; the core never reads a clock).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from enum import Enum
+from types import MappingProxyType
+
+ANY_GPU = ""  # a job whose gpu_type is ANY_GPU accepts any GPU type
+
+#: Topology levels between nodes, from widest to narrowest. A gang never spans clusters.
+TOPOLOGY_LEVELS: tuple[str, ...] = ("cluster", "zone", "block", "rack", "node")
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+def gpu_resource(gpu_type: str) -> str:
+    """The quota resource name of one GPU type (flavor), e.g. ``gpu:a100``."""
+    return f"gpu:{gpu_type}"
+
+
+CPU = "cpu"  # millicores
+MEMORY = "memory"  # MiB
+
+
+class TopologyMode(str, Enum):
+    REQUIRED = "required"
+    PREFERRED = "preferred"
+
+
+@dataclass(frozen=True, slots=True)
+class TopologyRequest:
+    """All pods of a gang inside one domain of ``level`` (required) or as few as possible (preferred)."""
+
+    level: str  # one of TOPOLOGY_LEVELS except "cluster" (a gang is always inside one cluster)
+    mode: TopologyMode = TopologyMode.REQUIRED
+
+
+@dataclass(frozen=True, slots=True)
+class Job:
+    """A gang of ``replicas`` identical pods; elastic when ``min_replicas < replicas``."""
+
+    job_id: str
+    queue: str
+    submit_time: float
+    replicas: int = 1
+    gpus_per_pod: int = 1
+    gpu_type: str = ANY_GPU
+    cpu_m: int = 0
+    memory_mb: int = 0
+    min_replicas: int | None = None  # None: not elastic (== replicas)
+    priority: int = 0
+    priority_class: str = ""
+    user: str = ""
+    tenant: str = ""
+    runtime_estimate: float | None = None  # seconds; the policy may use only this, never the truth
+    preemptible: bool = True
+    checkpointable: bool = False
+    grace_period_s: float = 30.0
+    topology: TopologyRequest | None = None
+    cluster: str | None = None  # pin to one cluster
+    node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    tolerations: frozenset[str] = frozenset()  # taint keys this job tolerates
+    max_wait_s: float | None = None
+    max_runtime_s: float | None = None
+    attempt: int = 0
+
+    @property
+    def min_size(self) -> int:
+        return self.replicas if self.min_replicas is None else self.min_replicas
+
+    @property
+    def elastic(self) -> bool:
+        return self.min_size < self.replicas
+
+    @property
+    def total_gpus(self) -> int:
+        return self.replicas * self.gpus_per_pod
+
+
+@dataclass(frozen=True, slots=True)
+class Node:
+    """One schedulable machine as the node-state watcher reports it."""
+
+    name: str
+    cluster: str
+    gpu_type: str
+    gpus: int  # allocatable GPUs
+    cpu_m: int = 0  # allocatable CPU; 0 means "not tracked"
+    memory_mb: int = 0  # allocatable memory; 0 means "not tracked"
+    topology: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # zone / block / rack
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)  # for node selectors, pools
+    nvlink_groups: tuple[int, ...] = ()  # sizes of the GPU groups inside the node, e.g. (4, 4)
+    taints: frozenset[str] = frozenset()  # taint keys; a job must tolerate every one
+    healthy: bool = True
+    schedulable: bool = True
+
+    def domain(self, level: str) -> tuple[str, ...]:
+        """The identity of this node's domain at a topology level, e.g. ("c1", "z1", "b2")."""
+        path = [self.cluster]
+        for lvl in TOPOLOGY_LEVELS[1:]:
+            if lvl == "node":
+                path.append(self.name)
+            else:
+                path.append(self.topology.get(lvl, ""))
+            if lvl == level:
+                break
+        return tuple(path)
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceQuota:
+    """Quota of one resource for one queue: nominal, how much more it may borrow, how much it may lend."""
+
+    nominal: int
+    borrowing_limit: int | None = None  # None: may borrow without limit from its cohort
+    lending_limit: int | None = None  # None: all unused nominal can be lent
+
+
+@dataclass(frozen=True, slots=True)
+class QueueSpec:
+    name: str
+    cohort: str | None = None
+    weight: float = 1.0  # fair-share weight
+    quotas: Mapping[str, ResourceQuota] = field(default_factory=lambda: MappingProxyType({}))
+    user_limit_gpus: int | None = None  # per-user GPU cap inside the queue
+    tenant: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class CohortSpec:
+    name: str
+    parent: str | None = None
+    weight: float = 1.0
+
+
+# ---------------------------------------------------------------- placements and decisions
+
+
+@dataclass(frozen=True, slots=True)
+class NodeAssignment:
+    """``pods`` pods of a job on ``node``; ``groups[i]`` is the NVLink group index of pod i (or -1)."""
+
+    node: str
+    pods: int
+    groups: tuple[int, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Placement:
+    cluster: str
+    nodes: tuple[NodeAssignment, ...]
+
+    @property
+    def pods(self) -> int:
+        return sum(a.pods for a in self.nodes)
+
+
+@dataclass(frozen=True, slots=True)
+class RunningJob:
+    """An admitted job holding capacity; ``terminating`` while a preemption waits for its grace period."""
+
+    job: Job
+    placement: Placement
+    replicas: int
+    start_time: float
+    borrowed: bool = False
+    terminating: bool = False
+
+
+class DecisionKind(str, Enum):
+    ADMIT = "admit"
+    PREEMPT = "preempt"
+    SCALE = "scale"
+    REJECT = "reject"
+
+
+@dataclass(frozen=True, slots=True)
+class Admit:
+    job_id: str
+    attempt: int
+    placement: Placement
+    replicas: int
+    borrowed: bool = False  # admitted on capacity borrowed from the cohort
+    kind: DecisionKind = DecisionKind.ADMIT
+
+
+@dataclass(frozen=True, slots=True)
+class Preempt:
+    """Stop a running job (whole gang). ``requeue`` is False when it must not come back (max runtime)."""
+
+    job_id: str
+    attempt: int
+    reason: str  # a PreemptReason value
+    grace_period_s: float
+    preemptor: str | None = None
+    requeue: bool = True
+    kind: DecisionKind = DecisionKind.PREEMPT
+
+
+@dataclass(frozen=True, slots=True)
+class Scale:
+    """Grow or shrink an elastic job to ``replicas`` with the given full placement."""
+
+    job_id: str
+    attempt: int
+    replicas: int
+    placement: Placement
+    kind: DecisionKind = DecisionKind.SCALE
+
+
+@dataclass(frozen=True, slots=True)
+class Reject:
+    job_id: str
+    reason: str  # a PendingReason value
+    message: str
+    kind: DecisionKind = DecisionKind.REJECT
+
+
+Decision = Admit | Preempt | Scale | Reject
+
+
+class PreemptReason(str, Enum):
+    PRIORITY = "higher_priority"  # same queue, higher priority job needs the capacity
+    RECLAIM = "quota_reclaim"  # lender takes back capacity another queue borrowed
+    FAIR_SHARE = "fair_share"
+    MAX_RUNTIME = "max_runtime_exceeded"
+    NODE_UNHEALTHY = "node_unhealthy"
+
+
+class PendingReason(str, Enum):
+    """Machine-readable answer to "why is my job pending"."""
+
+    QUEUED = "queued"  # ahead of it are other jobs in order
+    QUEUE_QUOTA = "queue_quota_exhausted"
+    COHORT_QUOTA = "cohort_quota_exhausted"
+    USER_LIMIT = "user_limit_reached"
+    BUDGET = "budget_exhausted"
+    CAPACITY = "insufficient_capacity"
+    TOPOLOGY = "topology_unsatisfiable"
+    RESERVATION = "waiting_for_reservation"  # holds a reservation; starts when it frees up
+    BEHIND_RESERVATION = "blocked_by_reservation"  # would delay a reserved job
+    NO_MATCHING_NODES = "no_matching_nodes"  # never fits anywhere (gpu type, selector, size)
+    UNKNOWN_QUEUE = "unknown_queue"
+    MAX_WAIT_EXCEEDED = "max_wait_exceeded"
+    PREEMPTING = "waiting_for_preemption"  # victims are being stopped for it
+    SUSPENDED = "suspended"
+
+
+@dataclass(frozen=True, slots=True)
+class PendingInfo:
+    """Status of one pending job after a cycle."""
+
+    job_id: str
+    reason: PendingReason
+    message: str
+    position: int | None = None  # 0-based position inside its queue, when known
+    estimated_start: float | None = None  # absolute time, from runtime estimates; None when unknown
+
+
+@dataclass(frozen=True, slots=True)
+class CycleResult:
+    decisions: tuple[Decision, ...]
+    pending: Mapping[str, PendingInfo]  # only jobs whose status was (re)computed this cycle
+
+
+@dataclass(frozen=True, slots=True)
+class SchedulerConfig:
+    """Policy knobs. ``policy`` names a preset; the flags below refine it."""
+
+    policy: str = "muster"  # "muster" | "fifo" (strict global FIFO, no backfill, no preemption)
+    fair_share: bool = True
+    fair_share_half_life_s: float = 7 * 24 * 3600.0
+    backfill: bool = True
+    preemption: bool = True
+    elastic: bool = True
+    bin_packing: bool = True
+    min_runtime_s: float = 300.0  # a job that has run less than this is not a victim (anti-thrash)
+    starvation_age_s: float = 24 * 3600.0  # waiting longer than this boosts a job above fair share
+    default_runtime_estimate_s: float = 3600.0
+    max_admissions_per_cycle: int = 1000
+    backfill_depth: int = 200  # how many blocked jobs per queue the cycle may look past
+    status_depth: int = 100  # pending status (position, estimate) computed for this many per queue

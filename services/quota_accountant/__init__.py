@@ -1,0 +1,1 @@
+"""quota_accountant."""

@@ -1,0 +1,1 @@
+"""Reading the human-written documents (cluster file, job spec) into wire and core types."""
