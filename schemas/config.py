@@ -6,11 +6,12 @@ The same models describe the cluster file a simulator run or ``muster up`` reads
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+from typing import Annotated, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-Name = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+from schemas.envelope import Message, Name
+
 ResourceName = Annotated[str, Field(min_length=1, max_length=80, pattern=r"^(cpu|memory|gpu:[a-z0-9][-a-z0-9.]*)$")]
 
 
@@ -135,3 +136,65 @@ class MusterConfig(_Strict):
             if pc.name == name:
                 return pc.value
         return None
+
+
+# ---------------------------------------------------------------- messages on muster.config (compacted)
+
+
+class _Defined(Message):
+    KIND: ClassVar[str] = ""
+
+    def key(self) -> str:
+        item = getattr(self, "item", None)
+        name = getattr(self, "name", None) if item is None else item.name
+        return f"{self.KIND}/{name}"
+
+
+class QueueDefined(_Defined):
+    TYPE: ClassVar[str] = "QueueDefined"
+    KIND: ClassVar[str] = "queue"
+    item: QueueConfig
+
+
+class CohortDefined(_Defined):
+    TYPE: ClassVar[str] = "CohortDefined"
+    KIND: ClassVar[str] = "cohort"
+    item: CohortConfig
+
+
+class PriorityClassDefined(_Defined):
+    TYPE: ClassVar[str] = "PriorityClassDefined"
+    KIND: ClassVar[str] = "priority-class"
+    item: PriorityClassConfig
+
+
+class GpuTypeDefined(_Defined):
+    TYPE: ClassVar[str] = "GpuTypeDefined"
+    KIND: ClassVar[str] = "gpu-type"
+    item: GpuTypeConfig
+
+
+class PoolDefined(_Defined):
+    TYPE: ClassVar[str] = "PoolDefined"
+    KIND: ClassVar[str] = "pool"
+    item: PoolConfig
+
+
+class TenantDefined(_Defined):
+    TYPE: ClassVar[str] = "TenantDefined"
+    KIND: ClassVar[str] = "tenant"
+    item: TenantConfig
+
+
+class ConfigItemDeleted(Message):
+    TYPE: ClassVar[str] = "ConfigItemDeleted"
+    kind: Literal["queue", "cohort", "priority-class", "gpu-type", "pool", "tenant"]
+    name: Name
+
+    def key(self) -> str:
+        return f"{self.kind}/{self.name}"
+
+
+CONFIG: tuple[type[Message], ...] = (
+    QueueDefined, CohortDefined, PriorityClassDefined, GpuTypeDefined, PoolDefined, TenantDefined, ConfigItemDeleted,
+)

@@ -31,7 +31,8 @@ def parse_cluster_yaml(text: str, source: str = "<string>") -> MusterConfig:
     if not isinstance(raw, dict):
         raise ValueError(f"{source}: top level must be a mapping")
     if "node_groups" in raw and "clusters" not in raw:  # single-cluster shorthand
-        raw = {**raw, "clusters": [{"name": raw.pop("cluster", "default"), "node_groups": raw.pop("node_groups")}]}
+        cluster = {"name": raw.pop("cluster", "default"), "node_groups": raw.pop("node_groups")}
+        raw["clusters"] = [cluster]
     try:
         return MusterConfig.model_validate(raw)
     except Exception as exc:

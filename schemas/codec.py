@@ -1,0 +1,77 @@
+"""orjson codec for envelopes, with decode errors that say why (the reason goes to the DLQ)."""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+import orjson
+from pydantic import ValidationError
+
+from schemas.envelope import Envelope, EnvelopeHeader
+from schemas.topics import MESSAGE_TYPES, TOPICS
+
+MAX_MESSAGE_BYTES = 1 << 20  # 1 MiB; the broker default max.message.bytes is about the same
+
+DecodeReason = Literal[
+    "too_large", "malformed", "invalid_envelope", "unknown_type", "unsupported_version", "invalid_payload",
+    "wrong_topic",
+]
+
+
+class DecodeError(Exception):
+    """A message that cannot be decoded or validated. ``reason`` is machine-readable, ``detail`` human."""
+
+    def __init__(self, reason: DecodeReason, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason: DecodeReason = reason
+        self.detail = detail
+
+
+def encode(envelope: Envelope) -> bytes:
+    return orjson.dumps(envelope.model_dump(mode="json"))
+
+
+def _summary(exc: ValidationError, limit: int = 5) -> str:
+    parts = []
+    for err in exc.errors()[:limit]:
+        loc = ".".join(str(p) for p in err["loc"]) or "<root>"
+        parts.append(f"{loc}: {err['msg']}")
+    more = exc.error_count() - limit
+    return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
+
+
+def decode(raw: bytes | None, *, topic: str | None = None, max_bytes: int = MAX_MESSAGE_BYTES) -> Envelope:
+    """Bytes -> validated envelope with a typed payload, or ``DecodeError``. Never raises anything else."""
+    if raw is None:
+        raise DecodeError("malformed", "empty value (tombstone)")
+    if len(raw) > max_bytes:
+        raise DecodeError("too_large", f"{len(raw)} bytes > limit {max_bytes}")
+    try:
+        data: Any = orjson.loads(raw)
+    except orjson.JSONDecodeError as exc:
+        raise DecodeError("malformed", f"not JSON: {exc}") from None
+    if not isinstance(data, dict):
+        raise DecodeError("malformed", f"expected a JSON object, got {type(data).__name__}")
+    payload = data.pop("payload", None)
+    try:
+        header = EnvelopeHeader.model_validate(data)
+    except ValidationError as exc:
+        raise DecodeError("invalid_envelope", _summary(exc)) from None
+    cls = MESSAGE_TYPES.get(header.type)
+    if cls is None:
+        raise DecodeError("unknown_type", f"unknown message type {header.type!r}")
+    if header.schema_version != cls.VERSION:
+        raise DecodeError(
+            "unsupported_version", f"{header.type} v{header.schema_version} (this build reads v{cls.VERSION})"
+        )
+    if topic is not None:
+        spec = TOPICS.get(topic)
+        if spec is not None and header.type not in spec.message_types:
+            raise DecodeError("wrong_topic", f"{header.type} does not belong on {topic}")
+    if not isinstance(payload, dict):
+        raise DecodeError("invalid_payload", "payload must be a JSON object")
+    try:
+        message = cls.model_validate(payload)
+    except ValidationError as exc:
+        raise DecodeError("invalid_payload", _summary(exc)) from None
+    return Envelope(**header.model_dump(), payload=message)

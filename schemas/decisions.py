@@ -1,0 +1,82 @@
+"""Decisions onto ``muster.decisions``: produced only by the queue manager, consumed by dispatchers."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.capacity import NodeName
+from schemas.envelope import JobId, Message, Name, Text
+from schemas.jobspec import JobSpec
+
+PreemptReasonName = Literal[
+    "higher_priority", "quota_reclaim", "fair_share", "max_runtime_exceeded", "node_unhealthy", "cancelled"
+]
+
+
+class NodePods(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    node: NodeName
+    pods: int = Field(ge=1, le=4096)
+    nvlink_groups: list[Annotated[int, Field(ge=-1, le=64)]] = Field(
+        default_factory=list, description="NVLink group of each pod on this node; -1 when none"
+    )
+
+
+class PlacementPlan(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    cluster: Name
+    nodes: list[NodePods] = Field(min_length=1, max_length=4096)
+
+    @property
+    def pods(self) -> int:
+        return sum(n.pods for n in self.nodes)
+
+
+class _JobDecision(Message):
+    job_id: JobId
+    attempt: int = Field(ge=0)
+
+    def key(self) -> str:
+        return self.job_id
+
+
+class JobAdmitted(_JobDecision):
+    """Run ``replicas`` pods of the job on ``placement``; self-contained so a dispatcher needs nothing else."""
+
+    TYPE: ClassVar[str] = "JobAdmitted"
+    tenant: Name
+    queue: Name
+    namespace: Name
+    priority: int
+    replicas: int = Field(ge=1, le=4096)
+    placement: PlacementPlan
+    borrowed: bool = False
+    spec: JobSpec
+
+
+class JobPreemptionRequested(_JobDecision):
+    """Stop the whole gang after its grace period (checkpoint first); ``requeue`` says whether it comes back."""
+
+    TYPE: ClassVar[str] = "JobPreemptionRequested"
+    reason: PreemptReasonName
+    grace_period_s: float = Field(ge=0, le=3600)
+    preemptor: JobId | None = None
+    requeue: bool = True
+    cluster: Name
+
+
+class JobScaled(_JobDecision):
+    TYPE: ClassVar[str] = "JobScaled"
+    replicas: int = Field(ge=1, le=4096)
+    placement: PlacementPlan
+
+
+class JobRejected(_JobDecision):
+    TYPE: ClassVar[str] = "JobRejected"
+    reason: Annotated[str, Field(min_length=1, max_length=64)]
+    message: Text
+
+
+DECISIONS: tuple[type[Message], ...] = (JobAdmitted, JobPreemptionRequested, JobScaled, JobRejected)

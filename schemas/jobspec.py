@@ -1,0 +1,148 @@
+"""The job spec a researcher writes (YAML or JSON) and a pipeline sends inside ``SubmitJob``."""
+
+from __future__ import annotations
+
+import re
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+
+from schemas.envelope import Name
+
+_QUANTITY = re.compile(r"^(?P<num>[0-9]+(\.[0-9]+)?)(?P<unit>m|k|M|G|T|Ki|Mi|Gi|Ti)?$")
+_MIB_FACTORS = {None: 1 / 2**20, "k": 1000 / 2**20, "M": 10**6 / 2**20, "G": 10**9 / 2**20,
+                "T": 10**12 / 2**20, "Ki": 1 / 1024, "Mi": 1.0, "Gi": 1024.0, "Ti": 1024.0**2}
+_CRON_FIELD = r"[0-9*/,\-A-Za-z?]+"
+_CRON = re.compile(rf"^(@(hourly|daily|weekly|monthly|yearly)|{_CRON_FIELD}( {_CRON_FIELD}){{4}})$")
+_LABEL_KEY = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
+
+Quantity = Annotated[str, Field(max_length=32, pattern=_QUANTITY.pattern)]
+LabelKey = Annotated[str, Field(max_length=253, pattern=_LABEL_KEY)]
+LabelValue = Annotated[str, Field(max_length=63, pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")]
+EnvName = Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
+Arg = Annotated[str, Field(max_length=4096)]
+
+
+def cpu_millicores(quantity: str) -> int:
+    """Kubernetes CPU quantity (``"500m"``, ``"2"``, ``"1.5"``) in millicores."""
+    m = _QUANTITY.match(quantity)
+    if m is None or m["unit"] not in (None, "m"):
+        raise ValueError(f"not a CPU quantity: {quantity!r}")
+    value = float(m["num"])
+    return round(value if m["unit"] == "m" else value * 1000)
+
+
+def memory_mib(quantity: str) -> int:
+    """Kubernetes memory quantity (``"512Mi"``, ``"64Gi"``, ``"1G"``) in MiB, rounded up."""
+    m = _QUANTITY.match(quantity)
+    if m is None or m["unit"] == "m":
+        raise ValueError(f"not a memory quantity: {quantity!r}")
+    mib = float(m["num"]) * _MIB_FACTORS[m["unit"]]
+    return int(-(-mib // 1))
+
+
+class _Spec(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+
+class ResourceRequest(_Spec):
+    """Resources of ONE pod of the gang."""
+
+    gpus: int = Field(default=0, ge=0, le=64)
+    gpu_type: Name | None = Field(default=None, description="None: any GPU type")
+    cpu: Quantity = "1"
+    memory: Quantity = "4Gi"
+
+    @field_validator("cpu")
+    @classmethod
+    def _cpu(cls, v: str) -> str:
+        cpu_millicores(v)
+        return v
+
+    @field_validator("memory")
+    @classmethod
+    def _memory(cls, v: str) -> str:
+        memory_mib(v)
+        return v
+
+    @property
+    def cpu_m(self) -> int:
+        return cpu_millicores(self.cpu)
+
+    @property
+    def memory_mb(self) -> int:
+        return memory_mib(self.memory)
+
+
+class SecuritySpec(_Spec):
+    """What a pod asks for beyond the defaults; rejected unless the queue's policy allows it."""
+
+    privileged: bool = False
+    run_as_root: bool = False
+    host_network: bool = False
+    host_pid: bool = False
+    host_ipc: bool = False
+    host_path_volumes: list[Annotated[str, Field(max_length=4096)]] = Field(default_factory=list, max_length=16)
+
+    @property
+    def elevated(self) -> bool:
+        return (self.privileged or self.run_as_root or self.host_network or self.host_pid or self.host_ipc
+                or bool(self.host_path_volumes))
+
+
+class PodTemplate(_Spec):
+    image: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
+    command: list[Arg] = Field(default_factory=list, max_length=256)
+    args: list[Arg] = Field(default_factory=list, max_length=256)
+    env: dict[EnvName, Annotated[str, Field(max_length=32768)]] = Field(default_factory=dict, max_length=256)
+    resources: ResourceRequest = Field(default_factory=ResourceRequest)
+    working_dir: Annotated[str, Field(max_length=4096)] | None = None
+    security: SecuritySpec = Field(default_factory=SecuritySpec)
+
+
+class TopologySpec(_Spec):
+    level: Literal["zone", "block", "rack", "node"]
+    mode: Literal["required", "preferred"] = "required"
+
+
+class CheckpointSpec(_Spec):
+    """Cooperative preemption: the job is signalled and given ``grace_period_s`` to checkpoint."""
+
+    enabled: bool = False
+    grace_period_s: int = Field(default=30, ge=0, le=3600)
+    directory: Annotated[str, Field(max_length=4096)] | None = None
+
+
+class JobSpec(_Spec):
+    name: Name
+    queue: Name
+    priority_class: Name = "normal"
+    replicas: int = Field(default=1, ge=1, le=4096, description="gang size: pods that start together")
+    min_replicas: int | None = Field(default=None, ge=1, le=4096, description="elastic: smallest useful size")
+    template: PodTemplate
+    topology: TopologySpec | None = None
+    cluster: Name | None = None
+    node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=32)
+    runtime_estimate_s: float | None = Field(default=None, gt=0, le=366 * 86400)
+    preemptible: bool = True
+    checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
+    max_wait_s: float | None = Field(default=None, gt=0)
+    max_runtime_s: float | None = Field(default=None, gt=0)
+    max_restarts: int = Field(default=3, ge=0, le=100, description="whole-gang restarts after a pod failure")
+    schedule: Annotated[str, Field(max_length=128)] | None = Field(
+        default=None, description="cron expression: submit again on this schedule"
+    )
+    labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
+    annotations: dict[LabelKey, Annotated[str, Field(max_length=4096)]] = Field(default_factory=dict, max_length=64)
+
+    @model_validator(mode="after")
+    def _consistent(self) -> JobSpec:
+        if self.min_replicas is not None and self.min_replicas > self.replicas:
+            raise ValueError("min_replicas must not exceed replicas")
+        if self.schedule is not None and not _CRON.match(self.schedule):
+            raise ValueError(f"schedule is not a cron expression: {self.schedule!r}")
+        return self
+
+    @property
+    def total_gpus(self) -> int:
+        return self.replicas * self.template.resources.gpus

@@ -1,0 +1,89 @@
+"""What actually happens to jobs on a cluster.
+
+``muster.runs`` carries observations of the node-state watcher (pods started, ready, succeeded, failed,
+evicted, objects deleted); ``muster.dispatches`` carries the dispatcher's own reports (objects created,
+a preemption handshake finished, a dispatch that failed). One producing service per topic.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import AwareDatetime, Field
+
+from schemas.capacity import NodeName
+from schemas.envelope import JobId, Message, Name, Text
+
+
+class _RunEvent(Message):
+    job_id: JobId
+    attempt: int = Field(ge=0)
+    cluster: Name
+    observed_at: AwareDatetime
+
+    def key(self) -> str:
+        return self.job_id
+
+
+class JobDispatched(_RunEvent):
+    TYPE: ClassVar[str] = "JobDispatched"
+    namespace: Name
+    object_name: Annotated[str, Field(min_length=1, max_length=63)]
+
+
+class DispatchFailed(_RunEvent):
+    TYPE: ClassVar[str] = "DispatchFailed"
+    reason: Annotated[str, Field(min_length=1, max_length=64)]
+    message: Text
+    retryable: bool = False
+
+
+class JobStopped(_RunEvent):
+    """The dispatcher stopped a job on request (preemption, cancel, max runtime) after its grace period."""
+
+    TYPE: ClassVar[str] = "JobStopped"
+    reason: Annotated[str, Field(min_length=1, max_length=64)]
+    requeue: bool
+    checkpointed: bool = False
+
+
+class RunStarted(_RunEvent):
+    """The first pod of the attempt is running."""
+
+    TYPE: ClassVar[str] = "RunStarted"
+    pods_running: int = Field(ge=0)
+    pods_total: int = Field(ge=1)
+
+
+class RunAllPodsReady(_RunEvent):
+    TYPE: ClassVar[str] = "RunAllPodsReady"
+    pods_total: int = Field(ge=1)
+
+
+class RunSucceeded(_RunEvent):
+    TYPE: ClassVar[str] = "RunSucceeded"
+
+
+class RunFailed(_RunEvent):
+    TYPE: ClassVar[str] = "RunFailed"
+    reason: Annotated[str, Field(min_length=1, max_length=64)]
+    message: Text = ""
+    exit_code: int | None = None
+    pod: Annotated[str, Field(max_length=253)] | None = None
+
+
+class RunEvicted(_RunEvent):
+    TYPE: ClassVar[str] = "RunEvicted"
+    reason: Annotated[str, Field(min_length=1, max_length=64)]
+    node: NodeName | None = None
+
+
+class RunDeleted(_RunEvent):
+    """The attempt's Kubernetes objects are gone (by Muster or by someone else)."""
+
+    TYPE: ClassVar[str] = "RunDeleted"
+    by: Literal["muster", "external", "unknown"] = "unknown"
+
+
+RUNS: tuple[type[Message], ...] = (RunStarted, RunAllPodsReady, RunSucceeded, RunFailed, RunEvicted, RunDeleted)
+DISPATCHES: tuple[type[Message], ...] = (JobDispatched, DispatchFailed, JobStopped)

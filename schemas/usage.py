@@ -1,0 +1,64 @@
+"""Usage ledger onto ``muster.usage`` (compacted): produced by the quota accountant."""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar, Literal
+
+from pydantic import AwareDatetime, Field
+
+from schemas.config import ResourceName
+from schemas.envelope import JobId, Message, Name
+
+
+class QueueUsageReported(Message):
+    """Current allocation against quota, and decayed history for fair share."""
+
+    TYPE: ClassVar[str] = "QueueUsageReported"
+    queue: Name
+    cohort: Name | None = None
+    as_of: AwareDatetime
+    allocated: dict[ResourceName, int] = Field(default_factory=dict)
+    nominal: dict[ResourceName, int] = Field(default_factory=dict)
+    borrowed: dict[ResourceName, int] = Field(default_factory=dict)
+    decayed_gpu_seconds: float = Field(ge=0)
+    half_life_s: float = Field(gt=0)
+
+    def key(self) -> str:
+        return f"queue/{self.queue}"
+
+
+class BudgetStatusReported(Message):
+    """GPU-hours a tenant used in the current window against its budget."""
+
+    TYPE: ClassVar[str] = "BudgetStatusReported"
+    tenant: Name
+    window: Literal["day", "week", "month"]
+    window_start: AwareDatetime
+    gpu_hours_used: float = Field(ge=0)
+    gpu_hour_budget: float | None = Field(default=None, ge=0)
+    exhausted: bool = False
+
+    def key(self) -> str:
+        return f"budget/{self.tenant}"
+
+
+class ChargebackRecorded(Message):
+    """One finished (or stopped) attempt's GPU time, for a charging model."""
+
+    TYPE: ClassVar[str] = "ChargebackRecorded"
+    job_id: JobId
+    attempt: int = Field(ge=0)
+    tenant: Name
+    queue: Name
+    gpu_type: Annotated[str, Field(max_length=63)]
+    gpus: int = Field(ge=0)
+    started_at: AwareDatetime
+    ended_at: AwareDatetime
+    gpu_seconds: float = Field(ge=0)
+    outcome: Literal["succeeded", "failed", "preempted", "cancelled", "evicted"]
+
+    def key(self) -> str:
+        return f"charge/{self.job_id}/{self.attempt}"
+
+
+USAGE: tuple[type[Message], ...] = (QueueUsageReported, BudgetStatusReported, ChargebackRecorded)
