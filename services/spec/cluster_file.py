@@ -12,7 +12,8 @@ from types import MappingProxyType
 import yaml
 
 from schemas.config import MusterConfig, NodeGroupConfig
-from services.core.model import CohortSpec, Node, QueueSpec, ResourceQuota
+from services.core.model import CohortSpec, Node, QueueSpec
+from services.spec.core_types import cohort_spec, queue_spec
 
 TOPOLOGY_LABEL_PREFIX = "topology.muster.dev/"
 
@@ -74,23 +75,8 @@ def core_nodes(cfg: MusterConfig) -> list[Node]:
 
 
 def core_queues(cfg: MusterConfig) -> list[QueueSpec]:
-    return [
-        QueueSpec(
-            name=q.name,
-            cohort=q.cohort,
-            weight=q.weight,
-            quotas=MappingProxyType(
-                {
-                    res: ResourceQuota(quota.nominal, quota.borrowing_limit, quota.lending_limit)
-                    for res, quota in q.quotas.items()
-                }
-            ),
-            user_limit_gpus=q.user_limit_gpus,
-            tenant=q.tenant,
-        )
-        for q in cfg.queues
-    ]
+    return [queue_spec(q) for q in cfg.queues]
 
 
 def core_cohorts(cfg: MusterConfig) -> list[CohortSpec]:
-    return [CohortSpec(name=c.name, parent=c.parent, weight=c.weight) for c in cfg.cohorts]
+    return [cohort_spec(c) for c in cfg.cohorts]

@@ -1,0 +1,50 @@
+"""The ``muster`` command. Subcommands are imported only when used, so ``muster --help`` stays fast."""
+
+from __future__ import annotations
+
+import importlib
+from typing import Any
+
+import click
+
+# name -> "module:attribute" of a click command
+SUBCOMMANDS: dict[str, str] = {
+    "up": "services.cli.up:up",
+    "sim": "services.simulator.cli:sim",
+    "kubesim": "services.kubesim.cli:kubesim",
+    "topics": "services.cli.topics:topics",
+}
+
+
+class LazyGroup(click.Group):
+    """A click group that imports a subcommand's module on first use."""
+
+    def __init__(self, *args: Any, lazy: dict[str, str], **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._lazy = lazy
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*super().list_commands(ctx), *self._lazy})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        if cmd_name in self._lazy:
+            module_name, attr = self._lazy[cmd_name].split(":")
+            command = getattr(importlib.import_module(module_name), attr)
+            if not isinstance(command, click.Command):
+                raise click.ClickException(f"{self._lazy[cmd_name]} is not a command")
+            return command
+        return super().get_command(ctx, cmd_name)
+
+
+@click.group(cls=LazyGroup, lazy=SUBCOMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(package_name="muster")
+def cli() -> None:
+    """Muster: job-level queueing, quotas, fair share, gang admission and dispatch for GPU clusters."""
+
+
+def main() -> None:
+    cli()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,106 @@
+"""Conversions between wire models (``schemas``) and the core's value types (``services.core.model``)."""
+
+from __future__ import annotations
+
+from types import MappingProxyType
+
+from schemas.capacity import NodeState
+from schemas.config import CohortConfig, QueueConfig
+from schemas.decisions import NodePods, PlacementPlan
+from schemas.intents import SubmitJob
+from services.core.model import (
+    ANY_GPU,
+    CohortSpec,
+    Job,
+    Node,
+    NodeAssignment,
+    Placement,
+    QueueSpec,
+    ResourceQuota,
+    TopologyMode,
+    TopologyRequest,
+)
+
+
+def queue_spec(q: QueueConfig) -> QueueSpec:
+    return QueueSpec(
+        name=q.name,
+        cohort=q.cohort,
+        weight=q.weight,
+        quotas=MappingProxyType(
+            {res: ResourceQuota(qt.nominal, qt.borrowing_limit, qt.lending_limit) for res, qt in q.quotas.items()}
+        ),
+        user_limit_gpus=q.user_limit_gpus,
+        tenant=q.tenant,
+    )
+
+
+def cohort_spec(c: CohortConfig) -> CohortSpec:
+    return CohortSpec(name=c.name, parent=c.parent, weight=c.weight)
+
+
+def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attempt: int = 0) -> Job:
+    """A submission as the core sees it. ``priority`` is the resolved value of the spec's priority class."""
+    spec = msg.spec
+    res = spec.template.resources
+    topology = None
+    if spec.topology is not None:
+        topology = TopologyRequest(spec.topology.level, TopologyMode(spec.topology.mode))
+    return Job(
+        job_id=msg.job_id,
+        queue=spec.queue,
+        submit_time=submit_time,
+        replicas=spec.replicas,
+        gpus_per_pod=res.gpus,
+        gpu_type=res.gpu_type or ANY_GPU,
+        cpu_m=res.cpu_m,
+        memory_mb=res.memory_mb,
+        min_replicas=spec.min_replicas,
+        priority=priority,
+        priority_class=spec.priority_class,
+        user=msg.user,
+        tenant=msg.tenant,
+        runtime_estimate=spec.runtime_estimate_s,
+        preemptible=spec.preemptible,
+        checkpointable=spec.checkpoint.enabled,
+        grace_period_s=float(spec.checkpoint.grace_period_s),
+        topology=topology,
+        cluster=spec.cluster,
+        node_selector=MappingProxyType(dict(spec.node_selector)),
+        tolerations=frozenset({"nvidia.com/gpu"}) if res.gpus else frozenset(),
+        max_wait_s=spec.max_wait_s,
+        max_runtime_s=spec.max_runtime_s,
+        attempt=attempt,
+    )
+
+
+def node_from_state(s: NodeState) -> Node:
+    topo = {k: v for k, v in (("zone", s.topology.zone), ("block", s.topology.block), ("rack", s.topology.rack)) if v}
+    return Node(
+        name=s.node,
+        cluster=s.cluster,
+        gpu_type=s.gpu_type,
+        gpus=s.gpus_allocatable,
+        cpu_m=s.cpu_m,
+        memory_mb=s.memory_mb,
+        topology=MappingProxyType(topo),
+        labels=MappingProxyType(dict(s.labels)),
+        nvlink_groups=tuple(s.topology.nvlink_groups),
+        taints=frozenset(t.key for t in s.taints if t.effect != "PreferNoSchedule"),
+        healthy=s.healthy,
+        schedulable=s.schedulable,
+    )
+
+
+def placement_plan(p: Placement) -> PlacementPlan:
+    return PlacementPlan(
+        cluster=p.cluster,
+        nodes=[NodePods(node=a.node, pods=a.pods, nvlink_groups=list(a.groups)) for a in p.nodes],
+    )
+
+
+def placement_from_plan(plan: PlacementPlan) -> Placement:
+    return Placement(
+        cluster=plan.cluster,
+        nodes=tuple(NodeAssignment(node=n.node, pods=n.pods, groups=tuple(n.nvlink_groups)) for n in plan.nodes),
+    )
