@@ -1,0 +1,113 @@
+"""``muster up``: the embedded system on one machine, no Docker: broker, topics, simulated clusters."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import signal
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from schemas.config import MusterConfig
+from services.spec.cluster_file import load_cluster_file
+
+DEFAULT_CLUSTER = Path(__file__).parent / "data" / "default-cluster.yaml"
+
+
+def with_cluster_count(cfg: MusterConfig, count: int | None) -> MusterConfig:
+    """``count`` clusters: the file's first ones, plus copies of its first cluster named ``<name>-2`` ..."""
+    if count is None or count == len(cfg.clusters):
+        return cfg
+    if count < 1 or not cfg.clusters:
+        raise click.BadParameter("needs at least one cluster", param_hint="--clusters")
+    clusters = list(cfg.clusters[:count])
+    base = cfg.clusters[0]
+    while len(clusters) < count:
+        clusters.append(base.model_copy(update={"name": f"{base.name}-{len(clusters) + 1}"}))
+    return cfg.model_copy(update={"clusters": clusters})
+
+
+def kubeconfig(urls: dict[str, str]) -> dict[str, Any]:
+    """A kubeconfig with one context per simulated cluster (no credentials: kubesim is loopback only)."""
+    return {
+        "apiVersion": "v1",
+        "kind": "Config",
+        "clusters": [{"name": n, "cluster": {"server": u}} for n, u in urls.items()],
+        "users": [{"name": "muster-dev", "user": {}}],
+        "contexts": [{"name": n, "context": {"cluster": n, "user": "muster-dev"}} for n in urls],
+        "current-context": next(iter(urls)),
+    }
+
+
+def _step(message: str) -> None:
+    click.echo(click.style("» ", fg="cyan") + message)
+
+
+async def _run(cfg: MusterConfig, state_dir: Path, bootstrap: str | None, port: int, profile: str) -> None:
+    from services.kubesim import KubeSim
+    from services.runtime.broker import resolve_broker
+    from services.runtime.kafka.settings import KafkaSettings
+    from services.runtime.kafka.topics import ensure_registry_topics
+
+    _step("starting Apache Kafka (the first run fetches its jars from Maven Central; this takes a minute)")
+    broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=state_dir / "kafka")
+    try:
+        _step(f"broker ready at {broker.bootstrap}; creating topics")
+        created = await ensure_registry_topics(KafkaSettings(bootstrap=broker.bootstrap))
+        _step(f"topics ready ({len(created)} created)")
+        async with contextlib.AsyncExitStack() as stack:
+            urls: dict[str, str] = {}
+            for i, cluster in enumerate(cfg.clusters):
+                sim = KubeSim(cfg, cluster_name=cluster.name, profile=profile)
+                urls[cluster.name] = await stack.enter_async_context(
+                    sim.serve(host="127.0.0.1", port=port + i if port else 0)
+                )
+                gpus = sum(g.count * g.gpus_per_node for g in cluster.node_groups)
+                nodes = sum(g.count for g in cluster.node_groups)
+                _step(f"simulated cluster {cluster.name!r}: {nodes} nodes, {gpus} GPUs at {urls[cluster.name]}")
+            config_path = state_dir / "kubeconfig"
+            await asyncio.to_thread(
+                config_path.write_text, yaml.safe_dump(kubeconfig(urls), sort_keys=False), encoding="utf-8"
+            )
+            click.echo("")
+            click.echo(click.style("Muster is up.", bold=True))
+            click.echo(f"  Kafka bootstrap      {broker.bootstrap}")
+            for name, url in urls.items():
+                click.echo(f"  cluster {name:12} {url}")
+            click.echo(f"  kubeconfig           {config_path}   (KUBECONFIG={config_path} kubectl get nodes)")
+            click.echo("  topics               muster topics list")
+            click.echo("Press Ctrl-C to stop.")
+            stop = asyncio.Event()
+            loop = asyncio.get_running_loop()
+            for sig in (signal.SIGINT, signal.SIGTERM):
+                loop.add_signal_handler(sig, stop.set)
+            await stop.wait()
+            _step("stopping")
+    finally:
+        await asyncio.to_thread(broker.close)
+
+
+@click.command()
+@click.option("--cluster", "cluster_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              default=None, help="cluster file (YAML); default: a small two-team A100/T4 cluster")
+@click.option("--clusters", type=click.IntRange(1, 16), default=None, help="number of simulated clusters")
+@click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=Path(".muster"),
+              show_default=True, help="broker log directory and generated kubeconfig")
+@click.option("--bootstrap", envvar="MUSTER_KAFKA_BOOTSTRAP", default=None, help="use this Kafka instead")
+@click.option("--kubesim-port", type=click.IntRange(0, 65000), default=8001, show_default=True,
+              help="port of the first simulated cluster (0: any free port)")
+@click.option("--profile", type=click.Choice(["realistic", "zero"]), default="realistic", show_default=True,
+              help="simulated kubelet delays")
+def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstrap: str | None,
+       kubesim_port: int, profile: str) -> None:
+    """Start the embedded system: Apache Kafka, Muster's topics and simulated GPU clusters."""
+    try:
+        cfg = with_cluster_count(load_cluster_file(cluster_file or DEFAULT_CLUSTER), clusters)
+    except ValueError as exc:
+        raise click.ClickException(str(exc)) from exc
+    state_dir.mkdir(parents=True, exist_ok=True)
+    with contextlib.suppress(KeyboardInterrupt):
+        asyncio.run(_run(cfg, state_dir.resolve(), bootstrap, kubesim_port, profile))

@@ -1,0 +1,62 @@
+"""``python -m services.runtime.broker fetch | run [--log-dir D]``."""
+
+from __future__ import annotations
+
+import argparse
+import signal
+import sys
+import threading
+from collections.abc import Sequence
+from types import FrameType
+
+from services.runtime.broker import distribution as dist
+from services.runtime.broker.process import KafkaBroker
+
+
+def _fetch(_: argparse.Namespace) -> int:
+    if dist.is_fetched():
+        print(f"Kafka {dist.KAFKA_VERSION} jars already in {dist.cached_libs_dir()}")
+        return 0
+    libs = dist.fetch_jars()
+    print(f"Kafka {dist.KAFKA_VERSION} jars fetched into {libs}")
+    return 0
+
+
+def _run(args: argparse.Namespace) -> int:
+    stop = threading.Event()
+
+    def _on_signal(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGTERM, _on_signal)
+    signal.signal(signal.SIGINT, _on_signal)
+    broker = KafkaBroker(log_dir=args.log_dir, port=args.port)
+    try:
+        broker.start()
+        print(broker.bootstrap, flush=True)
+        print(f"log dir: {broker.log_dir}", file=sys.stderr, flush=True)
+        while not stop.wait(0.5):
+            if not broker.running:
+                print("the broker exited; see its logs", file=sys.stderr)
+                return 1
+    finally:
+        broker.close()
+    return 0
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the broker command line."""
+    parser = argparse.ArgumentParser(prog="python -m services.runtime.broker", description=__doc__)
+    commands = parser.add_subparsers(dest="command", required=True)
+    fetch = commands.add_parser("fetch", help=f"download the Kafka {dist.KAFKA_VERSION} jars into the cache")
+    fetch.set_defaults(handler=_fetch)
+    run = commands.add_parser("run", help="run a single-node broker in the foreground until Ctrl-C")
+    run.add_argument("--log-dir", default=None, help="broker directory (kept); a temporary one if omitted")
+    run.add_argument("--port", type=int, default=None, help="listener port (a free one if omitted)")
+    run.set_defaults(handler=_run)
+    args = parser.parse_args(argv)
+    return int(args.handler(args))
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,24 @@
+"""The Kafka kit on aiokafka: settings, envelope producer, consumer loop with DLQ, topic creation."""
+
+from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, TombstoneHandler
+from services.runtime.kafka.loop import ConsumerLoop, LoopStats, RetryPolicy
+from services.runtime.kafka.producer import DeliveryFuture, EnvelopeProducer
+from services.runtime.kafka.settings import KafkaSettings
+from services.runtime.kafka.topics import TopicPlan, create_topics, ensure_registry_topics, plans_for
+
+__all__ = [
+    "ConsumerLoop",
+    "Delivery",
+    "DeliveryFuture",
+    "EnvelopeProducer",
+    "Handler",
+    "KafkaSettings",
+    "LoopStats",
+    "PartitionsCallback",
+    "RetryPolicy",
+    "TombstoneHandler",
+    "TopicPlan",
+    "create_topics",
+    "ensure_registry_topics",
+    "plans_for",
+]

@@ -1,0 +1,264 @@
+"""``ConsumerLoop``: consume -> decode -> handle -> produce -> commit, with a dead-letter topic."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Awaitable, Callable, Collection, Sequence
+from dataclasses import dataclass
+from typing import TypeAlias
+
+from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
+from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
+
+from schemas.codec import DecodeError, decode
+from schemas.topics import dlq_topic
+from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, TombstoneHandler
+from services.runtime.kafka.headers import dead_letter_headers
+from services.runtime.kafka.producer import EnvelopeProducer
+from services.runtime.kafka.settings import KafkaSettings
+
+log = logging.getLogger(__name__)
+
+Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
+
+
+@dataclass(frozen=True)
+class RetryPolicy:
+    """Bounded retries of a failing handler: ``attempts`` tries in all, exponential backoff between."""
+
+    attempts: int = 3
+    initial_backoff_s: float = 0.1
+    max_backoff_s: float = 5.0
+
+    def backoff(self, failed_attempt: int) -> float:
+        return float(min(self.max_backoff_s, self.initial_backoff_s * 2 ** (failed_attempt - 1)))
+
+
+@dataclass
+class LoopStats:
+    """Counters for metrics and tests."""
+
+    handled: int = 0
+    dead_lettered: int = 0
+    retries: int = 0
+    commits: int = 0
+
+
+class _Rebalance(ConsumerRebalanceListener):  # type: ignore[misc]
+    def __init__(self, loop: ConsumerLoop) -> None:
+        self._loop = loop
+
+    async def on_partitions_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        await self._loop._on_revoked(revoked)
+
+    async def on_partitions_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        await self._loop._on_assigned(assigned)
+
+
+class ConsumerLoop:
+    """Runs one consumer-group member: each record is decoded, handled, its outputs acknowledged,
+    and only then its offset committed (at-least-once; handlers must be idempotent).
+
+    A record that cannot be decoded or validated goes to ``<topic>.dlq`` at once; a handler that keeps
+    failing goes there after ``retry.attempts`` tries with reason ``handler_error``. Either way the
+    consumer moves on. If a dead letter itself cannot be written the loop stops with the error, leaving
+    the record uncommitted. On revocation the processed offsets of the revoked partitions are committed.
+    Tombstones (null values, deletes on compacted topics) go to ``on_tombstone`` with their key when it
+    is given, otherwise to the dead-letter topic as ``malformed``.
+    """
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        topics: Sequence[str],
+        handler: Handler,
+        producer: EnvelopeProducer,
+        *,
+        group_id: str | None = None,
+        retry: RetryPolicy | None = None,
+        on_assigned: PartitionsCallback | None = None,
+        on_revoked: PartitionsCallback | None = None,
+        on_tombstone: TombstoneHandler | None = None,
+        isolation_level: str = "read_committed",
+        auto_offset_reset: str = "earliest",
+        max_records: int = 100,
+        poll_timeout_ms: int = 200,
+    ) -> None:
+        group = group_id or settings.group_id
+        if not group:
+            raise ValueError("ConsumerLoop needs a consumer group (group_id or MUSTER_KAFKA_GROUP_ID)")
+        self.group_id = group
+        self._settings = settings
+        self._topics = tuple(topics)
+        self._handler = handler
+        self._producer = producer
+        self._retry = retry or RetryPolicy()
+        self._on_assigned_cb = on_assigned
+        self._on_revoked_cb = on_revoked
+        self._on_tombstone = on_tombstone
+        self._isolation_level = isolation_level
+        self._auto_offset_reset = auto_offset_reset
+        self._max_records = max_records
+        self._poll_timeout_ms = poll_timeout_ms
+        self._consumer: AIOKafkaConsumer | None = None
+        self._owned: set[TopicPartition] = set()
+        self._processed: dict[TopicPartition, int] = {}
+        self._work_lock = asyncio.Lock()
+        self._stopping = asyncio.Event()
+        self._ready = asyncio.Event()
+        self.stats = LoopStats()
+
+    @property
+    def assignment(self) -> frozenset[TopicPartition]:
+        """Partitions this member currently owns."""
+        return frozenset(self._owned)
+
+    async def wait_assigned(self) -> None:
+        """Return once the first partition assignment has been received."""
+        await self._ready.wait()
+
+    def stop(self) -> None:
+        """Ask the loop to finish the record in hand, commit and close (safe from a signal handler)."""
+        self._stopping.set()
+
+    async def run(self, *, handle_signals: bool = False) -> None:
+        """Consume until ``stop()`` (or SIGTERM/SIGINT when ``handle_signals``); then commit and close."""
+        running = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                running.add_signal_handler(sig, self.stop)
+                installed.append(sig)
+        consumer = AIOKafkaConsumer(
+            **self._settings.client_options(),
+            group_id=self.group_id,
+            enable_auto_commit=False,
+            auto_offset_reset=self._auto_offset_reset,
+            isolation_level=self._isolation_level,
+        )
+        self._consumer = consumer
+        try:
+            await consumer.start()
+            consumer.subscribe(self._topics, listener=_Rebalance(self))
+            while not self._stopping.is_set():
+                batch = await consumer.getmany(timeout_ms=self._poll_timeout_ms, max_records=self._max_records)
+                for records in batch.values():
+                    for record in records:
+                        if self._stopping.is_set():
+                            break
+                        await self._process(record)
+                await self._commit_processed()
+        finally:
+            with contextlib.suppress(Exception):
+                await self._commit_processed()
+            await consumer.stop()
+            self._consumer = None
+            for sig in installed:
+                running.remove_signal_handler(sig)
+
+    async def _process(self, record: Record) -> None:
+        tp = TopicPartition(record.topic, record.partition)
+        async with self._work_lock:
+            if tp not in self._owned:
+                return  # revoked while the batch was in hand: the new owner re-reads it
+            await self._handle_record(record)
+            self._processed[tp] = record.offset + 1
+
+    async def _handle_record(self, record: Record) -> None:
+        if record.value is None and self._on_tombstone is not None:
+            on_tombstone = self._on_tombstone
+            await self._with_retries(record, lambda delivery: on_tombstone(record.key, delivery))
+            return
+        try:
+            envelope = decode(record.value, topic=record.topic)
+        except DecodeError as exc:
+            await self._dead_letter(record, exc.reason, exc.detail, attempts=0)
+            return
+        await self._with_retries(record, lambda delivery: self._handler(envelope, delivery))
+
+    async def _with_retries(self, record: Record, call: Callable[[Delivery], Awaitable[None]]) -> None:
+        for attempt in range(1, self._retry.attempts + 1):
+            delivery = Delivery(
+                topic=record.topic,
+                partition=record.partition,
+                offset=record.offset,
+                key=record.key,
+                timestamp_ms=record.timestamp,
+                attempt=attempt,
+                _producer=self._producer,
+            )
+            try:
+                await call(delivery)
+                await delivery.settle()
+            except DecodeError as exc:
+                await self._dead_letter(record, exc.reason, exc.detail, attempts=attempt)
+                return
+            except Exception as exc:
+                detail = f"{type(exc).__name__}: {exc}"
+                if attempt >= self._retry.attempts:
+                    log.exception("handler failed %d times on %s; dead-lettering", attempt, _where(record))
+                    await self._dead_letter(record, "handler_error", detail, attempts=attempt)
+                    return
+                self.stats.retries += 1
+                log.warning("handler failed on %s (attempt %d): %s", _where(record), attempt, detail)
+                await asyncio.sleep(self._retry.backoff(attempt))
+            else:
+                self.stats.handled += 1
+                return
+
+    async def _dead_letter(self, record: Record, reason: str, detail: str, *, attempts: int) -> None:
+        headers = dead_letter_headers(
+            record.headers,
+            reason=reason,
+            detail=detail,
+            topic=record.topic,
+            partition=record.partition,
+            offset=record.offset,
+            group=self.group_id,
+            attempts=attempts,
+        )
+        future = await self._producer.send_raw(
+            dlq_topic(record.topic), record.value, key=record.key, headers=headers
+        )
+        await future
+        self.stats.dead_lettered += 1
+        log.warning("dead-lettered %s: %s (%s)", _where(record), reason, detail[:200])
+
+    async def _commit_processed(self, only: Collection[TopicPartition] | None = None) -> None:
+        consumer = self._consumer
+        selected = {
+            tp: OffsetAndMetadata(offset, "")
+            for tp, offset in self._processed.items()
+            if only is None or tp in only
+        }
+        if consumer is None or not selected:
+            return
+        await consumer.commit(selected)
+        self.stats.commits += 1
+        for tp in selected:
+            self._processed.pop(tp, None)
+
+    async def _on_revoked(self, revoked: Collection[TopicPartition]) -> None:
+        async with self._work_lock:
+            try:
+                await self._commit_processed(only=revoked)
+            except Exception:
+                log.exception("commit on revocation failed; the next owner re-delivers those records")
+            self._owned.difference_update(revoked)
+            for tp in revoked:
+                self._processed.pop(tp, None)
+        if self._on_revoked_cb is not None:
+            await self._on_revoked_cb(revoked)
+
+    async def _on_assigned(self, assigned: Collection[TopicPartition]) -> None:
+        self._owned.update(assigned)
+        if self._on_assigned_cb is not None:
+            await self._on_assigned_cb(assigned)
+        self._ready.set()
+
+
+def _where(record: Record) -> str:
+    return f"{record.topic}[{record.partition}]@{record.offset}"

@@ -1,0 +1,266 @@
+"""The Kafka kit against the real broker: topics, envelope producer, consumer loop, dead letters."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import signal
+import uuid
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+
+import orjson
+import pytest
+from aiokafka.admin import AIOKafkaAdminClient
+from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
+from aiokafka.structs import TopicPartition
+
+from schemas.codec import encode
+from schemas.envelope import Envelope
+from schemas.topics import STATUS_TOPIC, TOPICS, dlq_topic
+from services.runtime.kafka import (
+    ConsumerLoop,
+    Delivery,
+    EnvelopeProducer,
+    KafkaSettings,
+    RetryPolicy,
+    ensure_registry_topics,
+)
+from services.runtime.kafka.headers import TYPE_HEADER, VERSION_HEADER, header_value
+from tests.builders.messages import example_envelopes
+from tests.integration.builders import TopicFactory, committed, eventually, produce, read_all
+
+pytestmark = pytest.mark.integration
+
+Seen = list[tuple[Envelope, Delivery]]
+
+
+def collector(seen: Seen) -> Callable[[Envelope, Delivery], Awaitable[None]]:
+    async def handle(envelope: Envelope, delivery: Delivery) -> None:
+        seen.append((envelope, delivery))
+
+    return handle
+
+
+@asynccontextmanager
+async def running(loop: ConsumerLoop, **run_options: bool) -> AsyncIterator[asyncio.Task[None]]:
+    """Run ``loop`` in a task until the block ends, then stop it gracefully."""
+    task = asyncio.create_task(loop.run(**run_options))
+    assigned = asyncio.create_task(loop.wait_assigned())
+    try:
+        await asyncio.wait({task, assigned}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        assert assigned.done(), "the loop got no partitions"
+        yield task
+    finally:
+        assigned.cancel()
+        loop.stop()
+        await asyncio.wait_for(task, 30)
+
+
+def group() -> str:
+    return f"g-{uuid.uuid4().hex[:8]}"
+
+
+async def test_registry_topics_are_created_once_with_their_settings(kafka_settings: KafkaSettings) -> None:
+    await ensure_registry_topics(kafka_settings)
+    assert await ensure_registry_topics(kafka_settings) == []
+    admin = AIOKafkaAdminClient(**kafka_settings.client_options())
+    await admin.start()
+    try:
+        existing = set(await admin.list_topics())
+        assert {name for name in TOPICS} | {dlq_topic(name) for name in TOPICS} <= existing
+        described = await admin.describe_topics([STATUS_TOPIC])
+        assert len(described[0]["partitions"]) == TOPICS[STATUS_TOPIC].partitions
+        responses = await admin.describe_configs([ConfigResource(ConfigResourceType.TOPIC, STATUS_TOPIC)])
+        entries = {entry[0]: entry[1] for response in responses for res in response.resources for entry in res[4]}
+        assert entries["cleanup.policy"] == TOPICS[STATUS_TOPIC].cleanup_policy
+    finally:
+        await admin.close()
+
+
+async def test_every_message_type_round_trips_through_its_topic(kafka_settings: KafkaSettings) -> None:
+    await ensure_registry_topics(kafka_settings)
+    examples = example_envelopes()
+    seen: Seen = []
+    async with EnvelopeProducer(kafka_settings) as producer:
+        loop = ConsumerLoop(kafka_settings, sorted(TOPICS), collector(seen), producer, group_id=group())
+        async with running(loop):
+            for topic, envelope in examples:
+                await producer.send(topic, envelope)
+            await producer.flush()
+            wanted = {envelope.event_id for _, envelope in examples}
+            await eventually(lambda: wanted <= {envelope.event_id for envelope, _ in seen})
+    received = {envelope.event_id: (envelope, delivery) for envelope, delivery in seen}
+    for topic, envelope in examples:
+        got, delivery = received[envelope.event_id]
+        assert got == envelope
+        assert type(got.payload) is type(envelope.payload)
+        assert delivery.topic == topic
+        assert delivery.key == envelope.key().encode()
+    assert loop.stats.dead_lettered == 0
+
+
+async def test_envelope_records_carry_type_and_version_headers(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    topic = await topics.create("headers")
+    _, envelope = example_envelopes()[0]
+    async with EnvelopeProducer(kafka_settings) as producer:
+        await producer.send_and_wait(topic, envelope)
+    (record,) = await read_all(kafka_settings, topic, idle_s=0.4)
+    assert record.key == envelope.key().encode()
+    assert header_value(record.headers, TYPE_HEADER) == envelope.type
+    assert header_value(record.headers, VERSION_HEADER) == str(envelope.schema_version)
+    assert record.value == encode(envelope)
+
+
+async def test_undecodable_messages_go_to_the_dlq_and_the_consumer_continues(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    topic = await topics.create("input")
+    dlq = await topics.create(name=dlq_topic(topic))
+    _, valid = example_envelopes()[0]
+    invalid = orjson.loads(encode(valid))
+    invalid["payload"]["job_id"] = "Not A Valid Id!"
+    await produce(
+        kafka_settings,
+        topic,
+        [(b"bad", b"{not json"), (b"bad", orjson.dumps(invalid)), (valid.key().encode(), encode(valid))],
+    )
+    seen: Seen = []
+    group_id = group()
+    async with EnvelopeProducer(kafka_settings) as producer:
+        loop = ConsumerLoop(kafka_settings, [topic], collector(seen), producer, group_id=group_id)
+        async with running(loop):
+            await eventually(lambda: len(seen) == 1)
+    assert seen[0][0] == valid and seen[0][1].offset == 2
+    dead = await read_all(kafka_settings, dlq, idle_s=0.4)
+    assert [header_value(r.headers, "muster-dlq-reason") for r in dead] == ["malformed", "invalid_payload"]
+    assert [r.value for r in dead] == [b"{not json", orjson.dumps(invalid)]
+    assert "job_id" in (header_value(dead[1].headers, "muster-dlq-detail") or "")
+    for offset, record in enumerate(dead):
+        assert header_value(record.headers, "muster-dlq-topic") == topic
+        assert header_value(record.headers, "muster-dlq-partition") == "0"
+        assert header_value(record.headers, "muster-dlq-offset") == str(offset)
+    assert await committed(kafka_settings, group_id, TopicPartition(topic, 0)) == 3
+
+
+async def test_failing_handler_is_retried_then_dead_lettered(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    topic = await topics.create("retry")
+    dlq = await topics.create(name=dlq_topic(topic))
+    envelopes = [envelope for _, envelope in example_envelopes()[:3]]
+    poison, flaky, fine = (envelope.event_id for envelope in envelopes)
+    calls: dict[str, int] = {}
+    done: list[str] = []
+
+    async def handle(envelope: Envelope, delivery: Delivery) -> None:
+        calls[envelope.event_id] = calls.get(envelope.event_id, 0) + 1
+        assert delivery.attempt == calls[envelope.event_id]
+        if envelope.event_id == poison or (envelope.event_id == flaky and delivery.attempt == 1):
+            raise RuntimeError(f"cannot handle {envelope.type}")
+        done.append(envelope.event_id)
+
+    async with EnvelopeProducer(kafka_settings) as producer:
+        for envelope in envelopes:
+            await producer.send_and_wait(topic, envelope)
+        retry = RetryPolicy(attempts=3, initial_backoff_s=0.01)
+        loop = ConsumerLoop(kafka_settings, [topic], handle, producer, group_id=group(), retry=retry)
+        async with running(loop):
+            await eventually(lambda: fine in done)
+    assert calls == {poison: 3, flaky: 2, fine: 1}
+    assert done == [flaky, fine]
+    (dead,) = await read_all(kafka_settings, dlq, idle_s=0.4)
+    assert header_value(dead.headers, "muster-dlq-reason") == "handler_error"
+    assert header_value(dead.headers, "muster-dlq-attempts") == "3"
+    assert "RuntimeError: cannot handle" in (header_value(dead.headers, "muster-dlq-detail") or "")
+    assert loop.stats.retries == 3 and loop.stats.dead_lettered == 1 and loop.stats.handled == 2
+
+
+async def test_emitted_messages_are_acknowledged_before_the_input_is_committed(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    source = await topics.create("source")
+    sink = await topics.create("sink")
+    examples = [envelope for _, envelope in example_envelopes()[:5]]
+    group_id = group()
+
+    async def forward(envelope: Envelope, delivery: Delivery) -> None:
+        await delivery.emit(sink, envelope)
+
+    async with EnvelopeProducer(kafka_settings) as producer:
+        for envelope in examples:
+            await producer.send(source, envelope)
+        await producer.flush()
+        loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id)
+        async with running(loop):
+            await eventually(lambda: loop.stats.handled == len(examples))
+    assert await committed(kafka_settings, group_id, TopicPartition(source, 0)) == len(examples)
+    forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
+    assert [record.value for record in forwarded] == [encode(envelope) for envelope in examples]
+
+
+async def test_sigterm_stops_the_loop_gracefully_and_commits(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    topic = await topics.create("sigterm")
+    seen: Seen = []
+    group_id = group()
+    async with EnvelopeProducer(kafka_settings) as producer:
+        _, envelope = example_envelopes()[0]
+        await producer.send_and_wait(topic, envelope)
+        loop = ConsumerLoop(kafka_settings, [topic], collector(seen), producer, group_id=group_id)
+        task = asyncio.create_task(loop.run(handle_signals=True))
+        await eventually(lambda: len(seen) == 1)
+        os.kill(os.getpid(), signal.SIGTERM)
+        await asyncio.wait_for(task, 30)
+    assert await committed(kafka_settings, group_id, TopicPartition(topic, 0)) == 1
+
+
+async def test_two_loops_share_partitions_and_hand_over_on_leave(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    topic = await topics.create("members", partitions=4)
+    group_id = group()
+    seen: Seen = []
+    examples = [envelope for _, envelope in example_envelopes()]
+    async with EnvelopeProducer(kafka_settings) as producer:
+        first = ConsumerLoop(kafka_settings, [topic], collector(seen), producer, group_id=group_id)
+        second = ConsumerLoop(kafka_settings, [topic], collector(seen), producer, group_id=group_id)
+        async with running(first):
+            async with running(second):
+                await eventually(lambda: len(first.assignment) == 2 and len(second.assignment) == 2)
+                for index, envelope in enumerate(examples):
+                    await producer.send_and_wait(topic, envelope, key=f"k{index}")
+                await eventually(lambda: len({e.event_id for e, _ in seen}) == len(examples))
+            await eventually(lambda: len(first.assignment) == 4)
+            late = examples[0].model_copy(update={"event_id": "late-" + uuid.uuid4().hex})
+            for index in range(4):
+                await producer.send_and_wait(topic, late, key=f"late{index}")
+            await eventually(lambda: sum(e.event_id == late.event_id for e, _ in seen) == 4)
+    assert {e.event_id for e, _ in seen} == {e.event_id for e in examples} | {late.event_id}
+
+
+async def test_tombstones_reach_the_tombstone_handler_or_the_dlq(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    topic = await topics.create("tombstones", config={"cleanup.policy": "compact"})
+    dlq = await topics.create(name=dlq_topic(topic))
+    await produce(kafka_settings, topic, [(b"job-1", None)])
+    deleted: list[bytes | None] = []
+
+    async def on_tombstone(key: bytes | None, delivery: Delivery) -> None:
+        deleted.append(key)
+
+    async with EnvelopeProducer(kafka_settings) as producer:
+        with_handler = ConsumerLoop(
+            kafka_settings, [topic], collector([]), producer, group_id=group(), on_tombstone=on_tombstone
+        )
+        async with running(with_handler):
+            await eventually(lambda: deleted == [b"job-1"])
+        without = ConsumerLoop(kafka_settings, [topic], collector([]), producer, group_id=group())
+        async with running(without):
+            await eventually(lambda: without.stats.dead_lettered == 1)
+    (dead,) = await read_all(kafka_settings, dlq, idle_s=0.4)
+    assert header_value(dead.headers, "muster-dlq-reason") == "malformed"
