@@ -11,6 +11,7 @@ from schemas.config import CONFIG
 from schemas.decisions import DECISIONS
 from schemas.envelope import Message
 from schemas.intents import INTENTS
+from schemas.jobs import JOBS
 from schemas.runs import DISPATCHES, RUNS
 from schemas.status import STATUS
 from schemas.usage import USAGE
@@ -50,6 +51,7 @@ RUNS_TOPIC = "muster.runs.v1"
 STATUS_TOPIC = "muster.status.v1"
 USAGE_TOPIC = "muster.usage.v1"
 CONFIG_TOPIC = "muster.config.v1"
+JOBS_TOPIC = "muster.jobs.v1"
 
 _COMPACT = MappingProxyType({"cleanup.policy": "compact", "min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000"})
 _RETAIN_WEEK = MappingProxyType({"cleanup.policy": "delete", "retention.ms": str(7 * 24 * 3600 * 1000)})
@@ -64,6 +66,7 @@ _SPECS = (
     TopicSpec(STATUS_TOPIC, "job id", 12, "compact", "queue_manager", STATUS, config=_COMPACT),
     TopicSpec(USAGE_TOPIC, "queue/<name>, budget/<tenant>, charge/<job>/<attempt>", 6, "compact",
               "quota_accountant", USAGE, config=_COMPACT),
+    TopicSpec(JOBS_TOPIC, "job id", 12, "compact", "queue_manager", JOBS, config=_COMPACT),
     TopicSpec(CONFIG_TOPIC, "<kind>/<name>", 1, "compact", "gateway", CONFIG, config=_COMPACT),
 )
 

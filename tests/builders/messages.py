@@ -24,6 +24,7 @@ from schemas.config import (
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected, JobScaled, NodePods, PlacementPlan
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
+from schemas.jobs import JobRecord, JobRecorded
 from schemas.jobspec import CheckpointSpec, JobSpec, PodTemplate, ResourceRequest, TopologySpec
 from schemas.runs import (
     DispatchFailed,
@@ -119,6 +120,9 @@ def example_messages() -> list[Message]:
         PoolDefined(item=PoolConfig(name="training", node_labels={"pool": "training"})),
         TenantDefined(item=TenantConfig(name="team-a", namespace="team-a", gpu_hour_budget=500)),
         ConfigItemDeleted(kind="queue", name="old-queue"),
+        JobRecorded(job_id=job, queue="team-a", record=JobRecord(
+            submission=SubmitJob(job_id=job, tenant="team-a", user="alice", spec=job_spec(), submitted_at=T0),
+            priority=100, state="running", attempt=1, replicas=4, placement=_placement(), admitted_at=T0)),
     ]
 
 

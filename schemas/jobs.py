@@ -1,0 +1,46 @@
+"""The queue manager's durable record of every job onto ``muster.jobs`` (compacted, key = job id).
+
+The queue manager writes a job's record whenever it changes and rebuilds its state from this topic
+after a restart, before it resumes its inputs from their committed offsets. Internal to Muster, but
+described like every other topic so operators can read it.
+"""
+
+from __future__ import annotations
+
+from typing import Annotated, ClassVar
+
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
+
+from schemas.decisions import PlacementPlan
+from schemas.envelope import JobId, Message, Name, Text
+from schemas.intents import SubmitJob
+from schemas.status import JobState
+
+
+class JobRecord(BaseModel):
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    submission: SubmitJob
+    priority: int
+    state: JobState
+    attempt: int = Field(default=0, ge=0)
+    restarts: int = Field(default=0, ge=0, description="whole-gang restarts after failures in this attempt")
+    replicas: int = Field(default=0, ge=0)
+    placement: PlacementPlan | None = None
+    borrowed: bool = False
+    admitted_at: AwareDatetime | None = None
+    finished_at: AwareDatetime | None = None
+    reason: Annotated[str, Field(max_length=64)] = ""
+    message: Text = ""
+
+
+class JobRecorded(Message):
+    TYPE: ClassVar[str] = "JobRecorded"
+    job_id: JobId
+    queue: Name
+    record: JobRecord
+
+    def key(self) -> str:
+        return self.job_id
+
+
+JOBS: tuple[type[Message], ...] = (JobRecorded,)

@@ -1,0 +1,97 @@
+"""The shell every service runs in: its Kafka loops and background tasks, a /metrics and /healthz
+endpoint, and one graceful shutdown on SIGTERM/SIGINT.
+
+A service's composition root builds its handlers and calls ``ServiceRunner.run``; nothing here
+knows what the service decides.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import signal
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiohttp import web
+from prometheus_client import CollectorRegistry, Gauge, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+
+from services.runtime.kafka.loop import ConsumerLoop
+
+log = logging.getLogger(__name__)
+
+BackgroundTask = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
+"""A coroutine function that runs until the given stop event is set."""
+
+
+@dataclass
+class ServiceRunner:
+    """Runs ``loops`` and ``tasks`` together until a signal or ``stop()``; any crash stops them all."""
+
+    name: str
+    loops: Sequence[ConsumerLoop] = ()
+    tasks: Sequence[BackgroundTask] = ()
+    registry: CollectorRegistry = field(default_factory=CollectorRegistry)
+    http_host: str = "127.0.0.1"
+    http_port: int | None = 0  # None: no HTTP endpoint
+    extra_routes: Sequence[web.RouteDef] = ()
+    _stop: asyncio.Event = field(default_factory=asyncio.Event)
+    url: str | None = None
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _serve_http(self) -> web.AppRunner | None:
+        if self.http_port is None:
+            return None
+        up = Gauge("muster_service_up", "1 while the service runs", ["service"], registry=self.registry)
+        up.labels(self.name).set(1)
+
+        async def metrics(_: web.Request) -> web.Response:
+            return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
+
+        async def health(_: web.Request) -> web.Response:
+            return web.json_response({"service": self.name, "status": "ok"})
+
+        app = web.Application()
+        app.add_routes([web.get("/metrics", metrics), web.get("/healthz", health), *self.extra_routes])
+        runner = web.AppRunner(app, handle_signals=False, access_log=None)
+        await runner.setup()
+        site = web.TCPSite(runner, self.http_host, self.http_port)
+        await site.start()
+        port = runner.addresses[0][1] if runner.addresses else self.http_port
+        self.url = f"http://{self.http_host}:{port}"
+        log.info("%s serving /metrics and /healthz at %s", self.name, self.url)
+        return runner
+
+    async def run(self, *, handle_signals: bool = True) -> None:
+        loop = asyncio.get_running_loop()
+        installed: list[signal.Signals] = []
+        if handle_signals:
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self.stop)
+                installed.append(sig)
+        http = await self._serve_http()
+        try:
+            async with asyncio.TaskGroup() as group:
+                for consumer in self.loops:
+                    group.create_task(consumer.run(), name=f"{self.name}:loop")
+                for task in self.tasks:
+                    group.create_task(task(self._stop), name=f"{self.name}:task")
+
+                async def _stopper() -> None:
+                    await self._stop.wait()
+                    for consumer in self.loops:
+                        consumer.stop()
+
+                group.create_task(_stopper(), name=f"{self.name}:stopper")
+        finally:
+            self._stop.set()
+            for sig in installed:
+                loop.remove_signal_handler(sig)
+            if http is not None:
+                with contextlib.suppress(Exception):
+                    await http.cleanup()
