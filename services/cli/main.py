@@ -13,6 +13,7 @@ SUBCOMMANDS: dict[str, str] = {
     "sim": "services.simulator.cli:sim",
     "kubesim": "services.kubesim.cli:kubesim",
     "topics": "services.cli.topics:topics",
+    "serve": "services.cli.serve:serve",
 }
 
 

@@ -1,0 +1,72 @@
+"""Fixtures for every tier: the real Apache Kafka broker, fresh brokers with Muster's topics, leak checks."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator, Iterator
+
+import pytest
+
+from services.runtime.broker import BOOTSTRAP_ENV, ResolvedBroker, resolve_broker
+from services.runtime.kafka import KafkaSettings
+from services.runtime.kafka.topics import ensure_registry_topics
+
+
+@pytest.fixture(scope="session")
+def kafka_broker() -> Iterator[ResolvedBroker]:
+    """The session's broker: ``MUSTER_KAFKA_BOOTSTRAP`` if set, else a local one started by the launcher."""
+    broker = resolve_broker()
+    try:
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture(scope="session")
+def bootstrap(kafka_broker: ResolvedBroker) -> str:
+    return kafka_broker.bootstrap
+
+
+@pytest.fixture
+def kafka_settings(bootstrap: str) -> KafkaSettings:
+    return KafkaSettings(bootstrap=bootstrap, client_id="muster-it", request_timeout_ms=15_000)
+
+
+@pytest.fixture(scope="module")
+def registry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ResolvedBroker]:
+    """A broker of this test module alone, with every registry topic (and DLQ) created.
+
+    Service tests use the real topic names, so each module gets its own broker (about 2 s to start).
+    With ``MUSTER_KAFKA_BOOTSTRAP`` set, the external broker is shared instead.
+    """
+    import os
+
+    broker = resolve_broker(os.environ.get(BOOTSTRAP_ENV), log_dir=tmp_path_factory.mktemp("kafka"))
+    try:
+        asyncio.run(ensure_registry_topics(KafkaSettings(bootstrap=broker.bootstrap)))
+        yield broker
+    finally:
+        broker.close()
+
+
+@pytest.fixture
+def registry_settings(registry_broker: ResolvedBroker) -> KafkaSettings:
+    return KafkaSettings(bootstrap=registry_broker.bootstrap, client_id="muster-test", request_timeout_ms=15_000)
+
+
+@pytest.fixture(autouse=True)
+async def no_leaked_tasks() -> AsyncIterator[None]:
+    """Fail the test if it leaves asyncio tasks running behind it."""
+    before = asyncio.all_tasks()
+    yield
+    current = asyncio.current_task()
+    leaked: set[asyncio.Task[object]] = set()
+    for _ in range(20):
+        leaked = {t for t in asyncio.all_tasks() - before if t is not current and not t.done()}
+        if not leaked:
+            return
+        await asyncio.sleep(0.05)
+    names = sorted(repr(t.get_coro()) for t in leaked)
+    for task in leaked:
+        task.cancel()
+    pytest.fail(f"test leaked {len(leaked)} asyncio task(s): {names}")
