@@ -1,0 +1,220 @@
+"""Rendering one admitted attempt of a job into a ``batch/v1`` Job manifest. Pure: no I/O.
+
+The Job is Indexed with completions = parallelism = gang size and ``backoffLimit: 0``: a
+failed pod fails the Job, and Muster restarts the whole gang as a new attempt (a new Job name).
+
+Pinning. One pod template serves every completion index, so a per-index ``nodeName`` cannot
+be expressed. The pods get a required node affinity on ``kubernetes.io/hostname`` In the planned
+nodes: they stay on the capacity the scheduler core reserved while the default scheduler still
+checks resources, taints and priority. Because the planned nodes have exactly the room the plan
+uses, the scheduler lands the planned count on each of them. The exact index -> node map is in the
+``muster.dev/placement`` annotation (a JSON list, position = completion index) for a scheduler
+plugin, the simulated cluster, or the node-state watcher to check the placement against. With a
+``DomainPin`` the affinity names a topology domain instead (any node of one rack / block / zone).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+from services.core.model import ANY_GPU, Placement
+from services.runtime.kube.names import job_object_name, label_value
+
+JOB_ID = "muster.dev/job-id"
+ATTEMPT = "muster.dev/attempt"
+QUEUE = "muster.dev/queue"
+CLUSTER = "muster.dev/cluster"
+PLACEMENT = "muster.dev/placement"
+GANG_SIZE = "muster.dev/gang-size"
+GPU_TYPE = "muster.dev/gpu-type"
+GPU_RESOURCE = "nvidia.com/gpu"
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+MUSTER_PREFIX = "muster.dev/"
+
+_EMPTY: Mapping[str, str] = MappingProxyType({})
+
+
+@dataclass(frozen=True, slots=True)
+class CheckpointSettings:
+    """Where the job keeps checkpoints; ``volume_claim`` mounts a PersistentVolumeClaim at ``directory``."""
+
+    directory: str
+    volume_claim: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class DomainPin:
+    """Pin the gang to one topology domain: nodes whose ``label`` equals ``value``."""
+
+    label: str
+    value: str
+
+
+@dataclass(frozen=True, slots=True)
+class JobTemplate:
+    """Everything about a job's pods that does not change between attempts."""
+
+    job_id: str
+    namespace: str
+    queue: str
+    image: str
+    command: tuple[str, ...] = ()
+    args: tuple[str, ...] = ()
+    env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    replicas: int = 1  # the largest gang; an elastic admission may place fewer
+    gpus_per_pod: int = 0
+    gpu_type: str = ANY_GPU
+    cpu_m: int = 0  # millicores per pod; 0 requests none
+    memory_mb: int = 0  # MiB per pod; 0 requests none
+    priority_class: str = ""
+    labels: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    annotations: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    node_selector: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    tolerations: frozenset[str] = frozenset()  # further taint keys to tolerate (any effect)
+    checkpoint: CheckpointSettings | None = None
+    grace_period_s: float = 30.0
+    max_runtime_s: float | None = None  # becomes activeDeadlineSeconds
+    working_dir: str | None = None
+    service_account: str | None = None
+    scheduler_name: str | None = None
+    ttl_seconds_after_finished: int | None = None
+    gpu_type_label: str = GPU_TYPE  # node label holding the GPU type; "" adds no selector for it
+    container_name: str = "main"
+
+
+def planned_nodes(placement: Placement) -> list[str]:
+    """The node of every completion index, in index order."""
+    return [a.node for a in placement.nodes for _ in range(a.pods)]
+
+
+def render_job(
+    template: JobTemplate, attempt: int, placement: Placement, domain: DomainPin | None = None
+) -> dict[str, Any]:
+    """The ``batch/v1`` Job manifest of one attempt of ``template`` on ``placement``."""
+    gang = placement.pods
+    if gang < 1:
+        raise ValueError(f"job {template.job_id}: placement has no pods")
+    if gang > template.replicas:
+        raise ValueError(f"job {template.job_id}: placement has {gang} pods, the job at most {template.replicas}")
+    if template.gpus_per_pod < 0 or template.cpu_m < 0 or template.memory_mb < 0:
+        raise ValueError(f"job {template.job_id}: negative resource request")
+    name = job_object_name(template.job_id, attempt)
+    nodes = planned_nodes(placement)
+    labels = {
+        **{k: v for k, v in template.labels.items() if not k.startswith(MUSTER_PREFIX)},
+        JOB_ID: label_value(template.job_id),
+        ATTEMPT: str(attempt),
+        QUEUE: label_value(template.queue),
+    }
+    annotations = {
+        **{k: v for k, v in template.annotations.items() if not k.startswith(MUSTER_PREFIX)},
+        JOB_ID: template.job_id,
+        ATTEMPT: str(attempt),
+        QUEUE: template.queue,
+        CLUSTER: placement.cluster,
+        GANG_SIZE: str(gang),
+        PLACEMENT: json.dumps(nodes, separators=(",", ":")),
+    }
+    if template.gpus_per_pod and template.gpu_type != ANY_GPU:
+        annotations[GPU_TYPE] = template.gpu_type
+    spec: dict[str, Any] = {
+        "completionMode": "Indexed",
+        "completions": gang,
+        "parallelism": gang,
+        "backoffLimit": 0,
+        "template": {
+            "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
+            "spec": _pod_spec(template, attempt, nodes, domain),
+        },
+    }
+    if template.max_runtime_s is not None:
+        spec["activeDeadlineSeconds"] = max(1, math.ceil(template.max_runtime_s))
+    if template.ttl_seconds_after_finished is not None:
+        spec["ttlSecondsAfterFinished"] = template.ttl_seconds_after_finished
+    return {
+        "apiVersion": "batch/v1",
+        "kind": "Job",
+        "metadata": {"name": name, "namespace": template.namespace, "labels": labels,
+                     "annotations": annotations},
+        "spec": spec,
+    }
+
+
+def _pod_spec(template: JobTemplate, attempt: int, nodes: list[str], domain: DomainPin | None) -> dict[str, Any]:
+    pod: dict[str, Any] = {
+        "restartPolicy": "Never",
+        "terminationGracePeriodSeconds": max(0, math.ceil(template.grace_period_s)),
+        "containers": [_container(template, attempt)],
+        "affinity": {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
+            "nodeSelectorTerms": [{"matchExpressions": [_pin_expression(nodes, domain)]}],
+        }}},
+    }
+    selector = dict(template.node_selector)
+    if template.gpu_type_label and template.gpus_per_pod and template.gpu_type != ANY_GPU:
+        selector[template.gpu_type_label] = template.gpu_type
+    if selector:
+        pod["nodeSelector"] = selector
+    tolerations = _tolerations(template)
+    if tolerations:
+        pod["tolerations"] = tolerations
+    if template.priority_class:
+        pod["priorityClassName"] = template.priority_class
+    if template.service_account:
+        pod["serviceAccountName"] = template.service_account
+    if template.scheduler_name:
+        pod["schedulerName"] = template.scheduler_name
+    if template.checkpoint is not None and template.checkpoint.volume_claim:
+        pod["volumes"] = [{"name": "checkpoint",
+                           "persistentVolumeClaim": {"claimName": template.checkpoint.volume_claim}}]
+    return pod
+
+
+def _pin_expression(nodes: list[str], domain: DomainPin | None) -> dict[str, Any]:
+    if domain is not None:
+        return {"key": domain.label, "operator": "In", "values": [domain.value]}
+    return {"key": HOSTNAME_LABEL, "operator": "In", "values": sorted(set(nodes))}
+
+
+def _tolerations(template: JobTemplate) -> list[dict[str, Any]]:
+    result: list[dict[str, Any]] = []
+    if template.gpus_per_pod:
+        result.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
+    for key in sorted(template.tolerations):
+        if key != GPU_RESOURCE or not template.gpus_per_pod:
+            result.append({"key": key, "operator": "Exists"})
+    return result
+
+
+def _container(template: JobTemplate, attempt: int) -> dict[str, Any]:
+    muster_env = {"MUSTER_JOB_ID": template.job_id, "MUSTER_ATTEMPT": str(attempt)}
+    if template.checkpoint is not None:
+        muster_env["MUSTER_CHECKPOINT_DIR"] = template.checkpoint.directory
+    env = [{"name": k, "value": v} for k, v in template.env.items() if k not in muster_env]
+    env += [{"name": k, "value": v} for k, v in muster_env.items()]
+    container: dict[str, Any] = {"name": template.container_name, "image": template.image, "env": env}
+    if template.command:
+        container["command"] = list(template.command)
+    if template.args:
+        container["args"] = list(template.args)
+    if template.working_dir:
+        container["workingDir"] = template.working_dir
+    requests: dict[str, str] = {}
+    if template.cpu_m:
+        requests["cpu"] = f"{template.cpu_m}m"
+    if template.memory_mb:
+        requests["memory"] = f"{template.memory_mb}Mi"
+    resources: dict[str, Any] = {}
+    if requests:
+        resources["requests"] = requests
+    if template.gpus_per_pod:
+        resources["limits"] = {GPU_RESOURCE: str(template.gpus_per_pod)}
+    if resources:
+        container["resources"] = resources
+    if template.checkpoint is not None and template.checkpoint.volume_claim:
+        container["volumeMounts"] = [{"name": "checkpoint", "mountPath": template.checkpoint.directory}]
+    return container
