@@ -287,3 +287,5 @@ class SchedulerConfig:
     max_admissions_per_cycle: int = 1000
     backfill_depth: int = 200  # how many blocked jobs per queue the cycle may look past
     status_depth: int = 100  # pending status (position, estimate) computed for this many per queue
+    max_preemption_attempts: int = 16  # blocked jobs per cycle that may look for victims
+    max_growth_per_cycle: int = 256  # elastic jobs per cycle that may grow
