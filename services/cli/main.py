@@ -14,6 +14,17 @@ SUBCOMMANDS: dict[str, str] = {
     "kubesim": "services.kubesim.cli:kubesim",
     "topics": "services.cli.topics:topics",
     "serve": "services.cli.serve:serve",
+    "submit": "services.cli.jobs:submit",
+    "get": "services.cli.jobs:get",
+    "list": "services.cli.jobs:list_jobs",
+    "describe": "services.cli.jobs:describe",
+    "cancel": "services.cli.jobs:cancel",
+    "suspend": "services.cli.jobs:suspend",
+    "resume": "services.cli.jobs:resume",
+    "set-priority": "services.cli.jobs:set_priority",
+    "scale": "services.cli.jobs:scale",
+    "queues": "services.cli.jobs:queues",
+    "top": "services.cli.jobs:top",
 }
 
 

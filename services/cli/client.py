@@ -1,0 +1,148 @@
+"""A small HTTP client of the gateway API for the ``muster`` job commands.
+
+Where it connects: ``MUSTER_URL`` and ``MUSTER_TOKEN``, else ``.muster/cli.yaml`` (``url``, ``token``) as
+``muster up`` writes it, looked up from the current directory upwards (or at ``MUSTER_CLI_CONFIG``).
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from types import TracebackType
+from typing import Any, Self
+
+import httpx
+import yaml
+
+CLI_CONFIG = Path(".muster") / "cli.yaml"
+
+
+class ClientError(Exception):
+    """An answer the gateway refused, or no answer; ``str()`` is a message fit for a terminal."""
+
+    def __init__(self, message: str, *, status: int | None = None, error: str = "", field: str | None = None) -> None:
+        super().__init__(message)
+        self.status = status
+        self.error = error
+        self.field = field
+
+
+@dataclass(frozen=True)
+class ClientSettings:
+    url: str
+    token: str
+
+    def __repr__(self) -> str:  # never show the token
+        return f"ClientSettings(url={self.url!r})"
+
+
+def _find_config(start: Path) -> Path | None:
+    for folder in (start, *start.parents):
+        candidate = folder / CLI_CONFIG
+        if candidate.is_file():
+            return candidate
+    return None
+
+
+def load_settings(environ: Mapping[str, str] | None = None, cwd: Path | None = None) -> ClientSettings:
+    """Connection settings from the environment, then the CLI config file."""
+    env = os.environ if environ is None else environ
+    url, token = env.get("MUSTER_URL"), env.get("MUSTER_TOKEN")
+    path = Path(env["MUSTER_CLI_CONFIG"]) if env.get("MUSTER_CLI_CONFIG") else _find_config(cwd or Path.cwd())
+    if (url is None or token is None) and path is not None and path.is_file():
+        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        if not isinstance(data, dict):
+            raise ClientError(f"{path}: expected a mapping with url and token")
+        url = url or data.get("url")
+        token = token or data.get("token")
+    if not url:
+        raise ClientError("no gateway address: set MUSTER_URL or run `muster up` (it writes .muster/cli.yaml)")
+    if not token:
+        raise ClientError("no API token: set MUSTER_TOKEN or add `token` to .muster/cli.yaml")
+    return ClientSettings(str(url).rstrip("/"), str(token))
+
+
+def _error_message(response: httpx.Response) -> ClientError:
+    try:
+        body = response.json()
+    except ValueError:
+        body = {}
+    if not isinstance(body, dict):
+        body = {}
+    error = str(body.get("error") or response.reason_phrase or "error")
+    field = body.get("field")
+    detail = str(body.get("detail") or "")
+    text = f"{response.status_code} {error}"
+    if field:
+        text += f" [{field}]"
+    if detail:
+        text += f": {detail}"
+    return ClientError(text, status=response.status_code, error=error, field=field)
+
+
+class GatewayClient:
+    """Synchronous calls of the gateway's /v1 API; every non-2xx answer raises ``ClientError``."""
+
+    def __init__(self, settings: ClientSettings, *, timeout: float = 10.0,
+                 transport: httpx.BaseTransport | None = None) -> None:
+        self._http = httpx.Client(base_url=settings.url, timeout=timeout, transport=transport,
+                                  headers={"Authorization": f"Bearer {settings.token}"})
+
+    def close(self) -> None:
+        self._http.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        self.close()
+
+    def _call(self, method: str, path: str, **kwargs: Any) -> Any:
+        try:
+            response = self._http.request(method, path, **kwargs)
+        except httpx.HTTPError as exc:
+            raise ClientError(f"cannot reach the gateway at {self._http.base_url}: {exc}") from None
+        if response.status_code >= 400:
+            raise _error_message(response)
+        return response.json()
+
+    def submit(self, spec: Mapping[str, Any], idempotency_key: str | None = None) -> dict[str, Any]:
+        headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+        result: dict[str, Any] = self._call("POST", "/v1/jobs", json=dict(spec), headers=headers)
+        return result
+
+    def job(self, job_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/jobs/{job_id}")
+        return result
+
+    def jobs(self, *, queue: str | None = None, state: str | None = None, tenant: str | None = None,
+             limit: int = 100) -> list[dict[str, Any]]:
+        params = {k: v for k, v in {"queue": queue, "state": state, "tenant": tenant}.items() if v}
+        result = self._call("GET", "/v1/jobs", params={**params, "limit": limit})
+        items: list[dict[str, Any]] = result["items"]
+        return items
+
+    def explain(self, job_id: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/jobs/{job_id}/explain")
+        return result
+
+    def action(self, job_id: str, action: str, body: Mapping[str, Any] | None = None) -> dict[str, Any]:
+        """``cancel``, ``suspend`` or ``resume``."""
+        result: dict[str, Any] = self._call("POST", f"/v1/jobs/{job_id}/{action}",
+                                            json=dict(body) if body is not None else None)
+        return result
+
+    def set_priority(self, job_id: str, priority_class: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("PATCH", f"/v1/jobs/{job_id}", json={"priority_class": priority_class})
+        return result
+
+    def scale(self, job_id: str, replicas: int) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("POST", f"/v1/jobs/{job_id}/scale", json={"replicas": replicas})
+        return result
+
+    def queues(self) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self._call("GET", "/v1/queues")["items"]
+        return items

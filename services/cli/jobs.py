@@ -1,0 +1,297 @@
+"""The ``muster`` job commands, talking to the gateway: submit, get, list, describe, cancel, suspend,
+resume, set-priority, scale, queues, top."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from datetime import UTC, datetime
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+from rich.console import Console, Group
+from rich.live import Live
+from rich.table import Table
+from rich.text import Text
+
+from services.cli.client import ClientError, GatewayClient, load_settings
+
+#: command name -> "module:attribute", for the ``muster`` group's lazy subcommands
+JOB_COMMANDS: dict[str, str] = {
+    name: f"services.cli.jobs:{attr}" for name, attr in (
+        ("submit", "submit"), ("get", "get"), ("list", "list_jobs"), ("describe", "describe"),
+        ("cancel", "cancel"), ("suspend", "suspend"), ("resume", "resume"), ("set-priority", "set_priority"),
+        ("scale", "scale"), ("queues", "queues"), ("top", "top"),
+    )
+}
+
+FINISHED = frozenset({"succeeded", "failed", "cancelled", "rejected"})
+
+
+@contextmanager
+def gateway() -> Iterator[GatewayClient]:
+    """A client from the environment / CLI config; API errors become clean click errors."""
+    try:
+        with GatewayClient(load_settings()) as client:
+            yield client
+    except ClientError as exc:
+        raise click.ClickException(str(exc)) from None
+
+
+def _console() -> Console:
+    return Console(highlight=False, soft_wrap=True)
+
+
+def _parse_time(value: str | None) -> datetime | None:
+    return None if not value else datetime.fromisoformat(value.replace("Z", "+00:00"))
+
+
+def _ago(value: str | None, now: datetime) -> str:
+    at = _parse_time(value)
+    if at is None:
+        return "-"
+    seconds = max(0, int((now - at).total_seconds()))
+    if seconds < 120:
+        return f"{seconds}s"
+    if seconds < 7200:
+        return f"{seconds // 60}m"
+    return f"{seconds // 3600}h" if seconds < 172800 else f"{seconds // 86400}d"
+
+
+def _in(value: str | None, now: datetime) -> str:
+    at = _parse_time(value)
+    if at is None:
+        return "unknown"
+    seconds = int((at - now).total_seconds())
+    if seconds <= 0:
+        return f"{at:%Y-%m-%d %H:%M:%S} UTC (now)"
+    span = f"{seconds // 60} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
+    return f"{at:%Y-%m-%d %H:%M:%S} UTC (in {span})"
+
+
+def jobs_table(jobs: list[dict[str, Any]], now: datetime) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("JOB", "QUEUE", "STATE", "GPUS", "POS", "AGE", "REASON"):
+        table.add_column(column)
+    for job in jobs:
+        position = "-" if job.get("position") is None else str(job["position"])
+        table.add_row(job["job_id"], job["queue"], job["state"], str(job["gpus"]), position,
+                      _ago(job.get("submitted_at"), now), job.get("reason") or "")
+    return table
+
+
+def describe_text(explained: dict[str, Any], now: datetime) -> str:
+    """The human-readable description of one job: what it is, why it is where it is, what happened."""
+    job = explained["job"]
+    lines = [
+        f"Job:            {job['job_id']}  ({job['name']})",
+        f"Tenant / queue: {job['tenant']} / {job['queue']}",
+        f"State:          {job['state']} (attempt {job['attempt']})",
+        f"Priority class: {job['priority_class']}",
+        f"Size:           {job['replicas']} pods, {job['gpus']} GPUs",
+    ]
+    if job.get("cluster"):
+        lines.append(f"Cluster:        {job['cluster']}")
+    lines.append(f"Submitted:      {job['submitted_at']}  ({_ago(job['submitted_at'], now)} ago)")
+    lines.append("")
+    lines.append(f"Why:            {explained['summary']}")
+    if job["state"] == "pending":
+        position = explained.get("position")
+        lines.append(f"Position:       {'unknown' if position is None else position} (0 = next)")
+        lines.append(f"Estimated start: {_in(explained.get('estimated_start'), now)}")
+    if explained.get("reason"):
+        lines.append(f"Reason:         {explained['reason']}")
+    if explained.get("message"):
+        lines.append(f"Message:        {explained['message']}")
+    lines.append("")
+    lines.append("History:")
+    for item in explained.get("history") or []:
+        why = " ".join(part for part in (item.get("reason"), item.get("message")) if part)
+        lines.append(f"  {item['at']}  {item['state']:<11} attempt {item['attempt']}  {why}".rstrip())
+    return "\n".join(lines)
+
+
+def queues_table(queues: list[dict[str, Any]]) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("QUEUE", "TENANT", "COHORT", "GPU QUOTA", "GPUS IN USE", "BORROWED", "RUNNING", "PENDING"):
+        table.add_column(column)
+    for queue in queues:
+        quotas = queue.get("quotas") or {}
+        usage = queue.get("usage") or {}
+        gpu_quota = ", ".join(f"{res.removeprefix('gpu:')}={q['nominal']}" for res, q in sorted(quotas.items())
+                              if res.startswith("gpu:")) or "-"
+        allocated = usage.get("allocated") or {}
+        in_use = sum(v for k, v in allocated.items() if k.startswith("gpu:")) if usage else queue["gpus_running"]
+        borrowed = sum(v for k, v in (usage.get("borrowed") or {}).items() if k.startswith("gpu:"))
+        jobs = queue.get("jobs") or {}
+        running = sum(jobs.get(s, 0) for s in ("admitted", "running", "preempting"))
+        table.add_row(queue["name"], queue["tenant"], queue.get("cohort") or "-", gpu_quota, str(in_use),
+                      str(borrowed), str(running), f"{jobs.get('pending', 0)} ({queue['gpus_pending']} GPUs)")
+    return table
+
+
+def top_view(client: GatewayClient, now: datetime) -> Group:
+    """Queues, then the jobs that hold or wait for GPUs."""
+    queues = client.queues()
+    active = [j for j in client.jobs(limit=1000) if j["state"] not in FINISHED]
+    active.sort(key=lambda j: (j["state"] != "running", j["queue"], j.get("position") or 0))
+    gpus = sum(q["gpus_running"] for q in queues)
+    title = Text(f"muster top  {now:%H:%M:%S} UTC  {gpus} GPUs allocated, {len(active)} active jobs", style="bold")
+    return Group(title, Text(""), queues_table(queues), Text(""), jobs_table(active[:40], now))
+
+
+def _print_json(data: Any) -> None:
+    click.echo(json.dumps(data, indent=2, sort_keys=True))
+
+
+def _now() -> datetime:
+    return datetime.now(UTC)
+
+
+# ---------------------------------------------------------------------------------------------- commands
+
+_output = click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+
+
+@click.command()
+@click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
+@click.option("--idempotency-key", default=None, help="retrying with the same key never submits twice")
+def submit(file: Path, idempotency_key: str | None) -> None:
+    """Submit the job spec in FILE (YAML or JSON)."""
+    try:
+        spec = yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise click.ClickException(f"{file}: not valid YAML: {exc}") from None
+    if not isinstance(spec, dict):
+        raise click.ClickException(f"{file}: a job spec is a mapping")
+    with gateway() as client:
+        result = client.submit(spec, idempotency_key)
+    note = " (already submitted with this key)" if result.get("duplicate") else ""
+    click.echo(f"{result['job_id']} {result['state']}{note}")
+
+
+@click.command()
+@click.argument("job_id")
+@_output
+def get(job_id: str, output: str) -> None:
+    """Show one job."""
+    with gateway() as client:
+        job = client.job(job_id)
+    if output == "json":
+        _print_json(job)
+    else:
+        _console().print(jobs_table([job], _now()))
+
+
+@click.command("list")
+@click.option("--queue", default=None)
+@click.option("--state", default=None, help="pending, running, succeeded, ... or submitted")
+@click.option("--tenant", default=None, help="administrators: another tenant's jobs")
+@click.option("--all", "show_all", is_flag=True, help="include finished jobs")
+@click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
+@_output
+def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all: bool, limit: int,
+              output: str) -> None:
+    """List your jobs (unfinished ones unless --all or --state)."""
+    with gateway() as client:
+        jobs = client.jobs(queue=queue, state=state, tenant=tenant, limit=limit)
+    if not show_all and state is None:
+        jobs = [j for j in jobs if j["state"] not in FINISHED]
+    if output == "json":
+        _print_json(jobs)
+    elif not jobs:
+        click.echo("no jobs")
+    else:
+        _console().print(jobs_table(jobs, _now()))
+
+
+@click.command()
+@click.argument("job_id")
+def describe(job_id: str) -> None:
+    """Why a job is where it is: history, reason, queue position, estimated start."""
+    with gateway() as client:
+        explained = client.explain(job_id)
+    click.echo(describe_text(explained, _now()))
+
+
+@click.command()
+@click.argument("job_id")
+@click.option("--reason", default="", help="recorded with the cancellation")
+def cancel(job_id: str, reason: str) -> None:
+    """Cancel a job (a running one is stopped)."""
+    with gateway() as client:
+        client.action(job_id, "cancel", {"reason": reason})
+    click.echo(f"{job_id} cancellation requested")
+
+
+@click.command()
+@click.argument("job_id")
+def suspend(job_id: str) -> None:
+    """Suspend a job: it keeps its place in the queue but does not run."""
+    with gateway() as client:
+        client.action(job_id, "suspend")
+    click.echo(f"{job_id} suspension requested")
+
+
+@click.command()
+@click.argument("job_id")
+def resume(job_id: str) -> None:
+    """Resume a suspended job."""
+    with gateway() as client:
+        client.action(job_id, "resume")
+    click.echo(f"{job_id} resumption requested")
+
+
+@click.command("set-priority")
+@click.argument("job_id")
+@click.argument("priority_class")
+def set_priority(job_id: str, priority_class: str) -> None:
+    """Move a job to another priority class."""
+    with gateway() as client:
+        client.set_priority(job_id, priority_class)
+    click.echo(f"{job_id} priority class change to {priority_class} requested")
+
+
+@click.command()
+@click.argument("job_id")
+@click.argument("replicas", type=click.IntRange(1, 4096))
+def scale(job_id: str, replicas: int) -> None:
+    """Ask for a new gang size of an elastic job."""
+    with gateway() as client:
+        client.scale(job_id, replicas)
+    click.echo(f"{job_id} scale to {replicas} requested")
+
+
+@click.command()
+@_output
+def queues(output: str) -> None:
+    """Queues with quotas, GPUs in use and waiting work."""
+    with gateway() as client:
+        items = client.queues()
+    if output == "json":
+        _print_json(items)
+    else:
+        _console().print(queues_table(items))
+
+
+@click.command()
+@click.option("--interval", type=click.FloatRange(0.2, 3600), default=2.0, show_default=True, help="seconds")
+@click.option("--once", is_flag=True, help="print one view and exit")
+def top(interval: float, once: bool) -> None:
+    """A live view of queues, GPU use and active jobs (Ctrl-C to leave)."""
+    console = _console()
+    with gateway() as client:
+        if once:
+            console.print(top_view(client, _now()))
+            return
+        try:
+            with Live(top_view(client, _now()), console=console, auto_refresh=False, screen=False) as live:
+                while True:
+                    time.sleep(interval)
+                    live.update(top_view(client, _now()), refresh=True)
+        except KeyboardInterrupt:
+            pass

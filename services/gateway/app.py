@@ -1,0 +1,104 @@
+"""The FastAPI application: authentication, error bodies, request metrics, health and metrics routes."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Awaitable, Callable
+from typing import Annotated
+
+from fastapi import Depends, FastAPI, Request, Response
+from fastapi.exceptions import RequestValidationError
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from prometheus_client import CollectorRegistry, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from pydantic import ValidationError
+
+from services.gateway.auth import Principal
+from services.gateway.context import GatewayContext
+from services.gateway.errors import ApiError, ErrorBody, api_error_handler, request_validation_handler
+
+_bearer = HTTPBearer(auto_error=False, description="a token from the gateway's tokens file")
+
+ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
+    401: {"model": ErrorBody, "description": "missing or unknown bearer token"},
+    403: {"model": ErrorBody, "description": "not allowed for this tenant or role"},
+    404: {"model": ErrorBody, "description": "unknown (or another tenant's) object"},
+    409: {"model": ErrorBody, "description": "conflicts with the current state"},
+    422: {"model": ErrorBody, "description": "invalid request; `field` names the offending field"},
+}
+
+
+def context(request: Request) -> GatewayContext:
+    ctx = request.app.state.gateway
+    assert isinstance(ctx, GatewayContext)
+    return ctx
+
+
+Context = Annotated[GatewayContext, Depends(context)]
+
+
+def principal(
+    ctx: Context, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+) -> Principal:
+    """The caller, from ``Authorization: Bearer <token>``; 401 otherwise."""
+    challenge = {"WWW-Authenticate": "Bearer"}
+    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
+        raise ApiError(401, "unauthenticated", "send Authorization: Bearer <token>", headers=challenge)
+    who = ctx.tokens.authenticate(credentials.credentials)
+    if who is None:
+        raise ApiError(401, "unauthenticated", "unknown token", headers=challenge)
+    return who
+
+
+Caller = Annotated[Principal, Depends(principal)]
+
+
+def admin(caller: Caller) -> Principal:
+    if not caller.is_admin:
+        raise ApiError(403, "admin_required", "only administrators may change the configuration")
+    return caller
+
+
+Admin = Annotated[Principal, Depends(admin)]
+
+
+def create_app(ctx: GatewayContext, registry: CollectorRegistry) -> FastAPI:
+    """The API wired to ``ctx``; ``registry`` is served at /metrics."""
+    from services.gateway.routes_config import router as config_router
+    from services.gateway.routes_jobs import router as jobs_router
+
+    app = FastAPI(
+        title="Muster gateway",
+        version="1",
+        description="Submit and follow GPU jobs; read queues and configuration. Every /v1 route needs "
+                    "`Authorization: Bearer <token>`. Another tenant's job answers 404, not 403, so that its "
+                    "existence is not revealed.",
+        responses=ERROR_RESPONSES,
+    )
+    app.state.gateway = ctx
+    app.add_exception_handler(ApiError, api_error_handler)
+    app.add_exception_handler(RequestValidationError, request_validation_handler)
+    app.add_exception_handler(ValidationError, request_validation_handler)
+    app.include_router(jobs_router)
+    app.include_router(config_router)
+
+    @app.middleware("http")
+    async def count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:
+        started = time.perf_counter()
+        response = await call_next(request)
+        route = request.scope.get("route")
+        path = getattr(route, "path", "unmatched")
+        ctx.metrics.requests.labels(request.method, path, str(response.status_code)).inc()
+        ctx.metrics.latency.labels(request.method, path).observe(time.perf_counter() - started)
+        return response
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> dict[str, object]:
+        views = {"status": ctx.status.caught_up, "config": ctx.config.caught_up, "usage": ctx.usage.caught_up}
+        return {"service": "gateway", "status": "ok", "views_caught_up": views}
+
+    @app.get("/metrics", include_in_schema=False)
+    async def metrics() -> Response:
+        return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

@@ -1,0 +1,79 @@
+"""Configuration items as config-topic messages, the checks a change must pass, and seeding from a file."""
+
+from __future__ import annotations
+
+from schemas.config import (
+    CohortConfig,
+    CohortDefined,
+    GpuTypeConfig,
+    GpuTypeDefined,
+    MusterConfig,
+    PoolConfig,
+    PoolDefined,
+    PriorityClassConfig,
+    PriorityClassDefined,
+    QueueConfig,
+    QueueDefined,
+    TenantConfig,
+    TenantDefined,
+)
+from schemas.envelope import Message
+from services.gateway.errors import ApiError
+from services.gateway.views import ConfigItem, ConfigKind, ConfigView
+
+
+def defined_message(kind: ConfigKind, item: ConfigItem) -> Message:
+    """The ``<Kind>Defined`` message carrying ``item``."""
+    if kind == "queue" and isinstance(item, QueueConfig):
+        return QueueDefined(item=item)
+    if kind == "cohort" and isinstance(item, CohortConfig):
+        return CohortDefined(item=item)
+    if kind == "priority-class" and isinstance(item, PriorityClassConfig):
+        return PriorityClassDefined(item=item)
+    if kind == "gpu-type" and isinstance(item, GpuTypeConfig):
+        return GpuTypeDefined(item=item)
+    if kind == "pool" and isinstance(item, PoolConfig):
+        return PoolDefined(item=item)
+    if kind == "tenant" and isinstance(item, TenantConfig):
+        return TenantDefined(item=item)
+    raise TypeError(f"{type(item).__name__} is not a {kind} item")
+
+
+def file_items(cfg: MusterConfig) -> list[tuple[ConfigKind, ConfigItem]]:
+    """Every configuration item of a cluster file, referenced items first (cohorts before queues)."""
+    items: list[tuple[ConfigKind, ConfigItem]] = []
+    items += [("cohort", c) for c in cfg.cohorts]
+    items += [("priority-class", p) for p in cfg.priority_classes]
+    items += [("gpu-type", g) for g in cfg.gpu_types]
+    items += [("pool", p) for p in cfg.pools]
+    items += [("tenant", t) for t in cfg.tenants]
+    items += [("queue", q) for q in cfg.queues]
+    return items
+
+
+def check_definition(kind: ConfigKind, name: str, item: ConfigItem, config: ConfigView) -> None:
+    """422 when the body's name differs from the path or a reference does not resolve."""
+    if item.name != name:
+        raise ApiError(422, "name_mismatch", f"body names {item.name!r}, path names {name!r}", field="item.name")
+    if isinstance(item, QueueConfig) and item.cohort is not None and config.item("cohort", item.cohort) is None:
+        raise ApiError(422, "unknown_cohort", f"no cohort named {item.cohort!r}", field="item.cohort")
+    if isinstance(item, CohortConfig) and item.parent is not None:
+        if item.parent == item.name:
+            raise ApiError(422, "cohort_cycle", "a cohort cannot be its own parent", field="item.parent")
+        if config.item("cohort", item.parent) is None:
+            raise ApiError(422, "unknown_cohort", f"no cohort named {item.parent!r}", field="item.parent")
+
+
+def check_deletion(kind: ConfigKind, name: str, config: ConfigView) -> None:
+    """404 for an unknown item, 409 while other items still refer to it."""
+    if config.item(kind, name) is None:
+        raise ApiError(404, "not_found", f"no {kind} named {name!r}", field="name")
+    users: list[str] = []
+    if kind == "cohort":
+        users += [f"queue/{q.name}" for q in config.queues() if q.cohort == name]
+        users += [f"cohort/{c.name}" for c in config.items("cohort")
+                  if isinstance(c, CohortConfig) and c.parent == name]
+    if kind == "tenant":
+        users += [f"queue/{q.name}" for q in config.queues() if q.tenant == name]
+    if users:
+        raise ApiError(409, "in_use", f"{kind} {name!r} is still used by {', '.join(sorted(users))}", field="name")

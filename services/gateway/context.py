@@ -1,0 +1,124 @@
+"""Everything the API handlers use, in one object, and the operations that publish."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+
+from schemas.config import ConfigItemDeleted
+from schemas.envelope import Envelope, Message, make_envelope
+from schemas.intents import SubmitJob
+from schemas.jobspec import JobSpec
+from schemas.status import TERMINAL_STATES
+from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC
+from services.gateway.auth import Principal, TokenTable
+from services.gateway.configs import defined_message
+from services.gateway.errors import ApiError
+from services.gateway.ids import random_job_id
+from services.gateway.metrics import GatewayMetrics
+from services.gateway.models import JobView
+from services.gateway.policy import SubmissionPlan, plan_submission
+from services.gateway.presenters import job_from_status, job_from_submission
+from services.gateway.publisher import Publisher
+from services.gateway.submissions import RecentSubmissions
+from services.gateway.views import ConfigItem, ConfigKind, ConfigView, StatusView, UsageView
+
+log = logging.getLogger(__name__)
+
+SERVICE = "gateway"
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+@dataclass
+class GatewayContext:
+    tokens: TokenTable
+    publisher: Publisher
+    metrics: GatewayMetrics
+    status: StatusView = field(default_factory=StatusView)
+    config: ConfigView = field(default_factory=ConfigView)
+    usage: UsageView = field(default_factory=UsageView)
+    recent: RecentSubmissions = field(default_factory=RecentSubmissions)
+    now: Callable[[], datetime] = utc_now
+    fresh_id: Callable[[str], str] = random_job_id
+
+    # ---------------------------------------------------------------- jobs
+
+    def visible_job(self, job_id: str, principal: Principal) -> JobView:
+        """The job as the caller may see it; 404 when unknown or another tenant's (existence is not revealed)."""
+        status = self.status.get(job_id)
+        if status is not None:
+            if principal.owns(status.tenant):
+                return job_from_status(status)
+        else:
+            entry = self.recent.get(job_id)
+            if entry is not None and principal.owns(entry.submission.tenant):
+                return job_from_submission(entry)
+        raise ApiError(404, "not_found", f"no job {job_id!r}", field="job_id")
+
+    def visible_jobs(self, principal: Principal) -> list[JobView]:
+        """Every job the caller may see: the status view, plus recent submissions it does not show yet."""
+        views = [job_from_status(s) for s in self.status.jobs() if principal.owns(s.tenant)]
+        views += [job_from_submission(e) for e in self.recent.all()
+                  if e.submission.job_id not in self.status and principal.owns(e.submission.tenant)]
+        return views
+
+    async def submit(self, spec: JobSpec, principal: Principal, idempotency_key: str | None,
+                     *, source: str = "api") -> tuple[SubmissionPlan, JobView]:
+        try:
+            plan = plan_submission(spec, principal, idempotency_key, self.config, self.status, self.recent,
+                                   self.fresh_id)
+        except ApiError as exc:
+            self.metrics.submissions.labels(source, exc.error).inc()
+            raise
+        if plan.new:
+            submission = SubmitJob(job_id=plan.job_id, tenant=plan.tenant, user=principal.user, spec=spec,
+                                   submitted_at=self.now(), idempotency_key=idempotency_key)
+            await self.publish_intent(submission)
+            self.recent.record(submission)
+            log.info("submitted job %s to queue %s for tenant %s (%s)", plan.job_id, spec.queue, plan.tenant,
+                     source)
+        self.metrics.submissions.labels(source, "accepted" if plan.new else "duplicate").inc()
+        return plan, self.visible_job(plan.job_id, principal)
+
+    async def _publish(self, topic: str, envelope: Envelope) -> None:
+        try:
+            await self.publisher.publish(topic, envelope)
+        except Exception as exc:
+            log.error("publishing %s onto %s failed: %r", envelope.type, topic, exc)
+            raise ApiError(503, "unavailable", "the message broker did not accept the request; retry "
+                           "(with the same Idempotency-Key for submissions)", headers={"Retry-After": "2"}) from exc
+
+    async def publish_intent(self, message: Message) -> Envelope:
+        envelope = make_envelope(message, SERVICE)
+        await self._publish(INTENTS_TOPIC, envelope)
+        self.metrics.intents.labels(message.TYPE).inc()
+        return envelope
+
+    async def act(self, job_id: str, principal: Principal, build: Callable[[JobView], Message]) -> Envelope:
+        """Publish an intent about a visible, unfinished job."""
+        job = self.visible_job(job_id, principal)
+        if job.state in TERMINAL_STATES:
+            raise ApiError(409, "job_finished", f"job {job_id} is already {job.state}", field="job_id")
+        return await self.publish_intent(build(job))
+
+    # ---------------------------------------------------------------- configuration
+
+    async def define(self, kind: ConfigKind, item: ConfigItem, *, origin: str = "api") -> Envelope | None:
+        """Publish ``item`` unless the config view already holds an equal one; the envelope, or None."""
+        if self.config.item(kind, item.name) == item:
+            return None
+        envelope = make_envelope(defined_message(kind, item), SERVICE)
+        await self._publish(CONFIG_TOPIC, envelope)
+        self.metrics.config_changes.labels(kind, origin).inc()
+        return envelope
+
+    async def undefine(self, kind: ConfigKind, name: str) -> Envelope:
+        envelope = make_envelope(ConfigItemDeleted(kind=kind, name=name), SERVICE)
+        await self._publish(CONFIG_TOPIC, envelope)
+        self.metrics.config_changes.labels(kind, "delete").inc()
+        return envelope

@@ -1,0 +1,183 @@
+"""Kube-native submissions: ``batch/v1`` Jobs labelled ``muster.dev/queue`` and created with ``suspend: true``
+become ``SubmitJob`` intents (the pattern Kueue uses). The dispatcher unsuspends the object once admitted;
+the spec carries ``muster.dev/source-job: <namespace>/<name>`` so it knows the object already exists."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+from datetime import datetime
+from typing import Any
+
+from pydantic import ValidationError
+
+from schemas.intents import SubmitJob
+from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest, SecuritySpec
+from services.gateway.auth import Principal
+from services.gateway.context import GatewayContext
+from services.gateway.errors import ApiError
+from services.gateway.ids import kube_job_id
+from services.gateway.policy import check_spec, queue_for_submission
+from services.gateway.views import ConfigView
+from services.runtime.kube import ADDED, MODIFIED, KubeRest, build_api_client, job_cache
+
+log = logging.getLogger(__name__)
+
+QUEUE_LABEL = "muster.dev/queue"
+PRIORITY_ANNOTATION = "muster.dev/priority-class"
+RUNTIME_ANNOTATION = "muster.dev/runtime-estimate"
+PREEMPTIBLE_ANNOTATION = "muster.dev/preemptible"
+SOURCE_ANNOTATION = "muster.dev/source-job"
+GPU_RESOURCE = "nvidia.com/gpu"
+GPU_TYPE_LABEL = "muster.dev/gpu-type"
+
+_DURATION = re.compile(r"^\s*(?P<num>[0-9]+(\.[0-9]+)?)\s*(?P<unit>s|m|h|d)?\s*$")
+_UNIT_S = {None: 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_TRUE = frozenset({"true", "yes", "1"})
+
+
+class NotSubmittable(ValueError):
+    """The object cannot become a submission; the message says why (logged, never raised to the watch)."""
+
+
+def parse_duration_s(text: str) -> float:
+    """``"3600"``, ``"90m"``, ``"6h"``, ``"2d"`` in seconds."""
+    m = _DURATION.match(text)
+    if m is None:
+        raise NotSubmittable(f"{RUNTIME_ANNOTATION}: not a duration: {text!r}")
+    return float(m["num"]) * _UNIT_S[m["unit"]]
+
+
+def _security(pod: dict[str, Any], container: dict[str, Any]) -> SecuritySpec:
+    ctx = container.get("securityContext") or {}
+    pod_ctx = pod.get("securityContext") or {}
+    run_as_user = ctx.get("runAsUser", pod_ctx.get("runAsUser"))
+    return SecuritySpec(
+        privileged=bool(ctx.get("privileged")),
+        run_as_root=run_as_user == 0,
+        host_network=bool(pod.get("hostNetwork")),
+        host_pid=bool(pod.get("hostPID")),
+        host_ipc=bool(pod.get("hostIPC")),
+        host_path_volumes=[str(v["hostPath"].get("path", "")) for v in pod.get("volumes") or []
+                           if isinstance(v.get("hostPath"), dict)],
+    )
+
+
+def _resources(container: dict[str, Any], node_selector: dict[str, str]) -> ResourceRequest:
+    res = container.get("resources") or {}
+    limits, requests = res.get("limits") or {}, res.get("requests") or {}
+    gpus = limits.get(GPU_RESOURCE, requests.get(GPU_RESOURCE, 0))
+    return ResourceRequest(
+        gpus=int(gpus),
+        gpu_type=node_selector.get(GPU_TYPE_LABEL),
+        cpu=str(requests.get("cpu", limits.get("cpu", "1"))),
+        memory=str(requests.get("memory", limits.get("memory", "4Gi"))),
+    )
+
+
+def spec_from_job(obj: dict[str, Any]) -> JobSpec:
+    """The job spec a labelled ``batch/v1`` Job describes (first container of its pod template)."""
+    meta = obj.get("metadata") or {}
+    spec = obj.get("spec") or {}
+    pod = (spec.get("template") or {}).get("spec") or {}
+    containers = pod.get("containers") or []
+    if not containers:
+        raise NotSubmittable("the pod template has no containers")
+    container = containers[0]
+    annotations: dict[str, str] = meta.get("annotations") or {}
+    node_selector: dict[str, str] = pod.get("nodeSelector") or {}
+    estimate = annotations.get(RUNTIME_ANNOTATION)
+    try:
+        return JobSpec(
+            name=meta["name"],
+            queue=(meta.get("labels") or {})[QUEUE_LABEL],
+            priority_class=annotations.get(PRIORITY_ANNOTATION, "normal"),
+            replicas=int(spec.get("parallelism") or 1),
+            template=PodTemplate(
+                image=container.get("image", ""),
+                command=list(container.get("command") or []),
+                args=list(container.get("args") or []),
+                env={e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "value" in e},
+                resources=_resources(container, node_selector),
+                working_dir=container.get("workingDir"),
+                security=_security(pod, container),
+            ),
+            node_selector=node_selector,
+            runtime_estimate_s=None if estimate is None else parse_duration_s(estimate),
+            preemptible=annotations.get(PREEMPTIBLE_ANNOTATION, "true").strip().lower() in _TRUE,
+            annotations={SOURCE_ANNOTATION: f"{meta.get('namespace', 'default')}/{meta['name']}"},
+        )
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"])
+        raise NotSubmittable(f"{where}: {first['msg']}") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, NotSubmittable):
+            raise
+        raise NotSubmittable(f"unreadable Job: {exc!r}") from None
+
+
+def submission_from_job(obj: dict[str, Any], config: ConfigView, now: datetime) -> SubmitJob:
+    """The ``SubmitJob`` for a suspended, labelled Job; ``NotSubmittable`` says why not."""
+    meta = obj.get("metadata") or {}
+    if not (obj.get("spec") or {}).get("suspend"):
+        raise NotSubmittable("not created with spec.suspend: true")
+    namespace = str(meta.get("namespace") or "default")
+    tenant = config.tenant_of_namespace(namespace)
+    if tenant is None:
+        raise NotSubmittable(f"namespace {namespace!r} belongs to no tenant")
+    spec = spec_from_job(obj)
+    who = Principal(tenant.name, f"kube:{namespace}", "member")
+    try:
+        queue = queue_for_submission(spec, who, config)
+        check_spec(spec, queue, config)
+    except ApiError as exc:
+        raise NotSubmittable(f"{exc.field}: {exc.detail}") from None
+    created = meta.get("creationTimestamp")
+    submitted_at = datetime.fromisoformat(created.replace("Z", "+00:00")) if isinstance(created, str) else now
+    return SubmitJob(job_id=kube_job_id(namespace, meta["name"], str(meta.get("uid", ""))), tenant=tenant.name,
+                     user=who.user, spec=spec, submitted_at=submitted_at)
+
+
+class KubeJobSubmitter:
+    """Informer handler: publishes each new suspended Job once (the status view and recent record dedupe)."""
+
+    def __init__(self, ctx: GatewayContext) -> None:
+        self._ctx = ctx
+        self._refused: dict[str, str] = {}  # object key -> resourceVersion already refused (logged once)
+
+    async def handle(self, event: str, obj: dict[str, Any]) -> None:
+        if event not in (ADDED, MODIFIED):
+            return
+        meta = obj.get("metadata") or {}
+        key = f"{meta.get('namespace')}/{meta.get('name')}"
+        version = str(meta.get("resourceVersion", ""))
+        if self._refused.get(key) == version:
+            return
+        ctx = self._ctx
+        try:
+            submission = submission_from_job(obj, ctx.config, ctx.now())
+        except NotSubmittable as exc:
+            self._refused[key] = version
+            if (obj.get("spec") or {}).get("suspend"):
+                log.warning("Job %s not submitted: %s", key, exc)
+                ctx.metrics.submissions.labels("kube", "refused").inc()
+            return
+        if submission.job_id in ctx.status or ctx.recent.get(submission.job_id) is not None:
+            return
+        await ctx.publish_intent(submission)
+        ctx.recent.record(submission)
+        self._refused.pop(key, None)
+        ctx.metrics.submissions.labels("kube", "accepted").inc()
+        log.info("submitted Job %s as %s to queue %s", key, submission.job_id, submission.spec.queue)
+
+
+async def watch_kube_jobs(ctx: GatewayContext, server: str | None, stop: asyncio.Event) -> None:
+    """Watch labelled Jobs in every namespace until ``stop``; ``server`` None means KUBECONFIG / in-cluster."""
+    api = await build_api_client(server)
+    async with api:
+        informer = job_cache(KubeRest(api), label_selector=QUEUE_LABEL)
+        informer.add_handler(KubeJobSubmitter(ctx).handle)
+        async with informer:
+            await stop.wait()

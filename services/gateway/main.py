@@ -1,0 +1,144 @@
+"""The gateway's composition root: views of the compacted topics, the producer, config seeding, the HTTP
+API and (with a Kubernetes API at hand) the watch of labelled ``batch/v1`` Jobs."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+from collections.abc import Awaitable
+
+from prometheus_client import CollectorRegistry
+
+from schemas.topics import CONFIG_TOPIC, STATUS_TOPIC, USAGE_TOPIC
+from services.gateway.app import create_app
+from services.gateway.auth import TokenTable
+from services.gateway.configs import file_items
+from services.gateway.context import GatewayContext
+from services.gateway.http import bind, serve_app, socket_url
+from services.gateway.metrics import GatewayMetrics
+from services.gateway.publisher import KafkaPublisher
+from services.gateway.views import ConfigView, StatusView, UsageView
+from services.runtime.kafka import EnvelopeProducer
+from services.runtime.kafka.table import CompactedTable
+from services.runtime.options import ServeOptions
+from services.runtime.service import BackgroundTask, ServiceRunner
+from services.spec.cluster_file import load_cluster_file
+
+log = logging.getLogger(__name__)
+
+
+def load_tokens(options: ServeOptions) -> TokenTable:
+    if options.tokens_file is None:
+        log.warning("no tokens file given: every API request will be refused with 401")
+        return TokenTable([])
+    tokens = TokenTable.load(options.tokens_file)
+    log.info("loaded %d API tokens from %s", len(tokens), options.tokens_file)
+    return tokens
+
+
+async def seed_config(ctx: GatewayContext, options: ServeOptions) -> int:
+    """Publish every item of the config file whose current value differs; the number published."""
+    if options.config_file is None:
+        return 0
+    cfg = await asyncio.to_thread(load_cluster_file, options.config_file)
+    published = 0
+    for kind, item in file_items(cfg):
+        if await ctx.define(kind, item, origin="seed") is not None:
+            published += 1
+    log.info("seeded %d configuration items from %s", published, options.config_file)
+    return published
+
+
+async def unless_stopped(stop: asyncio.Event, awaitable: Awaitable[object]) -> bool:
+    """Await ``awaitable`` unless ``stop`` is set first; True when it finished."""
+    work = asyncio.ensure_future(awaitable)
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (work, stopper):
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if work.cancelled():
+        return False
+    work.result()
+    return True
+
+
+class GatewayServer:
+    """The whole gateway process; ``url`` is set and ``ready`` fires once the API listens."""
+
+    def __init__(self, options: ServeOptions) -> None:
+        self.options = options
+        self.registry = CollectorRegistry()
+        self.ready = asyncio.Event()
+        self.url: str | None = None
+        self.context: GatewayContext | None = None
+        self._runner: ServiceRunner | None = None
+
+    def stop(self) -> None:
+        if self._runner is not None:
+            self._runner.stop()
+
+    async def run(self, *, handle_signals: bool = True) -> None:
+        options = self.options
+        status, config, usage = StatusView(), ConfigView(), UsageView()
+        tables = [CompactedTable(options.kafka, STATUS_TOPIC, on_change=status.apply),
+                  CompactedTable(options.kafka, CONFIG_TOPIC, on_change=config.apply),
+                  CompactedTable(options.kafka, USAGE_TOPIC, on_change=usage.apply)]
+        producer = EnvelopeProducer(options.kafka)
+        tokens = await asyncio.to_thread(load_tokens, options)
+        ctx = GatewayContext(tokens=tokens, publisher=KafkaPublisher(producer),
+                             metrics=GatewayMetrics(self.registry, lambda: len(status)),
+                             status=status, config=config, usage=usage)
+        self.context = ctx
+        sock = bind(options.http_host, options.http_port)
+        app = create_app(ctx, self.registry)
+
+        async def http(stop: asyncio.Event) -> None:
+            if not await unless_stopped(stop, asyncio.gather(*(t.wait_caught_up() for t in tables[:2]))):
+                return
+            status.caught_up = config.caught_up = True
+            await seed_config(ctx, options)
+            self.url = socket_url(sock)
+            self.ready.set()
+            log.info("gateway API at %s (docs at %s/docs)", self.url, self.url)
+            await serve_app(app, sock, stop)
+            if not stop.is_set():
+                raise RuntimeError("the gateway's HTTP server stopped on its own")
+
+        async def usage_caught_up(stop: asyncio.Event) -> None:
+            usage.caught_up = await unless_stopped(stop, tables[2].wait_caught_up())
+
+        tasks: list[BackgroundTask] = [t.run for t in tables]
+        tasks += [http, usage_caught_up]
+        kube = self._kube_task(ctx)
+        if kube is not None:
+            tasks.append(kube)
+        self._runner = ServiceRunner("gateway", tasks=tasks, registry=self.registry, http_port=None)
+        try:
+            await producer.start()
+            await self._runner.run(handle_signals=handle_signals)
+        finally:
+            sock.close()
+            await producer.stop()
+
+    def _kube_task(self, ctx: GatewayContext) -> BackgroundTask | None:
+        if not (self.options.kube_server or os.environ.get("KUBECONFIG")):
+            return None
+        from services.gateway.kube_jobs import watch_kube_jobs
+
+        server = self.options.kube_server
+
+        async def kube(stop: asyncio.Event) -> None:
+            if await unless_stopped(stop, self.ready.wait()):
+                await watch_kube_jobs(ctx, server, stop)
+
+        return kube
+
+
+async def serve(options: ServeOptions) -> None:
+    """Run the gateway until SIGTERM."""
+    await GatewayServer(options).run()

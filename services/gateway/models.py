@@ -1,0 +1,136 @@
+"""Request and response bodies of the HTTP API (the OpenAPI document is generated from them)."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Annotated, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from schemas.config import (
+    CohortConfig,
+    GpuTypeConfig,
+    PoolConfig,
+    PriorityClassConfig,
+    QueueConfig,
+    ResourceName,
+    ResourceQuotaConfig,
+    TenantConfig,
+)
+from schemas.envelope import Name, Text
+from schemas.status import JobState
+
+ViewState = JobState | Literal["submitted"]
+Action = Literal["cancel", "suspend", "resume", "change_priority", "scale"]
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class SubmitAccepted(_Body):
+    job_id: str
+    state: ViewState
+    location: str
+    duplicate: bool = Field(description="true when this repeats an earlier submission with the same key")
+
+
+class JobView(_Body):
+    job_id: str
+    tenant: str
+    queue: str
+    name: str
+    state: ViewState
+    attempt: int = 0
+    priority_class: str
+    replicas: int
+    gpus: int
+    position: int | None = None
+    reason: str = ""
+    message: str = ""
+    estimated_start: datetime | None = None
+    cluster: str | None = None
+    submitted_at: datetime
+    updated_at: datetime
+
+
+class JobList(_Body):
+    items: list[JobView]
+    total: int = Field(description="matching jobs before the limit was applied")
+
+
+class HistoryItem(_Body):
+    state: str
+    reason: str
+    message: str
+    attempt: int
+    at: datetime
+
+
+class Explanation(_Body):
+    job: JobView
+    summary: str = Field(description="one line, human readable: why the job is where it is")
+    reason: str
+    message: str
+    position: int | None
+    estimated_start: datetime | None
+    history: list[HistoryItem]
+
+
+class ActionAccepted(_Body):
+    job_id: str
+    action: Action
+    event_id: str
+
+
+class CancelRequest(_Body):
+    reason: Text = ""
+
+
+class PriorityPatch(_Body):
+    priority_class: Name
+
+
+class ScaleRequest(_Body):
+    replicas: int = Field(ge=1, le=4096)
+
+
+class QueueUsage(_Body):
+    as_of: datetime
+    allocated: dict[ResourceName, int]
+    nominal: dict[ResourceName, int]
+    borrowed: dict[ResourceName, int]
+    decayed_gpu_seconds: float
+
+
+class QueueView(_Body):
+    name: str
+    tenant: str
+    cohort: str | None
+    weight: float
+    quotas: dict[ResourceName, ResourceQuotaConfig]
+    allow_privileged: bool
+    usage: QueueUsage | None
+    jobs: dict[str, int] = Field(description="jobs in the status view by state")
+    gpus_running: int = Field(description="GPUs of admitted and running jobs")
+    gpus_pending: int = Field(description="GPUs asked for by pending jobs")
+
+
+class QueueList(_Body):
+    items: list[QueueView]
+
+
+class ConfigDocument(_Body):
+    queues: list[QueueConfig]
+    cohorts: list[CohortConfig]
+    priority_classes: list[PriorityClassConfig]
+    gpu_types: list[GpuTypeConfig]
+    pools: list[PoolConfig]
+    tenants: list[TenantConfig]
+
+
+class ConfigChange(_Body):
+    kind: str
+    name: str
+    changed: bool = Field(description="false when the item already had this value (nothing was published)")
+    event_id: Annotated[str, Field(description="the published event; empty when unchanged")] = ""

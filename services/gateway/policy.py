@@ -1,0 +1,94 @@
+"""Admission rules at the door, pure: who may submit where, what a spec may ask for, which id it gets."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from schemas.config import QueueConfig
+from schemas.jobspec import JobSpec, SecuritySpec
+from schemas.status import JobStatusChanged
+from services.gateway.auth import Principal
+from services.gateway.errors import ApiError
+from services.gateway.ids import keyed_job_id
+from services.gateway.submissions import RecentSubmissions, spec_digest
+from services.gateway.views import ConfigView, StatusView
+
+_ELEVATED_FIELDS = ("privileged", "run_as_root", "host_network", "host_pid", "host_ipc", "host_path_volumes")
+
+
+def elevated_fields(security: SecuritySpec) -> list[str]:
+    """The security fields a spec sets beyond the defaults."""
+    return [name for name in _ELEVATED_FIELDS if getattr(security, name)]
+
+
+def check_security(spec: JobSpec, queue: QueueConfig, *, field_prefix: str = "spec") -> None:
+    """403 naming the first elevated field unless the queue allows privileged work."""
+    fields = elevated_fields(spec.template.security)
+    if fields and not queue.allow_privileged:
+        raise ApiError(403, "privileged_not_allowed",
+                       f"queue {queue.name!r} does not allow {', '.join(fields)}",
+                       field=f"{field_prefix}.template.security.{fields[0]}")
+
+
+def queue_for_submission(spec: JobSpec, principal: Principal, config: ConfigView) -> QueueConfig:
+    """The spec's queue if the principal may submit to it: 422 unknown queue, 403 another tenant's queue."""
+    queue = config.queue(spec.queue)
+    if queue is None:
+        raise ApiError(422, "unknown_queue", f"no queue named {spec.queue!r}", field="spec.queue")
+    if not principal.owns(queue.tenant):
+        raise ApiError(403, "forbidden", f"queue {spec.queue!r} belongs to another tenant", field="spec.queue")
+    return queue
+
+
+def check_spec(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
+    """Rules that need the configuration: known priority class, security policy."""
+    if not config.has_priority_class(spec.priority_class):
+        raise ApiError(422, "unknown_priority_class", f"no priority class named {spec.priority_class!r}",
+                       field="spec.priority_class")
+    check_security(spec, queue)
+
+
+@dataclass(frozen=True, slots=True)
+class SubmissionPlan:
+    """Which id a submission gets, and whether it is new (publish it) or a retry of a known job."""
+
+    job_id: str
+    tenant: str
+    new: bool
+
+
+def plan_submission(
+    spec: JobSpec,
+    principal: Principal,
+    idempotency_key: str | None,
+    config: ConfigView,
+    status: StatusView,
+    recent: RecentSubmissions,
+    fresh_id: Callable[[str], str],
+) -> SubmissionPlan:
+    """Authorise and validate ``spec``; decide its job id. Raises ``ApiError`` (403, 409, 422)."""
+    queue = queue_for_submission(spec, principal, config)
+    check_spec(spec, queue, config)
+    tenant = queue.tenant
+    if idempotency_key is None:
+        return SubmissionPlan(fresh_id(spec.name), tenant, True)
+    job_id = keyed_job_id(spec.name, tenant, idempotency_key)
+    earlier = recent.by_key(tenant, idempotency_key)
+    if earlier is not None:
+        if earlier.digest != spec_digest(spec):
+            raise ApiError(409, "idempotency_key_reused",
+                           f"key already used for job {earlier.submission.job_id} with a different spec",
+                           field="Idempotency-Key")
+        return SubmissionPlan(earlier.submission.job_id, tenant, False)
+    known = status.get(job_id)
+    if known is not None:
+        if _conflicts(known, spec, tenant):
+            raise ApiError(409, "idempotency_key_reused",
+                           f"key already used for job {job_id} in queue {known.queue!r}", field="Idempotency-Key")
+        return SubmissionPlan(job_id, tenant, False)
+    return SubmissionPlan(job_id, tenant, True)
+
+
+def _conflicts(known: JobStatusChanged, spec: JobSpec, tenant: str) -> bool:
+    return (known.tenant, known.queue, known.name) != (tenant, spec.queue, spec.name)

@@ -1,0 +1,77 @@
+"""Turning views into API bodies, pure: job views, explanations, queue summaries."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import datetime
+
+from schemas.config import QueueConfig
+from schemas.status import JobStatusChanged
+from schemas.usage import QueueUsageReported
+from services.gateway.models import Explanation, HistoryItem, JobView, QueueUsage, QueueView
+from services.gateway.submissions import Submitted
+from services.gateway.views import HistoryEntry
+
+_HOLDING_GPUS = frozenset({"admitted", "running", "preempting"})
+
+
+def job_from_status(status: JobStatusChanged) -> JobView:
+    return JobView(**status.model_dump(exclude={"estimated_start"}), estimated_start=status.estimated_start)
+
+
+def job_from_submission(entry: Submitted) -> JobView:
+    """A job the status view does not show yet: state ``submitted``."""
+    sub = entry.submission
+    return JobView(
+        job_id=sub.job_id, tenant=sub.tenant, queue=sub.spec.queue, name=sub.spec.name, state="submitted",
+        priority_class=sub.spec.priority_class, replicas=sub.spec.replicas, gpus=sub.spec.total_gpus,
+        reason="Submitted", message="accepted by the gateway; waiting for the queue manager",
+        submitted_at=sub.submitted_at, updated_at=sub.submitted_at,
+    )
+
+
+def _when(at: datetime | None, now: datetime) -> str:
+    if at is None:
+        return "unknown"
+    seconds = (at - now).total_seconds()
+    if seconds <= 0:
+        return f"{at:%Y-%m-%d %H:%M:%S}Z (now)"
+    minutes = seconds / 60
+    span = f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
+    return f"{at:%Y-%m-%d %H:%M:%S}Z (in {span})"
+
+
+def summary(job: JobView, now: datetime) -> str:
+    """One human-readable line: where the job is and why."""
+    why = f": {job.message}" if job.message else (f" ({job.reason})" if job.reason else "")
+    if job.state == "pending":
+        place = f"position {job.position} in queue {job.queue}" if job.position is not None else f"queue {job.queue}"
+        return f"pending at {place}{why}; estimated start {_when(job.estimated_start, now)}"
+    if job.state == "submitted":
+        return f"submitted to queue {job.queue}; not yet seen by the queue manager"
+    where = f" on cluster {job.cluster}" if job.cluster else ""
+    return f"{job.state}{where} (attempt {job.attempt}){why}"
+
+
+def explanation(job: JobView, history: list[HistoryEntry], now: datetime) -> Explanation:
+    items = [HistoryItem(state=h.state, reason=h.reason, message=h.message, attempt=h.attempt, at=h.at)
+             for h in history]
+    if not items:
+        items = [HistoryItem(state=job.state, reason=job.reason, message=job.message, attempt=job.attempt,
+                             at=job.updated_at)]
+    return Explanation(job=job, summary=summary(job, now), reason=job.reason, message=job.message,
+                       position=job.position, estimated_start=job.estimated_start, history=items)
+
+
+def queue_view(queue: QueueConfig, usage: QueueUsageReported | None, jobs: list[JobStatusChanged]) -> QueueView:
+    mine = [j for j in jobs if j.queue == queue.name]
+    return QueueView(
+        name=queue.name, tenant=queue.tenant, cohort=queue.cohort, weight=queue.weight, quotas=queue.quotas,
+        allow_privileged=queue.allow_privileged,
+        usage=None if usage is None else QueueUsage(
+            as_of=usage.as_of, allocated=usage.allocated, nominal=usage.nominal, borrowed=usage.borrowed,
+            decayed_gpu_seconds=usage.decayed_gpu_seconds),
+        jobs=dict(sorted(Counter(j.state for j in mine).items())),
+        gpus_running=sum(j.gpus for j in mine if j.state in _HOLDING_GPUS),
+        gpus_pending=sum(j.gpus for j in mine if j.state == "pending"),
+    )

@@ -1,0 +1,117 @@
+"""``/v1/jobs``: submit, read, explain, cancel, suspend, resume, re-prioritise, scale."""
+
+from __future__ import annotations
+
+from typing import Annotated
+
+from fastapi import APIRouter, Body, Header, Path, Query, Response
+
+from schemas.envelope import Name
+from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SuspendJob
+from schemas.jobspec import JobSpec
+from services.gateway.app import Caller, Context
+from services.gateway.errors import BODY_NAME_KEY, ApiError
+from services.gateway.models import (
+    ActionAccepted,
+    CancelRequest,
+    Explanation,
+    JobList,
+    JobView,
+    PriorityPatch,
+    ScaleRequest,
+    SubmitAccepted,
+    ViewState,
+)
+from services.gateway.presenters import explanation
+
+router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+
+JobPath = Annotated[str, Path(description="job id", max_length=48)]
+IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128,
+                                              description="retries with the same key are the same job")]
+
+
+@router.post("", status_code=202, response_model=SubmitAccepted, openapi_extra={BODY_NAME_KEY: "spec"},
+             responses={200: {"model": SubmitAccepted, "description": "a repeat of an earlier submission"}})
+async def submit_job(spec: JobSpec, ctx: Context, caller: Caller, response: Response,
+                     idempotency_key: IdempotencyKey = None) -> SubmitAccepted:
+    """Queue a job. With ``Idempotency-Key`` a retried submission returns the same job id and publishes nothing."""
+    plan, job = await ctx.submit(spec, caller, idempotency_key)
+    location = f"/v1/jobs/{plan.job_id}"
+    response.headers["Location"] = location
+    if not plan.new:
+        response.status_code = 200
+    return SubmitAccepted(job_id=plan.job_id, state=job.state, location=location, duplicate=not plan.new)
+
+
+@router.get("", response_model=JobList)
+async def list_jobs(
+    ctx: Context, caller: Caller,
+    queue: Annotated[Name | None, Query()] = None,
+    state: Annotated[ViewState | None, Query()] = None,
+    tenant: Annotated[Name | None, Query(description="administrators only; members see their own tenant")] = None,
+    limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+) -> JobList:
+    """Jobs the caller may see, newest first."""
+    if tenant is not None and not caller.owns(tenant):
+        raise ApiError(403, "forbidden", "members may list only their own tenant's jobs", field="tenant")
+    jobs = [j for j in ctx.visible_jobs(caller)
+            if (queue is None or j.queue == queue) and (state is None or j.state == state)
+            and (tenant is None or j.tenant == tenant)]
+    jobs.sort(key=lambda j: (j.submitted_at, j.job_id), reverse=True)
+    return JobList(items=jobs[:limit], total=len(jobs))
+
+
+@router.get("/{job_id}", response_model=JobView)
+async def get_job(job_id: JobPath, ctx: Context, caller: Caller) -> JobView:
+    """One job. Unknown jobs and other tenants' jobs both answer 404."""
+    return ctx.visible_job(job_id, caller)
+
+
+@router.get("/{job_id}/explain", response_model=Explanation)
+async def explain_job(job_id: JobPath, ctx: Context, caller: Caller) -> Explanation:
+    """Why the job is where it is: reason, message, queue position, estimated start, states seen."""
+    job = ctx.visible_job(job_id, caller)
+    return explanation(job, ctx.status.history(job_id), ctx.now())
+
+
+@router.post("/{job_id}/cancel", status_code=202, response_model=ActionAccepted,
+             openapi_extra={BODY_NAME_KEY: "cancel"})
+async def cancel_job(job_id: JobPath, ctx: Context, caller: Caller,
+                     body: Annotated[CancelRequest | None, Body()] = None) -> ActionAccepted:
+    reason = body.reason if body is not None else ""
+    env = await ctx.act(job_id, caller, lambda j: CancelJob(job_id=j.job_id, requested_by=caller.user, reason=reason))
+    return ActionAccepted(job_id=job_id, action="cancel", event_id=env.event_id)
+
+
+@router.post("/{job_id}/suspend", status_code=202, response_model=ActionAccepted)
+async def suspend_job(job_id: JobPath, ctx: Context, caller: Caller) -> ActionAccepted:
+    env = await ctx.act(job_id, caller, lambda j: SuspendJob(job_id=j.job_id, requested_by=caller.user))
+    return ActionAccepted(job_id=job_id, action="suspend", event_id=env.event_id)
+
+
+@router.post("/{job_id}/resume", status_code=202, response_model=ActionAccepted)
+async def resume_job(job_id: JobPath, ctx: Context, caller: Caller) -> ActionAccepted:
+    env = await ctx.act(job_id, caller, lambda j: ResumeJob(job_id=j.job_id, requested_by=caller.user))
+    return ActionAccepted(job_id=job_id, action="resume", event_id=env.event_id)
+
+
+@router.patch("/{job_id}", status_code=202, response_model=ActionAccepted, openapi_extra={BODY_NAME_KEY: "patch"})
+async def patch_job(job_id: JobPath, patch: PriorityPatch, ctx: Context, caller: Caller) -> ActionAccepted:
+    """Change the job's priority class."""
+    if not ctx.config.has_priority_class(patch.priority_class):
+        raise ApiError(422, "unknown_priority_class", f"no priority class named {patch.priority_class!r}",
+                       field="patch.priority_class")
+    env = await ctx.act(job_id, caller, lambda j: ChangePriority(
+        job_id=j.job_id, priority_class=patch.priority_class, requested_by=caller.user))
+    return ActionAccepted(job_id=job_id, action="change_priority", event_id=env.event_id)
+
+
+@router.post("/{job_id}/scale", status_code=202, response_model=ActionAccepted,
+             openapi_extra={BODY_NAME_KEY: "scale"})
+async def scale_job(job_id: JobPath, scale: ScaleRequest, ctx: Context, caller: Caller) -> ActionAccepted:
+    """Ask for a new gang size (elastic jobs)."""
+    env = await ctx.act(job_id, caller, lambda j: ScaleJob(
+        job_id=j.job_id, replicas=scale.replicas, requested_by=caller.user))
+    return ActionAccepted(job_id=job_id, action="scale", event_id=env.event_id)
+

@@ -1,0 +1,133 @@
+"""Builders for the gateway tests: an in-memory publisher, tokens, a configured context and app."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import UTC, datetime, timedelta
+from itertools import count
+from typing import Any
+
+from fastapi import FastAPI
+from prometheus_client import CollectorRegistry
+
+from schemas.config import (
+    CohortConfig,
+    MusterConfig,
+    PriorityClassConfig,
+    QueueConfig,
+    ResourceQuotaConfig,
+    TenantConfig,
+)
+from schemas.envelope import Envelope, Message, make_envelope
+from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
+from schemas.status import JobStatusChanged
+from schemas.topics import CONFIG_TOPIC, STATUS_TOPIC, USAGE_TOPIC
+from services.gateway.app import create_app
+from services.gateway.auth import TokenEntry, TokenTable, token_digest
+from services.gateway.configs import defined_message, file_items
+from services.gateway.context import GatewayContext
+from services.gateway.metrics import GatewayMetrics
+from services.gateway.views import ConfigView, StatusView, UsageView
+
+T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+
+TOKENS = {
+    "alice": "token-alice-team-a",  # member of team-a
+    "bob": "token-bob-team-b",  # member of team-b
+    "root": "token-root-admin",  # admin of the platform tenant
+}
+
+
+def token_table() -> TokenTable:
+    return TokenTable([
+        TokenEntry(token_sha256=token_digest(TOKENS["alice"]), tenant="team-a", user="alice", role="member"),
+        TokenEntry(token=TOKENS["bob"], tenant="team-b", user="bob", role="member"),
+        TokenEntry(token_sha256=token_digest(TOKENS["root"]), tenant="platform", user="root", role="admin"),
+    ])
+
+
+def auth(user: str) -> dict[str, str]:
+    return {"Authorization": f"Bearer {TOKENS[user]}"}
+
+
+def muster_config() -> MusterConfig:
+    quotas = {"gpu:a100": ResourceQuotaConfig(nominal=16, borrowing_limit=8)}
+    return MusterConfig(
+        cohorts=[CohortConfig(name="research")],
+        queues=[QueueConfig(name="team-a", cohort="research", tenant="team-a", quotas=quotas),
+                QueueConfig(name="team-b", cohort="research", tenant="team-b", quotas=quotas),
+                QueueConfig(name="team-a-ops", tenant="team-a", allow_privileged=True)],
+        priority_classes=[PriorityClassConfig(name="normal", value=100), PriorityClassConfig(name="high", value=1000)],
+        tenants=[TenantConfig(name="team-a", namespace="team-a"), TenantConfig(name="team-b", namespace="team-b")],
+    )
+
+
+def job_spec(name: str = "train", queue: str = "team-a", **changes: Any) -> JobSpec:
+    spec = JobSpec(name=name, queue=queue, replicas=2,
+                   template=PodTemplate(image="registry.example/train:1",
+                                        resources=ResourceRequest(gpus=4, gpu_type="a100")))
+    return spec.model_copy(update=changes) if changes else spec
+
+
+def spec_json(name: str = "train", queue: str = "team-a", **changes: Any) -> dict[str, Any]:
+    body = job_spec(name, queue).model_dump(mode="json")
+    body.update(changes)
+    return body
+
+
+def status_changed(job_id: str, *, tenant: str = "team-a", queue: str = "team-a", name: str = "train",
+                   state: str = "pending", minutes: int = 0, **extra: Any) -> JobStatusChanged:
+    values: dict[str, Any] = {
+        "job_id": job_id, "tenant": tenant, "queue": queue, "name": name, "state": state, "attempt": 0,
+        "priority_class": "normal", "replicas": 2, "gpus": 8, "submitted_at": T0,
+        "updated_at": T0 + timedelta(minutes=minutes),
+    }
+    values.update(extra)
+    return JobStatusChanged.model_validate(values)
+
+
+@dataclass
+class FakePublisher:
+    """Records what would go to Kafka; config, status and usage messages are folded back into the views."""
+
+    views: dict[str, StatusView | ConfigView | UsageView] = field(default_factory=dict)
+    sent: list[tuple[str, Envelope]] = field(default_factory=list)
+    fail: Exception | None = None
+
+    async def publish(self, topic: str, envelope: Envelope) -> None:
+        if self.fail is not None:
+            raise self.fail
+        self.sent.append((topic, envelope))
+        view = self.views.get(topic)
+        if view is not None:
+            view.apply(envelope.key(), envelope)
+
+    def on(self, topic: str) -> list[Message]:
+        return [env.payload for t, env in self.sent if t == topic]
+
+
+def feed(view: StatusView | ConfigView | UsageView, message: Message) -> None:
+    """Apply one message to a view as the compacted table would."""
+    view.apply(message.key(), make_envelope(message, "test"))
+
+
+@dataclass
+class Harness:
+    ctx: GatewayContext
+    app: FastAPI
+    publisher: FakePublisher
+    registry: CollectorRegistry
+
+
+def harness(config: MusterConfig | None = None) -> Harness:
+    """A context with the test configuration loaded, an in-memory publisher and the app around it."""
+    status, cfg_view, usage = StatusView(), ConfigView(), UsageView()
+    for kind, item in file_items(config or muster_config()):
+        feed(cfg_view, defined_message(kind, item))
+    publisher = FakePublisher(views={STATUS_TOPIC: status, CONFIG_TOPIC: cfg_view, USAGE_TOPIC: usage})
+    registry = CollectorRegistry()
+    ids = count(1)
+    ctx = GatewayContext(tokens=token_table(), publisher=publisher,
+                         metrics=GatewayMetrics(registry, lambda: len(status)), status=status, config=cfg_view,
+                         usage=usage, now=lambda: T0, fresh_id=lambda name: f"{name}-{next(ids):08x}")
+    return Harness(ctx, create_app(ctx, registry), publisher, registry)

@@ -1,0 +1,148 @@
+"""The ``muster`` job commands against the gateway app served by uvicorn on a free port (in-memory views)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import yaml
+from click.testing import CliRunner
+
+from schemas.intents import CancelJob, ResumeJob, SubmitJob, SuspendJob
+from schemas.topics import INTENTS_TOPIC
+from services.cli.client import ClientError, load_settings
+from services.cli.jobs import (
+    JOB_COMMANDS,
+    cancel,
+    describe,
+    get,
+    list_jobs,
+    queues,
+    resume,
+    submit,
+    suspend,
+    top,
+)
+from services.gateway.http import EmbeddedServer, bind, socket_url
+from tests.gateway.builders import TOKENS, Harness, feed, harness, status_changed
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "jobs"
+
+
+@pytest.fixture
+def served() -> Iterator[tuple[Harness, dict[str, str]]]:
+    """The app on 127.0.0.1:<free port> in a thread of its own; the CLI's environment to reach it as alice."""
+    import uvicorn
+
+    gw = harness()
+    sock = bind("127.0.0.1", 0)
+    server = EmbeddedServer(uvicorn.Config(gw.app, lifespan="off", log_config=None, access_log=False))
+    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
+    thread.start()
+    try:
+        yield gw, {"MUSTER_URL": socket_url(sock), "MUSTER_TOKEN": TOKENS["alice"], "MUSTER_CLI_CONFIG": ""}
+    finally:
+        server.should_exit = True
+        thread.join(timeout=10)
+        sock.close()
+
+
+def run(command: object, args: list[str], env: dict[str, str]) -> tuple[int, str]:
+    result = CliRunner().invoke(command, args, env=env)  # type: ignore[arg-type]
+    return result.exit_code, result.output
+
+
+def test_submit_get_list_describe_and_actions(served: tuple[Harness, dict[str, str]]) -> None:
+    gw, env = served
+    code, out = run(submit, [str(EXAMPLES / "train-llm.yaml"), "--idempotency-key", "cli-1"], env)
+    assert code == 0, out
+    job_id, state = out.split()[:2]
+    assert state == "submitted"
+    code, out = run(submit, [str(EXAMPLES / "train-llm.yaml"), "--idempotency-key", "cli-1"], env)
+    assert (code, out.split()[0]) == (0, job_id) and "already submitted" in out
+    [sent] = gw.publisher.on(INTENTS_TOPIC)
+    assert isinstance(sent, SubmitJob) and sent.spec.replicas == 4
+
+    feed(gw.ctx.status, status_changed(job_id, name="train-llm", state="pending", position=1,
+                                       reason="QuotaExhausted", message="team-a uses 16 of 16 a100"))
+    code, out = run(get, [job_id, "-o", "json"], env)
+    assert code == 0 and json.loads(out)["state"] == "pending"
+    code, out = run(list_jobs, [], env)
+    assert code == 0 and job_id in out and "QuotaExhausted" in out
+    code, out = run(describe, [job_id], env)
+    assert code == 0
+    assert "Position:       1" in out and "team-a uses 16 of 16 a100" in out and "History:" in out
+
+    for command, message_type in ((suspend, SuspendJob), (resume, ResumeJob), (cancel, CancelJob)):
+        code, out = run(command, [job_id], env)
+        assert code == 0 and out.startswith(job_id), out
+        assert isinstance(gw.publisher.on(INTENTS_TOPIC)[-1], message_type)
+
+
+def test_list_hides_finished_jobs_unless_all(served: tuple[Harness, dict[str, str]]) -> None:
+    gw, env = served
+    feed(gw.ctx.status, status_changed("old-job", state="succeeded"))
+    assert "no jobs" in run(list_jobs, [], env)[1]
+    assert "old-job" in run(list_jobs, ["--all"], env)[1]
+
+
+def test_queues_and_top_render(served: tuple[Harness, dict[str, str]]) -> None:
+    gw, env = served
+    feed(gw.ctx.status, status_changed("r1", state="running", gpus=8))
+    code, out = run(queues, [], env)
+    assert code == 0 and "team-a" in out and "a100=16" in out and "team-b" not in out
+    code, out = run(top, ["--once"], env)
+    assert code == 0 and "8 GPUs allocated" in out and "r1" in out
+
+
+def test_api_errors_become_clear_messages(served: tuple[Harness, dict[str, str]], tmp_path: Path) -> None:
+    gw, env = served
+    spec = yaml.safe_load((EXAMPLES / "train-llm.yaml").read_text())
+    spec["queue"] = "team-b"
+    other = tmp_path / "other.yaml"
+    other.write_text(yaml.safe_dump(spec))
+    code, out = run(submit, [str(other)], env)
+    assert code == 1 and "403 forbidden [spec.queue]: queue 'team-b' belongs to another tenant" in out
+    spec["queue"], spec["template"]["resources"]["gpus"] = "team-a", 1000
+    other.write_text(yaml.safe_dump(spec))
+    code, out = run(submit, [str(other)], env)
+    assert code == 1 and "422 validation_failed [spec.template.resources.gpus]" in out
+    code, out = run(get, ["nope"], env)
+    assert code == 1 and "404 not_found" in out
+    code, out = run(get, ["x"], {**env, "MUSTER_TOKEN": "wrong-token"})
+    assert code == 1 and "401 unauthenticated" in out
+    assert gw.publisher.sent == []
+
+
+def test_settings_come_from_the_environment_or_the_cli_file(tmp_path: Path) -> None:
+    nested = tmp_path / "project" / "src"
+    nested.mkdir(parents=True)
+    (tmp_path / ".muster").mkdir()
+    (tmp_path / ".muster" / "cli.yaml").write_text("url: http://127.0.0.1:8080/\ntoken: from-file\n")
+    settings = load_settings({}, cwd=nested)
+    assert (settings.url, settings.token) == ("http://127.0.0.1:8080", "from-file")
+    assert "from-file" not in repr(settings)
+    settings = load_settings({"MUSTER_URL": "http://gw:1", "MUSTER_TOKEN": "env"}, cwd=nested)
+    assert (settings.url, settings.token) == ("http://gw:1", "env")
+    with pytest.raises(ClientError, match="MUSTER_URL"):
+        load_settings({}, cwd=tmp_path.parent.parent / "nowhere")
+
+
+def test_command_table_names_existing_commands() -> None:
+    import importlib
+
+    import click
+
+    for target in JOB_COMMANDS.values():
+        module, attr = target.split(":")
+        assert isinstance(getattr(importlib.import_module(module), attr), click.Command)
+
+
+def test_unreachable_gateway(tmp_path: Path) -> None:
+    env = {"MUSTER_URL": "http://127.0.0.1:9", "MUSTER_TOKEN": "t", "MUSTER_CLI_CONFIG": ""}
+    code, out = run(queues, [], env)
+    assert code == 1 and "cannot reach the gateway" in out

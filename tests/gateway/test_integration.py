@@ -1,0 +1,109 @@
+"""The gateway on the real broker: config seeding, submissions onto the intents topic, the status view."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import replace
+from pathlib import Path
+
+import httpx
+import pytest
+import yaml
+
+from schemas.codec import decode
+from schemas.config import CohortDefined, PriorityClassDefined, QueueDefined, TenantDefined
+from schemas.envelope import make_envelope
+from schemas.intents import SubmitJob
+from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC, STATUS_TOPIC
+from services.gateway.main import GatewayServer
+from services.runtime.kafka import EnvelopeProducer, KafkaSettings
+from services.runtime.options import ServeOptions
+from tests.gateway.builders import TOKENS, auth, muster_config, spec_json, status_changed
+from tests.integration.builders import eventually, read_all
+
+pytestmark = pytest.mark.integration
+
+
+@pytest.fixture
+def options(registry_settings: KafkaSettings, tmp_path: Path) -> ServeOptions:
+    config_file = tmp_path / "cluster.yaml"
+    config_file.write_text(yaml.safe_dump(muster_config().model_dump(mode="json")), encoding="utf-8")
+    tokens_file = tmp_path / "tokens.yaml"
+    tokens_file.write_text(yaml.safe_dump([
+        {"token": TOKENS["alice"], "tenant": "team-a", "user": "alice"},
+        {"token": TOKENS["root"], "tenant": "platform", "user": "root", "role": "admin"},
+    ]), encoding="utf-8")
+    return ServeOptions(kafka=registry_settings, config_file=config_file, tokens_file=tokens_file)
+
+
+@asynccontextmanager
+async def running(options: ServeOptions) -> AsyncIterator[tuple[GatewayServer, httpx.AsyncClient]]:
+    server = GatewayServer(options)
+    task = asyncio.create_task(server.run(handle_signals=False))
+    try:
+        async with asyncio.timeout(60):
+            ready = asyncio.create_task(server.ready.wait())
+            await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+            ready.cancel()
+            if task.done():
+                task.result()
+        assert server.url is not None
+        async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
+            yield server, client
+    finally:
+        server.stop()
+        async with asyncio.timeout(30):
+            await task
+
+
+async def config_messages(settings: KafkaSettings) -> list[object]:
+    return [decode(r.value, topic=CONFIG_TOPIC).payload for r in await read_all(settings, CONFIG_TOPIC)]
+
+
+async def test_gateway_end_to_end_on_kafka(options: ServeOptions) -> None:
+    async with running(options) as (server, client):
+        # seeding: every item of the file is on the config topic, and the gateway reads it back
+        seeded = await config_messages(options.kafka)
+        assert sum(isinstance(m, QueueDefined) for m in seeded) == 3
+        assert sum(isinstance(m, CohortDefined) for m in seeded) == 1
+        assert sum(isinstance(m, PriorityClassDefined) for m in seeded) == 2
+        assert sum(isinstance(m, TenantDefined) for m in seeded) == 2
+        queues = (await client.get("/v1/queues", headers=auth("alice"))).json()["items"]
+        assert [q["name"] for q in queues] == ["team-a", "team-a-ops"]
+
+        # a submission lands on the intents topic as a valid SubmitJob
+        r = await client.post("/v1/jobs", json=spec_json(), headers={**auth("alice"), "Idempotency-Key": "it-1"})
+        assert r.status_code == 202
+        job_id = r.json()["job_id"]
+        intents = [decode(rec.value, topic=INTENTS_TOPIC) for rec in await read_all(options.kafka, INTENTS_TOPIC)]
+        [submitted] = [e.payload for e in intents if isinstance(e.payload, SubmitJob)]
+        assert submitted.job_id == job_id and submitted.tenant == "team-a" and submitted.idempotency_key == "it-1"
+        assert (await client.get(f"/v1/jobs/{job_id}", headers=auth("alice"))).json()["state"] == "submitted"
+
+        # the queue manager's status becomes visible through the API
+        async with EnvelopeProducer(options.kafka) as producer:
+            status = status_changed(job_id, state="pending", position=0, reason="QuotaExhausted")
+            await producer.send_and_wait(STATUS_TOPIC, make_envelope(status, "queue_manager"))
+        context = server.context
+        assert context is not None
+        await eventually(lambda: job_id in context.status, within=20)
+        job = (await client.get(f"/v1/jobs/{job_id}", headers=auth("alice"))).json()
+        assert (job["state"], job["reason"], job["position"]) == ("pending", "QuotaExhausted", 0)
+
+        # an admin's configuration change goes onto the config topic and comes back into the view
+        body = {"name": "team-z", "tenant": "team-a"}
+        assert (await client.put("/v1/config/queues/team-z", json=body, headers=auth("root"))).status_code == 202
+        await eventually(lambda: context.config.queue("team-z") is not None, within=20)
+        metrics = (await client.get("/metrics")).text
+        assert "muster_gateway_status_view_jobs 1.0" in metrics
+
+    # a restart re-reads the status view and seeds nothing new
+    before = len(await config_messages(options.kafka))
+    async with running(replace(options)) as (server, client):
+        job = (await client.get(f"/v1/jobs/{job_id}", headers=auth("alice"))).json()
+        assert job["state"] == "pending"
+        again = await client.post("/v1/jobs", json=spec_json(), headers={**auth("alice"), "Idempotency-Key": "it-1"})
+        assert (again.status_code, again.json()["job_id"]) == (200, job_id)
+    assert len(await config_messages(options.kafka)) == before

@@ -1,0 +1,128 @@
+"""Kube-native submissions: labelled, suspended ``batch/v1`` Jobs become ``SubmitJob`` intents."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from schemas.intents import SubmitJob
+from schemas.topics import INTENTS_TOPIC
+from services.gateway.kube_jobs import (
+    SOURCE_ANNOTATION,
+    KubeJobSubmitter,
+    NotSubmittable,
+    parse_duration_s,
+    spec_from_job,
+    submission_from_job,
+    watch_kube_jobs,
+)
+from tests.gateway.builders import T0, Harness, feed, status_changed
+from tests.integration.builders import eventually
+
+ROOT = Path(__file__).resolve().parents[2]
+EXAMPLE = ROOT / "examples" / "jobs" / "kube-job.yaml"
+
+
+def kube_job(**meta: Any) -> dict[str, Any]:
+    obj: dict[str, Any] = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+    obj["metadata"].update({"uid": "0f3c-uid", "resourceVersion": "7", **meta})
+    return obj
+
+
+def test_the_pod_template_becomes_the_spec() -> None:
+    spec = spec_from_job(kube_job())
+    assert (spec.name, spec.queue, spec.priority_class, spec.replicas) == ("resnet-sweep-7", "team-a", "normal", 2)
+    assert spec.template.image == "registry.example/resnet:3.1"
+    assert spec.template.command == ["python", "sweep.py", "--trial", "7"]
+    res = spec.template.resources
+    assert (res.gpus, res.gpu_type, res.cpu, res.memory) == (4, "a100", "8", "64Gi")
+    assert spec.runtime_estimate_s == 5400 and spec.preemptible is True
+    assert spec.annotations == {SOURCE_ANNOTATION: "team-a/resnet-sweep-7"}
+
+
+def test_submission_takes_the_tenant_from_the_namespace_and_a_stable_id(gw: Harness) -> None:
+    first = submission_from_job(kube_job(), gw.ctx.config, T0)
+    again = submission_from_job(kube_job(resourceVersion="9"), gw.ctx.config, T0)
+    other = submission_from_job(kube_job(uid="another-uid"), gw.ctx.config, T0)
+    assert first.tenant == "team-a" and first.user == "kube:team-a"
+    assert first.job_id == again.job_id != other.job_id
+
+
+@pytest.mark.parametrize(("change", "why"), [
+    (lambda o: o["spec"].update(suspend=False), "suspend"),
+    (lambda o: o["metadata"].update(namespace="nobody"), "no tenant"),
+    (lambda o: o["metadata"]["labels"].update({"muster.dev/queue": "team-b"}), "another tenant"),
+    (lambda o: o["metadata"]["labels"].update({"muster.dev/queue": "ghost"}), "no queue"),
+    (lambda o: o["metadata"]["annotations"].update({"muster.dev/runtime-estimate": "soon"}), "duration"),
+    (lambda o: o["spec"]["template"]["spec"].update(hostNetwork=True), "host_network"),
+    (lambda o: o["spec"]["template"]["spec"]["containers"][0].update(securityContext={"privileged": True}),
+     "privileged"),
+    (lambda o: o["spec"]["template"]["spec"].update(containers=[]), "no containers"),
+])
+def test_jobs_that_cannot_be_submitted_say_why(gw: Harness, change: Any, why: str) -> None:
+    obj = kube_job()
+    change(obj)
+    with pytest.raises(NotSubmittable, match=why):
+        submission_from_job(obj, gw.ctx.config, T0)
+
+
+def test_durations() -> None:
+    assert [parse_duration_s(t) for t in ("90", "90s", "2m", "1.5h", "1d")] == [90, 90, 120, 5400, 86400]
+
+
+async def test_each_job_is_published_once(gw: Harness) -> None:
+    submitter = KubeJobSubmitter(gw.ctx)
+    obj = kube_job()
+    await submitter.handle("ADDED", obj)
+    await submitter.handle("MODIFIED", copy.deepcopy(obj) | {"metadata": {**obj["metadata"], "resourceVersion": "8"}})
+    [sent] = gw.publisher.on(INTENTS_TOPIC)
+    assert isinstance(sent, SubmitJob)
+    # once the queue manager knows it, and after the local record is gone, it is still not resubmitted
+    gw.ctx.recent = type(gw.ctx.recent)()
+    feed(gw.ctx.status, status_changed(sent.job_id, state="admitted"))
+    await submitter.handle("MODIFIED", kube_job(resourceVersion="10"))
+    await submitter.handle("DELETED", kube_job(resourceVersion="11"))
+    assert len(gw.publisher.on(INTENTS_TOPIC)) == 1
+
+
+async def test_refused_jobs_are_counted_once_per_version(gw: Harness) -> None:
+    submitter = KubeJobSubmitter(gw.ctx)
+    obj = kube_job(namespace="nobody")
+    await submitter.handle("ADDED", obj)
+    await submitter.handle("MODIFIED", obj)
+    metric = gw.registry.get_sample_value("muster_gateway_submissions_total", {"source": "kube", "outcome": "refused"})
+    assert metric == 1.0 and gw.publisher.sent == []
+
+
+async def test_watch_submits_jobs_created_on_a_simulated_cluster(gw: Harness) -> None:
+    from services.kubesim import KubeSim
+    from services.runtime.kube import JOBS, NAMESPACES, KubeRest, build_api_client, create_or_get
+
+    sim = KubeSim.from_cluster_file(str(ROOT / "examples" / "cluster-small.yaml"), profile="zero")
+    async with sim.serve(host="127.0.0.1", port=0) as url:
+        api = await build_api_client(url)
+        async with api:
+            rest = KubeRest(api)
+            await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                   "metadata": {"name": "team-a"}})
+            stop = asyncio.Event()
+            watcher = asyncio.create_task(watch_kube_jobs(gw.ctx, url, stop))
+            try:
+                job = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+                await create_or_get(rest, JOBS, job)
+                unlabelled = copy.deepcopy(job)
+                unlabelled["metadata"].update(name="plain-job", labels={})
+                await create_or_get(rest, JOBS, unlabelled)
+                await eventually(lambda: len(gw.publisher.on(INTENTS_TOPIC)) >= 1, within=15)
+                await asyncio.sleep(0.3)
+            finally:
+                stop.set()
+                await watcher
+    [sent] = gw.publisher.on(INTENTS_TOPIC)
+    assert isinstance(sent, SubmitJob) and sent.spec.name == "resnet-sweep-7"
+    assert sent.spec.annotations[SOURCE_ANNOTATION] == "team-a/resnet-sweep-7"
