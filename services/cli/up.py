@@ -1,4 +1,5 @@
-"""``muster up``: the embedded system on one machine, no Docker: broker, topics, simulated clusters."""
+"""``muster up``: the embedded system on one machine, no Docker: broker, topics, simulated clusters,
+and the five services, each its own process."""
 
 from __future__ import annotations
 
@@ -12,6 +13,8 @@ import click
 import yaml
 
 from schemas.config import MusterConfig
+from services.cli.credentials import write_credentials
+from services.cli.supervise import Child, free_port, supervise
 from services.spec.cluster_file import load_cluster_file
 
 DEFAULT_CLUSTER = Path(__file__).parent / "data" / "default-cluster.yaml"
@@ -46,7 +49,27 @@ def _step(message: str) -> None:
     click.echo(click.style("» ", fg="cyan") + message)
 
 
-async def _run(cfg: MusterConfig, state_dir: Path, bootstrap: str | None, port: int, profile: str) -> None:
+def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, urls: dict[str, str],
+                     config_file: Path, gateway_port: int) -> list[Child]:
+    """The five services: one gateway, queue manager and accountant; a dispatcher + watcher per cluster."""
+    env = {"MUSTER_KAFKA_BOOTSTRAP": bootstrap}
+    logs = state_dir / "logs"
+    children = [
+        Child("gateway", ["gateway", "--config", str(config_file), "--tokens", str(state_dir / "tokens.yaml")],
+              gateway_port, logs / "gateway.log", env),
+        Child("queue-manager", ["queue-manager"], free_port(), logs / "queue-manager.log", env),
+        Child("quota-accountant", ["quota-accountant"], free_port(), logs / "quota-accountant.log", env),
+    ]
+    for name, url in urls.items():
+        for service in ("dispatcher", "node-watcher"):
+            children.append(Child(f"{service}/{name}", [service, "--cluster", name, "--kube-server", url,
+                                                        "--instance", name],
+                                  free_port(), logs / f"{service}-{name}.log", env))
+    return children
+
+
+async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap: str | None, port: int,
+               gateway_port: int, profile: str) -> None:
     from services.kubesim import KubeSim
     from services.runtime.broker import resolve_broker
     from services.runtime.kafka.settings import KafkaSettings
@@ -54,6 +77,7 @@ async def _run(cfg: MusterConfig, state_dir: Path, bootstrap: str | None, port: 
 
     _step("starting Apache Kafka (the first run fetches its jars from Maven Central; this takes a minute)")
     broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=state_dir / "kafka")
+    children: list[Child] = []
     try:
         _step(f"broker ready at {broker.bootstrap}; creating topics")
         created = await ensure_registry_topics(KafkaSettings(bootstrap=broker.bootstrap))
@@ -72,21 +96,36 @@ async def _run(cfg: MusterConfig, state_dir: Path, bootstrap: str | None, port: 
             await asyncio.to_thread(
                 config_path.write_text, yaml.safe_dump(kubeconfig(urls), sort_keys=False), encoding="utf-8"
             )
+            gateway_port = gateway_port or free_port()
+            gateway_url = f"http://127.0.0.1:{gateway_port}"
+            creds = await asyncio.to_thread(write_credentials, state_dir, cfg, gateway_url)
+            merged = state_dir / "config.yaml"
+            await asyncio.to_thread(merged.write_text, yaml.safe_dump(cfg.model_dump(mode="json")), encoding="utf-8")
+            children = service_children(cfg, state_dir, broker.bootstrap, urls, merged, gateway_port)
+            for child in children:
+                await child.start()
+            for child in children:
+                await child.wait_healthy()
+                _step(f"{child.name} up (metrics {child.url}/metrics)")
             click.echo("")
             click.echo(click.style("Muster is up.", bold=True))
+            click.echo(f"  gateway API          {gateway_url}   (docs: {gateway_url}/docs)")
             click.echo(f"  Kafka bootstrap      {broker.bootstrap}")
             for name, url in urls.items():
                 click.echo(f"  cluster {name:12} {url}")
-            click.echo(f"  kubeconfig           {config_path}   (KUBECONFIG={config_path} kubectl get nodes)")
-            click.echo("  topics               muster topics list")
+            click.echo(f"  kubeconfig           {config_path}   (KUBECONFIG={config_path} kubectl get pods -A)")
+            click.echo(f"  CLI credentials      {creds['cli']} (admin; `muster list`, `muster submit FILE`)")
+            click.echo(f"  tenant tokens        {creds['tenant_tokens']}")
+            click.echo(f"  service logs         {state_dir / 'logs'}")
             click.echo("Press Ctrl-C to stop.")
             stop = asyncio.Event()
             loop = asyncio.get_running_loop()
             for sig in (signal.SIGINT, signal.SIGTERM):
                 loop.add_signal_handler(sig, stop.set)
-            await stop.wait()
+            await supervise(children, stop, lambda m: _step(click.style(m, fg="yellow")))
             _step("stopping")
     finally:
+        await asyncio.gather(*(child.stop() for child in children), return_exceptions=True)
         await asyncio.to_thread(broker.close)
 
 
@@ -99,10 +138,12 @@ async def _run(cfg: MusterConfig, state_dir: Path, bootstrap: str | None, port: 
 @click.option("--bootstrap", envvar="MUSTER_KAFKA_BOOTSTRAP", default=None, help="use this Kafka instead")
 @click.option("--kubesim-port", type=click.IntRange(0, 65000), default=8001, show_default=True,
               help="port of the first simulated cluster (0: any free port)")
+@click.option("--gateway-port", type=click.IntRange(0, 65000), default=8000, show_default=True,
+              help="port of the gateway's HTTP API (0: any free port)")
 @click.option("--profile", type=click.Choice(["realistic", "zero"]), default="realistic", show_default=True,
               help="simulated kubelet delays")
 def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstrap: str | None,
-       kubesim_port: int, profile: str) -> None:
+       kubesim_port: int, gateway_port: int, profile: str) -> None:
     """Start the embedded system: Apache Kafka, Muster's topics and simulated GPU clusters."""
     try:
         cfg = with_cluster_count(load_cluster_file(cluster_file or DEFAULT_CLUSTER), clusters)
@@ -110,4 +151,5 @@ def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstr
         raise click.ClickException(str(exc)) from exc
     state_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(KeyboardInterrupt):
-        asyncio.run(_run(cfg, state_dir.resolve(), bootstrap, kubesim_port, profile))
+        asyncio.run(_run(cfg, cluster_file or DEFAULT_CLUSTER, state_dir.resolve(), bootstrap, kubesim_port,
+                         gateway_port, profile))

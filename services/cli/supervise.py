@@ -1,0 +1,92 @@
+"""Child processes of ``muster up``: one per service, logs to files, restarted if they die."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import socket
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import httpx
+
+
+def free_port(host: str = "127.0.0.1") -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind((host, 0))
+        return int(sock.getsockname()[1])
+
+
+@dataclass
+class Child:
+    """One ``muster serve <service>`` process."""
+
+    name: str
+    args: list[str]
+    port: int
+    log_path: Path
+    env: dict[str, str] = field(default_factory=dict)
+    process: asyncio.subprocess.Process | None = None
+    restarts: int = 0
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self.log_path.parent.mkdir(parents=True, exist_ok=True)
+        log = self.log_path.open("ab")
+        try:
+            self.process = await asyncio.create_subprocess_exec(
+                sys.executable, "-m", "services.cli.main", "serve", *self.args, "--http-port", str(self.port),
+                stdout=log, stderr=asyncio.subprocess.STDOUT, stdin=asyncio.subprocess.DEVNULL,
+                env={**os.environ, **self.env},
+            )
+        finally:
+            log.close()
+
+    async def wait_healthy(self, timeout_s: float = 60.0) -> None:
+        async with httpx.AsyncClient(timeout=2.0) as http:
+            deadline = asyncio.get_running_loop().time() + timeout_s
+            while True:
+                if self.process is not None and self.process.returncode is not None:
+                    raise RuntimeError(f"{self.name} exited with {self.process.returncode}; see {self.log_path}")
+                with contextlib.suppress(httpx.HTTPError):
+                    if (await http.get(f"{self.url}/healthz")).status_code == 200:
+                        return
+                if asyncio.get_running_loop().time() > deadline:
+                    raise RuntimeError(f"{self.name} did not become healthy in {timeout_s:.0f}s; see {self.log_path}")
+                await asyncio.sleep(0.2)
+
+    async def stop(self, grace_s: float = 10.0) -> None:
+        process = self.process
+        if process is None or process.returncode is not None:
+            return
+        process.terminate()
+        try:
+            await asyncio.wait_for(process.wait(), grace_s)
+        except TimeoutError:
+            process.kill()
+            await process.wait()
+
+
+async def supervise(children: list[Child], stop: asyncio.Event, notify: Callable[[str], None],
+                    max_restarts: int = 5) -> None:
+    """Restart a child that exits on its own (with backoff), until ``stop`` is set."""
+    while not stop.is_set():
+        for child in children:
+            process = child.process
+            if process is None or process.returncode is None:
+                continue
+            if child.restarts >= max_restarts:
+                continue
+            child.restarts += 1
+            notify(f"{child.name} exited with {process.returncode}; restarting ({child.restarts}/{max_restarts}), "
+                   f"log: {child.log_path}")
+            await asyncio.sleep(min(30.0, 0.5 * 2**child.restarts))
+            await child.start()
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(stop.wait(), 1.0)

@@ -1,0 +1,76 @@
+"""One scheduling cycle: ``services.core.schedule`` on the live state, its decisions folded back and
+turned into records, decisions and statuses."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass, field
+
+from schemas.decisions import JobRejected, JobScaled
+from schemas.topics import DECISIONS_TOPIC
+from services.core import Admit, Preempt, Reject, Scale, SchedulerConfig, schedule
+from services.queue_manager.entries import utc
+from services.queue_manager.state import Out, QueueState
+from services.spec.core_types import placement_plan
+
+log = logging.getLogger(__name__)
+
+
+@dataclass
+class CycleOutcome:
+    """A cycle's outputs: ``records`` must be acknowledged before ``decisions`` are produced."""
+
+    records: list[Out] = field(default_factory=list)
+    decisions: list[Out] = field(default_factory=list)
+    statuses: list[Out] = field(default_factory=list)
+    waits: list[tuple[str, float]] = field(default_factory=list)  # (queue, seconds from submit to admit)
+
+    def __len__(self) -> int:
+        return len(self.records) + len(self.decisions) + len(self.statuses)
+
+
+def run_cycle(qs: QueueState, now: float, config: SchedulerConfig) -> CycleOutcome:
+    result = schedule(qs.sched, now, config)
+    out = CycleOutcome()
+    for decision in result.decisions:
+        entry = qs.jobs.get(decision.job_id)
+        qs.sched.apply(decision, now)
+        if entry is None or entry.terminal:
+            log.error("core decided on a job without a live entry: %s", decision)
+            continue
+        if isinstance(decision, Admit):
+            entry.state, entry.reason, entry.message, entry.info = "admitted", "", "", None
+            entry.replicas = decision.replicas
+            entry.placement = placement_plan(decision.placement)
+            entry.borrowed = decision.borrowed
+            entry.admitted_at = utc(now)
+            out.records.append(qs.record(entry))
+            out.decisions.append(qs.admitted(entry))
+            out.waits.append((entry.spec.queue, max(0.0, now - entry.submission.submitted_at.timestamp())))
+        elif isinstance(decision, Preempt):
+            entry.state, entry.reason = "preempting", decision.reason
+            entry.message = f"preempted for {decision.preemptor}" if decision.preemptor else decision.reason
+            out.records.append(qs.record(entry))
+            out.decisions.append(qs.preemption(entry, decision.grace_period_s, decision.preemptor))
+        elif isinstance(decision, Scale):
+            entry.replicas = decision.replicas
+            entry.placement = placement_plan(decision.placement)
+            out.records.append(qs.record(entry))
+            out.decisions.append(
+                Out(DECISIONS_TOPIC, JobScaled(job_id=entry.job_id, attempt=entry.attempt,
+                                               replicas=decision.replicas, placement=entry.placement))
+            )
+        elif isinstance(decision, Reject):
+            entry.finish("rejected", now, decision.reason[:64], decision.message)
+            out.records.append(qs.record(entry))
+            out.decisions.append(
+                Out(DECISIONS_TOPIC, JobRejected(job_id=entry.job_id, attempt=entry.attempt,
+                                                 reason=decision.reason[:64], message=decision.message[:2048]))
+            )
+    for job_id, info in result.pending.items():
+        entry = qs.jobs.get(job_id)
+        if entry is not None and entry.state in ("pending", "suspended"):
+            entry.info = info
+            qs.dirty[job_id] = None
+    out.statuses = qs.status_updates(now)
+    return out

@@ -1,0 +1,130 @@
+"""One job as the queue manager tracks it: the durable part (``JobRecord``) plus its latest pending info."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from datetime import UTC, datetime
+
+from schemas.decisions import PlacementPlan
+from schemas.intents import SubmitJob
+from schemas.jobs import JobRecord, JobRecorded
+from schemas.jobspec import JobSpec
+from schemas.status import TERMINAL_STATES, JobState
+from services.core import Job, PendingInfo
+from services.spec.core_types import job_from_submit
+
+#: Preemption reasons after which the stopped job does not come back.
+NO_REQUEUE_REASONS = frozenset({"cancelled", "max_runtime_exceeded"})
+#: States in which a job holds capacity in the scheduler state.
+HOLDING_STATES = frozenset({"admitted", "running", "preempting"})
+
+
+def utc(ts: float) -> datetime:
+    return datetime.fromtimestamp(ts, UTC)
+
+
+@dataclass
+class JobEntry:
+    """Mutable bookkeeping of one job; ``record()`` is what goes to ``muster.jobs``."""
+
+    submission: SubmitJob
+    priority: int
+    state: JobState
+    attempt: int = 0
+    restarts: int = 0
+    replicas: int = 0
+    placement: PlacementPlan | None = None
+    borrowed: bool = False
+    admitted_at: datetime | None = None
+    finished_at: datetime | None = None
+    reason: str = ""
+    message: str = ""
+    info: PendingInfo | None = None  # latest cycle's pending status (not durable)
+
+    @property
+    def job_id(self) -> str:
+        return self.submission.job_id
+
+    @property
+    def spec(self) -> JobSpec:
+        return self.submission.spec
+
+    @property
+    def terminal(self) -> bool:
+        return self.state in TERMINAL_STATES
+
+    @property
+    def holding(self) -> bool:
+        return self.state in HOLDING_STATES
+
+    @property
+    def requeue_on_stop(self) -> bool:
+        """Whether a preempted job comes back: not after a cancel or its max runtime."""
+        return self.reason not in NO_REQUEUE_REASONS
+
+    def record(self) -> JobRecord:
+        return JobRecord(
+            submission=self.submission,
+            priority=self.priority,
+            state=self.state,
+            attempt=self.attempt,
+            restarts=self.restarts,
+            replicas=self.replicas,
+            placement=self.placement,
+            borrowed=self.borrowed,
+            admitted_at=self.admitted_at,
+            finished_at=self.finished_at,
+            reason=self.reason[:64],
+            message=self.message[:2048],
+        )
+
+    def recorded(self) -> JobRecorded:
+        return JobRecorded(job_id=self.job_id, queue=self.spec.queue, record=self.record())
+
+    @classmethod
+    def from_record(cls, rec: JobRecord) -> JobEntry:
+        return cls(
+            submission=rec.submission,
+            priority=rec.priority,
+            state=rec.state,
+            attempt=rec.attempt,
+            restarts=rec.restarts,
+            replicas=rec.replicas,
+            placement=rec.placement,
+            borrowed=rec.borrowed,
+            admitted_at=rec.admitted_at,
+            finished_at=rec.finished_at,
+            reason=rec.reason,
+            message=rec.message,
+        )
+
+    def core_job(self, *, class_preemptible: bool = True) -> Job:
+        """The job as the core sees it; submit time is the submission's own timestamp."""
+        job = job_from_submit(
+            self.submission,
+            priority=self.priority,
+            submit_time=self.submission.submitted_at.timestamp(),
+            attempt=self.attempt,
+        )
+        return job if class_preemptible else replace(job, preemptible=False)
+
+    def finish(self, state: JobState, now: float, reason: str, message: str = "") -> None:
+        """Move to a terminal state; capacity is released by the caller."""
+        self.state = state
+        self.finished_at = utc(now)
+        self.reason = reason
+        self.message = message
+        self.info = None
+
+    def requeue(self, reason: str, message: str = "") -> None:
+        """Back to pending as the next attempt (after an eviction or a preemption)."""
+        self.state = "pending"
+        self.attempt += 1
+        self.restarts = 0
+        self.replicas = 0
+        self.placement = None
+        self.borrowed = False
+        self.admitted_at = None
+        self.reason = reason
+        self.message = message
+        self.info = None

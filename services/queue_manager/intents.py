@@ -1,0 +1,110 @@
+"""Requests from ``muster.intents`` folded into the queue state. Each is idempotent by the job's state:
+applying the same request twice changes nothing the second time."""
+
+from __future__ import annotations
+
+import logging
+
+from schemas.decisions import JobRejected
+from schemas.envelope import Message
+from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
+from schemas.topics import DECISIONS_TOPIC
+from services.core import Preempt
+from services.queue_manager.entries import JobEntry
+from services.queue_manager.state import Out, QueueState
+
+log = logging.getLogger(__name__)
+
+UNKNOWN_PRIORITY_CLASS = "unknown_priority_class"
+
+
+def on_intent(qs: QueueState, message: Message, now: float) -> list[Out]:
+    if isinstance(message, SubmitJob):
+        return submit(qs, message, now)
+    entry = qs.jobs.get(getattr(message, "job_id", ""))
+    if entry is None or entry.terminal:
+        log.info("ignoring %s for %s: unknown or finished job", message.TYPE, getattr(message, "job_id", "?"))
+        return []
+    if isinstance(message, CancelJob):
+        return cancel(qs, entry, message, now)
+    if isinstance(message, SuspendJob):
+        if entry.state != "pending":
+            return []
+        qs.sched.suspend(entry.job_id)
+        entry.state, entry.reason, entry.message = "suspended", "suspended", f"suspended by {message.requested_by}"
+        return [qs.record(entry)]
+    if isinstance(message, ResumeJob):
+        if entry.state != "suspended":
+            return []
+        qs.sched.resume(entry.job_id)
+        entry.state, entry.reason, entry.message = "pending", "", ""
+        return [qs.record(entry)]
+    if isinstance(message, ChangePriority):
+        return change_priority(qs, entry, message)
+    if isinstance(message, ScaleJob):
+        return scale(qs, entry, message)
+    return []
+
+
+def submit(qs: QueueState, msg: SubmitJob, now: float) -> list[Out]:
+    if msg.job_id in qs.jobs:
+        return []  # a job id is submitted once; repeats (retries, redelivery) are no-ops
+    priority = qs.config.priority_value(msg.spec.priority_class)
+    entry = JobEntry(submission=msg, priority=priority or 0, state="pending")
+    qs.jobs[msg.job_id] = entry
+    if priority is None:
+        text = f"unknown priority class {msg.spec.priority_class!r}"
+        entry.finish("rejected", now, UNKNOWN_PRIORITY_CLASS, text)
+        rejected = JobRejected(job_id=msg.job_id, attempt=0, reason=UNKNOWN_PRIORITY_CLASS, message=text)
+        return [qs.record(entry), Out(DECISIONS_TOPIC, rejected)]
+    qs.sched.submit(entry.core_job(class_preemptible=qs.config.class_preemptible(msg.spec.priority_class)))
+    return [qs.record(entry)]
+
+
+def cancel(qs: QueueState, entry: JobEntry, msg: CancelJob, now: float) -> list[Out]:
+    text = msg.reason or f"cancelled by {msg.requested_by}"
+    if not entry.holding:
+        qs.sched.cancel(entry.job_id)
+        entry.finish("cancelled", now, "cancelled", text)
+        return [qs.record(entry)]
+    grace = float(entry.spec.checkpoint.grace_period_s)
+    if entry.state == "preempting" and entry.reason == "cancelled":
+        return [qs.preemption(entry, grace)]  # repeated: the same request again, harmless downstream
+    if entry.state != "preempting":
+        qs.sched.apply(Preempt(entry.job_id, entry.attempt, "cancelled", grace, requeue=False), now)
+    entry.state, entry.reason, entry.message = "preempting", "cancelled", text
+    return [qs.record(entry), qs.preemption(entry, grace)]
+
+
+def change_priority(qs: QueueState, entry: JobEntry, msg: ChangePriority) -> list[Out]:
+    value = qs.config.priority_value(msg.priority_class)
+    if value is None:
+        log.warning("ignoring ChangePriority of %s: unknown priority class %r", entry.job_id, msg.priority_class)
+        return []
+    if value == entry.priority and msg.priority_class == entry.spec.priority_class:
+        return []
+    spec = entry.spec.model_copy(update={"priority_class": msg.priority_class})
+    entry.submission = entry.submission.model_copy(update={"spec": spec})
+    entry.priority = value
+    qs.sched.set_priority(entry.job_id, value)
+    return [qs.record(entry)]
+
+
+def scale(qs: QueueState, entry: JobEntry, msg: ScaleJob) -> list[Out]:
+    """Resize a waiting job (its gang size for the next admission). Running jobs are not resized."""
+    if entry.state not in ("pending", "suspended"):
+        log.warning("ignoring ScaleJob of %s: only waiting jobs are resized (state %s)", entry.job_id, entry.state)
+        return []
+    if msg.replicas == entry.spec.replicas:
+        return []
+    min_replicas = entry.spec.min_replicas
+    if min_replicas is not None:
+        min_replicas = min(min_replicas, msg.replicas)
+    spec = entry.spec.model_copy(update={"replicas": msg.replicas, "min_replicas": min_replicas})
+    entry.submission = entry.submission.model_copy(update={"spec": spec})
+    suspended = entry.state == "suspended"
+    qs.sched.cancel(entry.job_id)
+    qs.sched.submit(entry.core_job(class_preemptible=qs.config.class_preemptible(spec.priority_class)))
+    if suspended:
+        qs.sched.suspend(entry.job_id)
+    return [qs.record(entry)]

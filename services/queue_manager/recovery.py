@@ -1,0 +1,62 @@
+"""Rebuilding the queue state from ``muster.jobs`` after a restart.
+
+Pending and suspended jobs are queued again; admitted, running and preempting jobs are re-admitted
+on their recorded placement (at their recorded admission time), preempting ones marked terminating.
+Decisions whose delivery the record cannot prove (admitted but never seen running, preemption
+under way) are returned to be published again with the same job id and attempt: records are
+produced before their decisions, so a crash between the two leaves exactly these, and the
+dispatcher treats a repeated decision as a no-op.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from schemas.jobs import JobRecord
+from schemas.status import JobStatusChanged
+from services.core import Admit, Preempt
+from services.queue_manager.entries import JobEntry
+from services.queue_manager.state import Out, QueueState
+from services.spec.core_types import placement_from_plan
+
+
+def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> list[Out]:
+    """Fold recorded jobs (with the id of the input that last changed each) into an empty state."""
+    republish: list[Out] = []
+    entries = [(JobEntry.from_record(rec), cause) for rec, cause in records]
+    entries.sort(key=lambda e: e[0].admitted_at.timestamp() if e[0].admitted_at is not None else 0.0)
+    for entry, cause in entries:
+        qs.jobs[entry.job_id] = entry
+        qs.remember(cause)
+        qs.dirty[entry.job_id] = None
+        if entry.terminal:
+            continue
+        job = entry.core_job(class_preemptible=qs.config.class_preemptible(entry.spec.priority_class))
+        qs.sched.submit(job)
+        if entry.state == "suspended":
+            qs.sched.suspend(entry.job_id)
+            continue
+        if not entry.holding:
+            continue
+        if entry.placement is None or entry.admitted_at is None:
+            entry.requeue("recovered", "record of an admitted job had no placement")
+            qs.sched.cancel(entry.job_id)
+            qs.sched.submit(entry.core_job(class_preemptible=job.preemptible))
+            republish.append(qs.record(entry))
+            continue
+        admitted_at = entry.admitted_at.timestamp()
+        placement = placement_from_plan(entry.placement)
+        qs.sched.apply(Admit(entry.job_id, entry.attempt, placement, entry.replicas, entry.borrowed), admitted_at)
+        if entry.state == "admitted":
+            republish.append(qs.admitted(entry))
+        elif entry.state == "preempting":
+            grace = float(entry.spec.checkpoint.grace_period_s)
+            preempt = Preempt(entry.job_id, entry.attempt, entry.reason, grace, requeue=entry.requeue_on_stop)
+            qs.sched.apply(preempt, admitted_at)
+            republish.append(qs.preemption(entry, grace))
+    return republish
+
+
+def seed_statuses(qs: QueueState, statuses: Iterable[JobStatusChanged]) -> None:
+    """Remember what ``muster.status`` already says, so unchanged statuses are not published again."""
+    qs.statuses.seed(statuses)

@@ -1,0 +1,91 @@
+"""What happened on a cluster (``muster.runs``, ``muster.dispatches``) folded into the queue state.
+
+Events of any other attempt than the job's current one are stale and ignored. Restart rule: the
+dispatcher restarts a failed gang itself, up to ``spec.max_restarts`` times per attempt. Every
+``RunFailed`` of the current attempt counts one restart; the failure that arrives when ``restarts``
+already equals ``max_restarts`` is terminal and the job becomes ``failed``.
+"""
+
+from __future__ import annotations
+
+import logging
+
+from schemas.envelope import Message
+from schemas.runs import (
+    DispatchFailed,
+    JobStopped,
+    RunAllPodsReady,
+    RunDeleted,
+    RunEvicted,
+    RunFailed,
+    RunStarted,
+    RunSucceeded,
+)
+from services.queue_manager.entries import JobEntry
+from services.queue_manager.state import Out, QueueState
+
+log = logging.getLogger(__name__)
+
+
+def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
+    entry = qs.jobs.get(getattr(message, "job_id", ""))
+    attempt = getattr(message, "attempt", None)
+    if entry is None or entry.terminal or attempt != entry.attempt:
+        return []  # unknown, finished, or an event of an earlier attempt
+    if isinstance(message, RunStarted | RunAllPodsReady):
+        if entry.state != "admitted":
+            return []
+        entry.state, entry.reason, entry.message = "running", "", ""
+        return [qs.record(entry)]
+    if not entry.holding:
+        return []  # a pending job has no run of this attempt to report on
+    if isinstance(message, RunSucceeded):
+        qs.sched.job_finished(entry.job_id, now)
+        entry.finish("succeeded", now, "succeeded")
+        return [qs.record(entry)]
+    if isinstance(message, RunFailed):
+        return _failed(qs, entry, message, now)
+    if isinstance(message, RunEvicted):
+        where = f" from node {message.node}" if message.node else ""
+        return _stopped(qs, entry, now, entry.state != "preempting" or entry.requeue_on_stop, message.reason,
+                        f"evicted{where}: {message.reason}")
+    if isinstance(message, JobStopped):
+        requeue = message.requeue and entry.requeue_on_stop
+        return _stopped(qs, entry, now, requeue, message.reason,
+                        "stopped after checkpoint" if message.checkpointed else "stopped")
+    if isinstance(message, DispatchFailed):
+        if message.retryable:
+            return []
+        qs.sched.job_finished(entry.job_id, now)
+        entry.finish("failed", now, message.reason, message.message)
+        return [qs.record(entry)]
+    if isinstance(message, RunDeleted) and message.by == "external":
+        qs.sched.job_finished(entry.job_id, now)
+        entry.finish("failed", now, "deleted_externally", "the job's objects were deleted outside Muster")
+        return [qs.record(entry)]
+    return []
+
+
+def _failed(qs: QueueState, entry: JobEntry, msg: RunFailed, now: float) -> list[Out]:
+    limit = entry.spec.max_restarts
+    if entry.restarts >= limit:
+        qs.sched.job_finished(entry.job_id, now)
+        text = msg.message or f"failed after {entry.restarts} restarts"
+        entry.finish("failed", now, msg.reason, text)
+        return [qs.record(entry)]
+    entry.restarts += 1
+    if entry.state != "preempting":
+        entry.reason = "restarting"
+        entry.message = f"restart {entry.restarts}/{limit} after {msg.reason}"
+    return [qs.record(entry)]
+
+
+def _stopped(qs: QueueState, entry: JobEntry, now: float, requeue: bool, reason: str, text: str) -> list[Out]:
+    qs.sched.job_stopped(entry.job_id, now, requeue=requeue)
+    if requeue:
+        entry.requeue(reason, text)
+    elif entry.reason == "cancelled" or reason == "cancelled":
+        entry.finish("cancelled", now, "cancelled", entry.message or text)
+    else:
+        entry.finish("failed", now, entry.reason or reason, text)
+    return [qs.record(entry)]

@@ -1,0 +1,215 @@
+"""The queue manager's I/O shell: recovery from compacted topics, the input handler, the cycle task.
+
+Start-up order: follow ``muster.config``, ``muster.capacity`` and ``muster.usage`` until caught up;
+read ``muster.jobs`` (and ``muster.status``) whole and rebuild the state; publish the decisions the
+records cannot prove were delivered; only then consume intents and run events from the group's
+committed offsets and start scheduling. Any produce failure stops the service, which then recovers
+from the records on its next start.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+from collections.abc import Callable, Sequence
+
+from prometheus_client import CollectorRegistry
+
+from schemas.envelope import Envelope, Message, caused_by, make_envelope
+from schemas.jobs import JobRecorded
+from schemas.status import JobStatusChanged
+from schemas.topics import (
+    CAPACITY_TOPIC,
+    CONFIG_TOPIC,
+    DISPATCHES_TOPIC,
+    INTENTS_TOPIC,
+    JOBS_TOPIC,
+    RUNS_TOPIC,
+    STATUS_TOPIC,
+    USAGE_TOPIC,
+)
+from services.core import SchedulerConfig
+from services.queue_manager.cycle import run_cycle
+from services.queue_manager.inputs import on_input
+from services.queue_manager.metrics import QueueMetrics
+from services.queue_manager.recovery import rebuild, seed_statuses
+from services.queue_manager.state import Out, QueueState
+from services.runtime.kafka import ConsumerLoop, Delivery, DeliveryFuture, EnvelopeProducer, KafkaSettings
+from services.runtime.kafka.table import CompactedTable
+from services.runtime.service import BackgroundTask
+
+log = logging.getLogger(__name__)
+
+PRODUCER = "queue_manager"
+GROUP_ID = "muster-queue-manager"
+INPUT_TOPICS = (INTENTS_TOPIC, RUNS_TOPIC, DISPATCHES_TOPIC)
+
+
+async def read_whole(settings: KafkaSettings, topic: str, *, timeout_s: float = 120.0) -> CompactedTable:
+    """A compacted topic read to its end as of now, then closed."""
+    table = CompactedTable(settings, topic)
+    await table.start()
+    stop = asyncio.Event()
+    follower = asyncio.create_task(table.run(stop), name=f"read:{topic}")
+    waiter = asyncio.create_task(table.wait_caught_up(), name=f"caught-up:{topic}")
+    try:
+        done, _ = await asyncio.wait({follower, waiter}, timeout=timeout_s, return_when=asyncio.FIRST_COMPLETED)
+        if follower in done:
+            follower.result()
+            raise RuntimeError(f"{topic}: reader stopped before catching up")
+        if waiter not in done:
+            raise TimeoutError(f"{topic}: not caught up within {timeout_s:g}s")
+    finally:
+        stop.set()
+        waiter.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await waiter
+        await follower
+    return table
+
+
+class QueueManager:
+    """Owns the queue state and serialises every change to it with one lock."""
+
+    def __init__(
+        self,
+        settings: KafkaSettings,
+        *,
+        registry: CollectorRegistry | None = None,
+        scheduler_config: SchedulerConfig | None = None,
+        debounce_s: float = 0.2,
+        period_s: float = 5.0,
+        clock: Callable[[], float] = time.time,
+    ) -> None:
+        self.settings = settings
+        self.state = QueueState()
+        self.metrics = QueueMetrics(registry or CollectorRegistry())
+        self.scheduler_config = scheduler_config or SchedulerConfig()
+        self.debounce_s = debounce_s
+        self.period_s = period_s
+        self.clock = clock
+        self.producer = EnvelopeProducer(settings)
+        self.ready = asyncio.Event()
+        self.cycles = 0
+        self._lock = asyncio.Lock()
+        self._changed = asyncio.Event()
+        self._followers = [
+            CompactedTable(settings, CONFIG_TOPIC, on_change=self._on_config),
+            CompactedTable(settings, CAPACITY_TOPIC, on_change=self._on_capacity),
+            CompactedTable(settings, USAGE_TOPIC, on_change=self._on_usage),
+        ]
+
+    # ------------------------------------------------------------ compacted inputs (followed)
+
+    def _on_config(self, key: str, envelope: Envelope | None) -> None:
+        if self.state.fold_config(key, envelope.payload if envelope else None):
+            self._changed.set()
+
+    def _on_capacity(self, key: str, envelope: Envelope | None) -> None:
+        if self.state.fold_capacity(key, envelope.payload if envelope else None):
+            self._changed.set()
+
+    def _on_usage(self, key: str, envelope: Envelope | None) -> None:
+        if self.state.fold_usage(envelope.payload if envelope else None):
+            self._changed.set()
+
+    def follower_tasks(self) -> list[BackgroundTask]:
+        return [table.run for table in self._followers]
+
+    # ------------------------------------------------------------ start-up
+
+    async def recover(self) -> None:
+        """Wait for configuration, capacity and usage; rebuild from the records; republish what is unproven."""
+        for table in self._followers:
+            await table.wait_caught_up()
+        jobs = await read_whole(self.settings, JOBS_TOPIC)
+        statuses = await read_whole(self.settings, STATUS_TOPIC)
+        records = [
+            (env.payload.record, env.causation_id) for env in jobs.values() if isinstance(env.payload, JobRecorded)
+        ]
+        seed_statuses(self.state, (e.payload for e in statuses.values() if isinstance(e.payload, JobStatusChanged)))
+        async with self._lock:
+            republish = rebuild(self.state, records)
+            await self._produce_now(republish)
+        log.info("recovered %d jobs (%d decisions republished)", len(records), len(republish))
+        self.ready.set()
+        self._changed.set()
+
+    # ------------------------------------------------------------ consumed inputs
+
+    async def handle(self, envelope: Envelope, delivery: Delivery) -> None:
+        """ConsumerLoop handler: fold one input and emit what it changed (committed after the acks)."""
+        self.metrics.inputs.labels(envelope.type).inc()
+        async with self._lock:
+            outs = on_input(self.state, envelope.payload, envelope.event_id, self.clock(),
+                            retry=delivery.attempt > 1)
+            for out in outs:
+                await delivery.emit(out.topic, self._wrap(out.message, envelope))
+        if outs:
+            self.metrics.decisions(outs)
+            self._changed.set()
+
+    # ------------------------------------------------------------ cycles
+
+    async def cycle(self) -> int:
+        """One cycle: records acknowledged first, then decisions and statuses. Returns messages produced."""
+        async with self._lock:
+            started = time.perf_counter()
+            outcome = run_cycle(self.state, self.clock(), self.scheduler_config)
+            self.metrics.cycle_seconds.observe(time.perf_counter() - started)
+            await self._produce_now(outcome.records)
+            await self._produce_now([*outcome.decisions, *outcome.statuses])
+            self.cycles += 1
+        self.metrics.decisions(outcome.decisions)
+        self.metrics.waits(outcome.waits)
+        self.metrics.gauges(self.state)
+        return len(outcome)
+
+    async def run_cycles(self, stop: asyncio.Event) -> None:
+        """Cycle after changes (at most every ``debounce_s``) and every ``period_s`` for time-based rules."""
+        last = 0.0
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                async with asyncio.timeout(self.period_s):
+                    await self._changed.wait()
+            if stop.is_set():
+                return
+            delay = self.debounce_s - (time.monotonic() - last)
+            if delay > 0:
+                await asyncio.sleep(delay)
+            self._changed.clear()
+            last = time.monotonic()
+            await self.cycle()
+
+    # ------------------------------------------------------------ the whole service
+
+    async def run(self, stop: asyncio.Event, *, loop_group: str = GROUP_ID) -> None:
+        """Recover, then consume inputs and run cycles until ``stop`` (a ``ServiceRunner`` task)."""
+        await self.recover()
+        loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=loop_group)
+
+        async def stopper() -> None:
+            await stop.wait()
+            loop.stop()
+            self._changed.set()
+
+        async with asyncio.TaskGroup() as group:
+            group.create_task(loop.run(), name="queue_manager:inputs")
+            group.create_task(self.run_cycles(stop), name="queue_manager:cycles")
+            group.create_task(stopper(), name="queue_manager:stopper")
+
+    # ------------------------------------------------------------ producing
+
+    def _wrap(self, message: Message, cause: Envelope | None = None) -> Envelope:
+        if cause is None:
+            return make_envelope(message, PRODUCER)
+        chain = caused_by(cause)
+        return make_envelope(message, PRODUCER, correlation_id=chain["correlation_id"],
+                             causation_id=chain["causation_id"])
+
+    async def _produce_now(self, outs: Sequence[Out]) -> None:
+        futures: list[DeliveryFuture] = [await self.producer.send(o.topic, self._wrap(o.message)) for o in outs]
+        if futures:
+            await asyncio.gather(*futures)

@@ -1,0 +1,128 @@
+"""``QueueState``: everything the queue manager knows, folded from its inputs (no I/O here).
+
+It wraps the core's ``SchedulerState`` with the per-job entries that become ``muster.jobs`` records,
+the configuration view, the inputs already applied (for at-least-once redelivery) and the status
+book. Handlers (``intents``, ``runs``, ``cycle``, ``recovery``) change it and return ``Out`` values:
+the messages the shell must produce, records always before the decisions they explain.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import NamedTuple, cast
+
+from schemas.capacity import NodeRemoved, NodeStateObserved
+from schemas.decisions import JobAdmitted, JobPreemptionRequested, PreemptReasonName
+from schemas.envelope import Message
+from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC, STATUS_TOPIC
+from schemas.usage import BudgetStatusReported, QueueUsageReported
+from services.core import SchedulerState
+from services.queue_manager.config_view import ConfigView
+from services.queue_manager.entries import JobEntry
+from services.queue_manager.status import StatusBook
+from services.spec.core_types import node_from_state
+
+#: How many applied input event ids are remembered to recognise a redelivered input.
+APPLIED_MEMORY = 100_000
+
+
+class Out(NamedTuple):
+    """One message to produce."""
+
+    topic: str
+    message: Message
+
+
+@dataclass
+class QueueState:
+    sched: SchedulerState = field(default_factory=SchedulerState)
+    config: ConfigView = field(default_factory=ConfigView)
+    jobs: dict[str, JobEntry] = field(default_factory=dict)
+    statuses: StatusBook = field(default_factory=StatusBook)
+    dirty: dict[str, None] = field(default_factory=dict)  # jobs whose status may have changed
+    applied: OrderedDict[str, None] = field(default_factory=OrderedDict)
+
+    # ------------------------------------------------------------ inputs already applied
+
+    def seen(self, event_id: str) -> bool:
+        return event_id in self.applied
+
+    def remember(self, event_id: str | None) -> None:
+        if event_id is None:
+            return
+        self.applied[event_id] = None
+        self.applied.move_to_end(event_id)
+        while len(self.applied) > APPLIED_MEMORY:
+            self.applied.popitem(last=False)
+
+    # ------------------------------------------------------------ outputs
+
+    def record(self, entry: JobEntry) -> Out:
+        """The entry changed: its new record (and, later, its status)."""
+        self.dirty[entry.job_id] = None
+        return Out(JOBS_TOPIC, entry.recorded())
+
+    def admitted(self, entry: JobEntry) -> Out:
+        assert entry.placement is not None
+        return Out(
+            DECISIONS_TOPIC,
+            JobAdmitted(
+                job_id=entry.job_id,
+                attempt=entry.attempt,
+                tenant=entry.submission.tenant,
+                queue=entry.spec.queue,
+                namespace=self.config.namespace(entry.submission.tenant),
+                priority=entry.priority,
+                replicas=entry.replicas,
+                placement=entry.placement,
+                borrowed=entry.borrowed,
+                spec=entry.spec,
+            ),
+        )
+
+    def preemption(self, entry: JobEntry, grace_period_s: float, preemptor: str | None = None) -> Out:
+        assert entry.placement is not None
+        return Out(
+            DECISIONS_TOPIC,
+            JobPreemptionRequested(
+                job_id=entry.job_id,
+                attempt=entry.attempt,
+                reason=cast(PreemptReasonName, entry.reason),
+                grace_period_s=min(max(grace_period_s, 0.0), 3600.0),
+                preemptor=preemptor,
+                requeue=entry.requeue_on_stop,
+                cluster=entry.placement.cluster,
+            ),
+        )
+
+    def status_updates(self, now: float) -> list[Out]:
+        """Statuses of the dirty jobs that differ from what was last published."""
+        entries = [self.jobs[j] for j in self.dirty if j in self.jobs]
+        self.dirty.clear()
+        return [Out(STATUS_TOPIC, s) for s in self.statuses.changed(entries, now)]
+
+    # ------------------------------------------------------------ compacted inputs
+
+    def fold_config(self, key: str, message: Message | None) -> bool:
+        return self.config.fold(key, message, self.sched)
+
+    def fold_capacity(self, key: str, message: Message | None) -> bool:
+        if isinstance(message, NodeStateObserved):
+            self.sched.upsert_node(node_from_state(message.state))
+        elif isinstance(message, NodeRemoved):
+            self.sched.remove_node(message.node)
+        elif message is None and "/" in key:
+            self.sched.remove_node(key.split("/", 1)[1])
+        else:
+            return False
+        return True
+
+    def fold_usage(self, message: Message | None) -> bool:
+        if isinstance(message, QueueUsageReported):
+            self.sched.set_usage(message.queue, message.decayed_gpu_seconds, message.as_of.timestamp())
+        elif isinstance(message, BudgetStatusReported):
+            self.sched.set_budget_exhausted(message.tenant, message.exhausted)
+        else:
+            return False
+        return True

@@ -1,0 +1,73 @@
+"""Per-job status for ``muster.status``: built from a job's entry, published only when it changed."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from schemas.status import JobStatusChanged
+from services.queue_manager.entries import JobEntry, utc
+
+#: Estimated starts are compared at this granularity so drifting estimates do not republish every cycle.
+ESTIMATE_GRANULARITY_S = 60.0
+
+StatusKey = tuple[object, ...]
+
+
+def _bucket(ts: float | None) -> int | None:
+    return None if ts is None else int(ts // ESTIMATE_GRANULARITY_S)
+
+
+def status_key(s: JobStatusChanged) -> StatusKey:
+    """What must differ for a status to be worth publishing again."""
+    est = None if s.estimated_start is None else s.estimated_start.timestamp()
+    return (s.state, s.attempt, s.replicas, s.priority_class, s.position, s.reason, s.message, _bucket(est), s.cluster)
+
+
+def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
+    spec = entry.spec
+    waiting = entry.state in ("pending", "suspended")
+    info = entry.info if waiting else None
+    replicas = entry.replicas if entry.holding else spec.replicas
+    return JobStatusChanged(
+        job_id=entry.job_id,
+        tenant=entry.submission.tenant,
+        queue=spec.queue,
+        name=spec.name,
+        state=entry.state,
+        attempt=entry.attempt,
+        priority_class=spec.priority_class,
+        replicas=replicas,
+        gpus=replicas * spec.template.resources.gpus,
+        position=info.position if info is not None else None,
+        reason=(info.reason.value if info is not None else entry.reason)[:64],
+        message=(info.message if info is not None else entry.message)[:2048],
+        estimated_start=utc(info.estimated_start) if info is not None and info.estimated_start is not None else None,
+        cluster=entry.placement.cluster if entry.placement is not None else None,
+        submitted_at=entry.submission.submitted_at,
+        updated_at=utc(now),
+    )
+
+
+class StatusBook:
+    """The last status published per job; ``changed`` returns only the statuses worth publishing."""
+
+    def __init__(self) -> None:
+        self._published: dict[str, StatusKey] = {}
+
+    def seed(self, statuses: Iterable[JobStatusChanged]) -> None:
+        """Remember statuses already on the topic (read back after a restart)."""
+        for s in statuses:
+            self._published[s.job_id] = status_key(s)
+
+    def changed(self, entries: Iterable[JobEntry], now: float) -> list[JobStatusChanged]:
+        out: list[JobStatusChanged] = []
+        for entry in entries:
+            status = build_status(entry, now)
+            key = status_key(status)
+            if self._published.get(entry.job_id) != key:
+                self._published[entry.job_id] = key
+                out.append(status)
+        return out
+
+    def __len__(self) -> int:
+        return len(self._published)

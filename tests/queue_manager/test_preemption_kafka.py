@@ -1,0 +1,60 @@
+"""Preemption through the real broker: the victim is stopped, requeued as its next attempt, and
+admitted again once the preemptor has finished."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas.decisions import JobAdmitted, JobPreemptionRequested
+from schemas.intents import CancelJob
+from schemas.jobs import JobRecorded
+from schemas.runs import JobStopped, RunStarted, RunSucceeded
+from schemas.status import JobStatusChanged
+from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC, STATUS_TOPIC
+from services.core import SchedulerConfig
+from services.runtime.kafka import KafkaSettings
+from tests.queue_manager.builders import config_messages, node, run_fields, submit
+from tests.queue_manager.live import Tail, publish, running_service
+
+pytestmark = pytest.mark.integration
+
+NO_ANTI_THRASH = SchedulerConfig(min_runtime_s=0.0)
+
+
+async def test_high_priority_preempts_and_victim_returns(registry_settings: KafkaSettings) -> None:
+    settings = registry_settings
+    await publish(settings, *config_messages(), node("east-a100-0", 8))
+    async with Tail(settings, DECISIONS_TOPIC, STATUS_TOPIC, JOBS_TOPIC) as tail, \
+            running_service(settings, scheduler_config=NO_ANTI_THRASH):
+        await publish(settings, submit("low"))
+        await tail.until(lambda: bool(tail.messages(JobAdmitted, job_id="low")))
+        await publish(settings, RunStarted(**run_fields("low"), pods_running=1, pods_total=1),
+                      submit("high", priority_class="high", offset_s=1))
+        await tail.until(lambda: bool(tail.messages(JobPreemptionRequested, job_id="low")))
+        (req,) = tail.messages(JobPreemptionRequested, job_id="low")
+        assert (req.attempt, req.reason, req.preemptor, req.requeue) == (0, "higher_priority", "high", True)
+        assert not tail.messages(JobAdmitted, job_id="high")  # not before the victim has stopped
+
+        await publish(settings, JobStopped(**run_fields("low"), reason="higher_priority", requeue=True,
+                                           checkpointed=True))
+        await tail.until(lambda: bool(tail.messages(JobAdmitted, job_id="high")))
+        low = tail.messages(JobStatusChanged, job_id="low", state="pending", attempt=1)
+        assert low, "the victim is pending again as attempt 1"
+
+        await publish(settings, RunStarted(**run_fields("high"), pods_running=1, pods_total=1),
+                      RunSucceeded(**run_fields("high")))
+        await tail.until(lambda: bool(tail.messages(JobAdmitted, job_id="low", attempt=1)))
+
+        # cancelling the re-admitted victim: stop without requeue, then cancelled
+        await publish(settings, CancelJob(job_id="low", requested_by="alice"))
+        await tail.until(lambda: bool(tail.messages(JobPreemptionRequested, job_id="low", attempt=1)))
+        (cancel,) = tail.messages(JobPreemptionRequested, job_id="low", attempt=1)
+        assert (cancel.reason, cancel.requeue) == ("cancelled", False)
+        await publish(settings, JobStopped(**run_fields("low", 1), reason="cancelled", requeue=False))
+        await tail.until(lambda: bool(tail.messages(JobStatusChanged, job_id="low", state="cancelled")))
+        await tail.settle(1.0)
+
+    admissions = sorted((a.job_id, a.attempt) for a in tail.messages(JobAdmitted))
+    assert admissions == [("high", 0), ("low", 0), ("low", 1)]
+    records = {r.job_id: r.record for r in tail.messages(JobRecorded)}
+    assert (records["low"].state, records["low"].attempt, records["high"].state) == ("cancelled", 1, "succeeded")
