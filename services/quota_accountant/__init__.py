@@ -1,1 +1,1 @@
-"""quota_accountant."""
+"""The quota accountant: the usage ledger (allocation, decayed GPU time, budgets, chargeback records)."""

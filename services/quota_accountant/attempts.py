@@ -1,0 +1,133 @@
+"""One attempt of a job as the ledger sees it: admission, scale changes, start and end.
+
+Every fact is set once (the first end wins, the earliest start wins, a scale change is keyed by its
+time), so a repeated or reordered input leaves the record as it was: the basis of idempotence.
+"""
+
+from __future__ import annotations
+
+import itertools
+import math
+from dataclasses import dataclass, field
+from typing import Literal
+
+Outcome = Literal["succeeded", "failed", "preempted", "cancelled", "evicted"]
+AttemptKey = tuple[str, int]
+
+
+@dataclass(frozen=True)
+class Admission:
+    """What the admission decision says about an attempt's resources."""
+
+    queue: str
+    tenant: str
+    gpu_type: str
+    gpus_per_pod: int
+    replicas: int
+    admitted_at: float
+
+    @property
+    def resource(self) -> str:
+        return f"gpu:{self.gpu_type}"
+
+
+@dataclass(frozen=True)
+class Segment:
+    """``rate`` GPUs held over ``[start, end]`` (seconds)."""
+
+    start: float
+    end: float
+    rate: float
+
+    @property
+    def gpu_seconds(self) -> float:
+        return self.rate * max(self.end - self.start, 0.0)
+
+
+@dataclass
+class Attempt:
+    job_id: str
+    attempt: int
+    admission: Admission | None = None
+    scales: dict[float, int] = field(default_factory=dict)  # time -> replicas
+    started_at: float | None = None
+    ended_at: float | None = None
+    outcome: Outcome | None = None
+
+    @property
+    def key(self) -> AttemptKey:
+        return (self.job_id, self.attempt)
+
+    @property
+    def ended(self) -> bool:
+        return self.ended_at is not None
+
+    @property
+    def holds_quota(self) -> bool:
+        """Admitted and not yet ended: its GPUs count against the queue's quota."""
+        return self.admission is not None and self.ended_at is None
+
+    @property
+    def accruing(self) -> bool:
+        """Admitted, started and not ended: GPU time accrues."""
+        return self.holds_quota and self.started_at is not None
+
+    def gpus_at(self, t: float) -> int:
+        """GPUs held at ``t``, after every scale change at or before ``t``."""
+        admission = self.admission
+        if admission is None:
+            return 0
+        replicas = admission.replicas
+        for when in sorted(self.scales):
+            if when > t:
+                break
+            replicas = self.scales[when]
+        return replicas * admission.gpus_per_pod
+
+    def current_gpus(self) -> int:
+        return self.gpus_at(math.inf)
+
+    def segments(self, until: float) -> list[Segment]:
+        """Constant-allocation pieces of ``[started_at, min(ended_at, until)]``."""
+        if self.admission is None or self.started_at is None:
+            return []
+        end = until if self.ended_at is None else min(self.ended_at, until)
+        if end <= self.started_at:
+            return []
+        cuts = [self.started_at, *sorted(t for t in self.scales if self.started_at < t < end), end]
+        return [Segment(a, b, self.gpus_at(a)) for a, b in itertools.pairwise(cuts) if b > a]
+
+    def gpu_seconds(self, until: float = math.inf) -> float:
+        return sum(s.gpu_seconds for s in self.segments(until))
+
+    def peak_gpus(self) -> int:
+        """Most GPUs held at once while the attempt ran."""
+        segments = self.segments(math.inf)
+        return max((round(s.rate) for s in segments), default=self.gpus_at(self.started_at or 0.0))
+
+
+@dataclass(frozen=True)
+class Charge:
+    """A settled attempt's GPU time: becomes one ``ChargebackRecorded``."""
+
+    job_id: str
+    attempt: int
+    tenant: str
+    queue: str
+    gpu_type: str
+    gpus: int
+    started_at: float
+    ended_at: float
+    gpu_seconds: float
+    outcome: Outcome
+
+    @property
+    def key(self) -> AttemptKey:
+        return (self.job_id, self.attempt)
+
+    def segments(self) -> list[Segment]:
+        """The charge as one constant-rate piece (the average rate when the attempt was scaled)."""
+        duration = self.ended_at - self.started_at
+        if duration <= 0 or self.gpu_seconds <= 0:
+            return []
+        return [Segment(self.started_at, self.ended_at, self.gpu_seconds / duration)]

@@ -1,0 +1,57 @@
+"""Queues, cohorts and tenants as the accountant needs them: the cluster file overlaid by ``muster.config``."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+
+from schemas.config import MusterConfig, QueueConfig, QueueDefined, TenantConfig, TenantDefined
+from schemas.envelope import Envelope
+from services.quota_accountant.windows import WindowKind
+
+
+@dataclass(frozen=True)
+class ConfigView:
+    queues: dict[str, QueueConfig] = field(default_factory=dict)
+    tenants: dict[str, TenantConfig] = field(default_factory=dict)
+
+    def nominal(self, queue: str) -> dict[str, int]:
+        """Nominal GPU quota per ``gpu:<type>`` resource (empty for an unknown queue)."""
+        config = self.queues.get(queue)
+        if config is None:
+            return {}
+        return {res: q.nominal for res, q in config.quotas.items() if res.startswith("gpu:")}
+
+    def cohort(self, queue: str) -> str | None:
+        config = self.queues.get(queue)
+        return None if config is None else config.cohort
+
+    def budget(self, tenant: str) -> tuple[WindowKind, float | None]:
+        """The tenant's budget window and GPU-hour budget (month and no budget when not configured)."""
+        config = self.tenants.get(tenant)
+        if config is None:
+            return "month", None
+        return config.budget_window, config.gpu_hour_budget
+
+
+def build_view(base: MusterConfig | None, rows: Iterable[Envelope]) -> ConfigView:
+    """The cluster file's queues and tenants, replaced or removed by the config topic's latest rows.
+
+    ``rows`` are the config table's current envelopes (latest per key, so a ``ConfigItemDeleted``
+    has already replaced the definition it deletes in the topic; a file entry it names is dropped).
+    """
+    queues = {q.name: q for q in base.queues} if base is not None else {}
+    tenants = {t.name: t for t in base.tenants} if base is not None else {}
+    for envelope in rows:
+        payload = envelope.payload
+        if isinstance(payload, QueueDefined):
+            queues[payload.item.name] = payload.item
+        elif isinstance(payload, TenantDefined):
+            tenants[payload.item.name] = payload.item
+        elif payload.TYPE == "ConfigItemDeleted":
+            kind, _, name = payload.key().partition("/")
+            if kind == "queue":
+                queues.pop(name, None)
+            elif kind == "tenant":
+                tenants.pop(name, None)
+    return ConfigView(queues, tenants)

@@ -1,0 +1,88 @@
+"""Input envelopes -> ledger facts. Pure: time comes from the messages (``observed_at`` of run events,
+the envelope's ``occurred_at`` for decisions), never from a clock."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from datetime import datetime
+
+from schemas.decisions import JobAdmitted, JobScaled
+from schemas.envelope import Envelope
+from schemas.runs import DispatchFailed, JobStopped, RunDeleted, RunEvicted, RunFailed, RunStarted, RunSucceeded
+from services.quota_accountant.attempts import Admission, Outcome
+from services.quota_accountant.ledger import NO_EFFECT, Effect, Ledger
+
+#: GPU type recorded when neither the job spec nor the capacity view names one
+UNKNOWN_GPU_TYPE = "any"
+
+NodeTypes = Mapping[tuple[str, str], str]
+"""(cluster, node) -> GPU type, from the node watcher's capacity reports."""
+
+
+def seconds(moment: datetime) -> float:
+    return moment.timestamp()
+
+
+def gpu_type_of(decision: JobAdmitted, node_types: NodeTypes) -> str:
+    """The spec's GPU type, else the type most of the placed pods sit on, else ``any``."""
+    wanted = decision.spec.template.resources.gpu_type
+    if wanted:
+        return wanted
+    pods: dict[str, int] = {}
+    for placed in decision.placement.nodes:
+        kind = node_types.get((decision.placement.cluster, placed.node))
+        if kind is not None:
+            pods[kind] = pods.get(kind, 0) + placed.pods
+    if not pods:
+        return UNKNOWN_GPU_TYPE
+    return max(sorted(pods), key=lambda k: pods[k])
+
+
+def stop_outcome(stopped: JobStopped) -> Outcome:
+    """A stop that requeues the job is a preemption; any other stop (cancel, max runtime) a cancellation."""
+    if stopped.reason != "cancelled" and stopped.requeue:
+        return "preempted"
+    return "cancelled"
+
+
+def apply(ledger: Ledger, envelope: Envelope, node_types: NodeTypes) -> Effect:
+    """Fold one decision, run observation or dispatch report into the ledger."""
+    msg = envelope.payload
+    if isinstance(msg, JobAdmitted):
+        admission = Admission(
+            queue=msg.queue,
+            tenant=msg.tenant,
+            gpu_type=gpu_type_of(msg, node_types),
+            gpus_per_pod=msg.spec.template.resources.gpus,
+            replicas=msg.replicas,
+            admitted_at=seconds(envelope.occurred_at),
+        )
+        return ledger.admit(msg.job_id, msg.attempt, admission)
+    if isinstance(msg, JobScaled):
+        return ledger.scale(msg.job_id, msg.attempt, msg.replicas, seconds(envelope.occurred_at))
+    if isinstance(msg, RunStarted):
+        return ledger.start(msg.job_id, msg.attempt, seconds(msg.observed_at))
+    if isinstance(msg, _ENDS):
+        outcome = end_outcome(msg)
+        if outcome is not None:
+            return ledger.end(msg.job_id, msg.attempt, seconds(msg.observed_at), outcome)
+    return NO_EFFECT
+
+
+_ENDS = (RunSucceeded, RunFailed, RunEvicted, RunDeleted, JobStopped, DispatchFailed)
+EndEvent = RunSucceeded | RunFailed | RunEvicted | RunDeleted | JobStopped | DispatchFailed
+
+
+def end_outcome(msg: EndEvent) -> Outcome | None:
+    """How an attempt ended, or None for a message that does not end it (a retryable dispatch failure)."""
+    if isinstance(msg, RunSucceeded):
+        return "succeeded"
+    if isinstance(msg, RunFailed):
+        return "failed"
+    if isinstance(msg, RunEvicted):
+        return "evicted"
+    if isinstance(msg, RunDeleted):
+        return "cancelled"
+    if isinstance(msg, JobStopped):
+        return stop_outcome(msg)
+    return None if msg.retryable else "failed"

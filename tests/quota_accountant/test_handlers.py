@@ -1,0 +1,71 @@
+"""Envelopes -> ledger facts: times from the messages, outcomes, GPU types."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas.decisions import JobAdmitted
+from schemas.envelope import Envelope
+from schemas.runs import DispatchFailed
+from services.quota_accountant.handlers import UNKNOWN_GPU_TYPE, apply, gpu_type_of
+from services.quota_accountant.ledger import Ledger
+from tests.quota_accountant.builders import (
+    admitted,
+    at,
+    failed,
+    scaled,
+    started,
+    stopped,
+    succeeded,
+    wrap,
+)
+
+
+def test_lifecycle_uses_observed_times_and_gpus_per_pod_times_replicas() -> None:
+    ledger = Ledger()
+    nodes: dict[tuple[str, str], str] = {}
+    assert apply(ledger, admitted(replicas=4, gpus=8), nodes).queues == {"team-a"}
+    apply(ledger, started(when=60), nodes)
+    apply(ledger, scaled("j-1", 1, 2, when=660), nodes)
+    charge = apply(ledger, succeeded(when=1260), nodes).charge
+    assert charge is not None
+    assert charge.gpu_seconds == pytest.approx(32 * 600 + 16 * 600)
+    assert charge.started_at == at(60).timestamp() and charge.ended_at == at(1260).timestamp()
+    assert (charge.outcome, charge.gpu_type, charge.gpus) == ("succeeded", "a100", 32)
+
+
+@pytest.mark.parametrize(
+    ("end", "outcome"),
+    [
+        (failed(when=100), "failed"),
+        (stopped(when=100), "preempted"),
+        (stopped(when=100, reason="cancelled", requeue=False), "cancelled"),
+        (stopped(when=100, reason="max_runtime_exceeded", requeue=False), "cancelled"),
+    ],
+)
+def test_end_outcomes(end: Envelope, outcome: str) -> None:
+    ledger = Ledger()
+    apply(ledger, admitted(), {})
+    apply(ledger, started(when=0), {})
+    charge = apply(ledger, end, {}).charge
+    assert charge is not None and charge.outcome == outcome
+
+
+def test_retryable_dispatch_failure_does_not_end_the_attempt() -> None:
+    ledger = Ledger()
+    apply(ledger, admitted(), {})
+    failure = DispatchFailed(job_id="j-1", attempt=1, cluster="east", observed_at=at(5), reason="conflict",
+                             message="retry", retryable=True)
+    assert not apply(ledger, wrap(failure, 5), {}).changed
+    final = failure.model_copy(update={"retryable": False})
+    assert apply(ledger, wrap(final, 6), {}).queues == {"team-a"}
+    assert ledger.queue_usage("team-a", at(6).timestamp()).allocated == {}
+
+
+def test_gpu_type_from_spec_then_capacity_then_any() -> None:
+    named = admitted(gpu_type="h100").payload
+    anonymous = admitted(gpu_type=None).payload
+    assert isinstance(named, JobAdmitted) and isinstance(anonymous, JobAdmitted)
+    assert gpu_type_of(named, {}) == "h100"
+    assert gpu_type_of(anonymous, {("east", "east-a100-0"): "a100"}) == "a100"
+    assert gpu_type_of(anonymous, {}) == UNKNOWN_GPU_TYPE
