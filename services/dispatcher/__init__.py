@@ -1,1 +1,1 @@
-"""dispatcher."""
+"""The dispatcher: turns one cluster's admit / preempt / scale decisions into Kubernetes Jobs, idempotently."""

@@ -1,0 +1,55 @@
+"""The dispatcher of one cluster: routes decisions and run observations, recovers its runs from the Jobs."""
+
+from __future__ import annotations
+
+import logging
+
+from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled
+from schemas.envelope import Envelope
+from schemas.runs import RunFailed
+from services.dispatcher import admission, preemption, restarts
+from services.dispatcher.book import rebuild
+from services.dispatcher.context import Context
+from services.runtime.kafka import Delivery
+
+log = logging.getLogger(__name__)
+
+
+class Dispatcher:
+    """``handle`` is the consumer loop's handler for ``muster.decisions`` and ``muster.runs``."""
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+
+    async def recover(self) -> None:
+        """Rebuild the runs from the Jobs on the cluster; finish interrupted deletions; resume background work."""
+        ctx = self.ctx
+        current, leftovers = rebuild(await ctx.ops.list_jobs())
+        for leftover in leftovers:
+            run = leftover.run
+            log.info("deleting leftover Job %s/%s (%s)", run.namespace, run.name, leftover.reason)
+            await ctx.ops.delete_job(run.namespace, run.name, leftover.reason)
+        for run in current.values():
+            ctx.set_run(run)
+            if run.preemption is not None:
+                preemption.start(ctx, run)
+            elif run.restart_at is not None:
+                restarts.schedule(ctx, run)
+        log.info("cluster %s: recovered %d runs (%d handshakes, %d pending restarts)", ctx.cluster, len(current),
+                 sum(1 for r in current.values() if r.preemption is not None),
+                 sum(1 for r in current.values() if r.preemption is None and r.restart_at is not None))
+
+    async def handle(self, envelope: Envelope, delivery: Delivery) -> None:
+        payload = envelope.payload
+        if isinstance(payload, JobAdmitted):
+            await admission.admit(self.ctx, envelope, delivery)
+        elif isinstance(payload, JobPreemptionRequested):
+            await preemption.request(self.ctx, envelope, delivery)
+        elif isinstance(payload, JobScaled):
+            await admission.scale(self.ctx, envelope, delivery)
+        elif isinstance(payload, RunFailed):
+            await restarts.on_run_failed(self.ctx, envelope, delivery)
+
+    async def close(self) -> None:
+        """Stop background work; handshakes and restarts resume from the Jobs' annotations on the next start."""
+        await self.ctx.tasks.close()

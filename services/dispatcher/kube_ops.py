@@ -1,0 +1,104 @@
+"""The dispatcher's Kubernetes writes and reads, each idempotent (thin wrappers over ``services.runtime.kube``)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from services.dispatcher import annotations as ann
+from services.runtime.kube import JOBS, NAMESPACES, PODS, KubeObject, KubeRest, create_or_get, delete, patch
+from services.runtime.kube.errors import is_not_found, status_of
+
+log = logging.getLogger(__name__)
+
+
+def _annotations(obj: KubeObject) -> dict[str, str]:
+    annotations: dict[str, str] = (obj.get("metadata") or {}).get("annotations") or {}
+    return annotations
+
+
+class KubeOps:
+    """Namespace, Job and Pod operations on one cluster."""
+
+    def __init__(self, rest: KubeRest) -> None:
+        self.rest = rest
+        self._namespaces: set[str] = set()
+
+    async def ensure_namespace(self, namespace: str) -> None:
+        """Create the namespace unless it exists; a refusal (no RBAC for namespaces) is only logged."""
+        if namespace in self._namespaces:
+            return
+        try:
+            await create_or_get(self.rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                        "metadata": {"name": namespace}})
+        except Exception as exc:
+            if status_of(exc) != 403:
+                raise
+            log.warning("not allowed to ensure namespace %s; assuming it exists", namespace)
+        self._namespaces.add(namespace)
+
+    async def create_job(self, manifest: KubeObject) -> tuple[KubeObject, bool]:
+        """Create the Job, or return the one already under its name (``created`` False)."""
+        return await create_or_get(self.rest, JOBS, manifest)
+
+    async def get_job(self, namespace: str, name: str) -> KubeObject | None:
+        try:
+            return await self.rest.get(JOBS, name, namespace)
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    async def patch_job(self, namespace: str, name: str, body: KubeObject) -> KubeObject | None:
+        """A merge patch; None when the Job does not exist."""
+        try:
+            return await patch(self.rest, JOBS, name, body, namespace)
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    async def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> KubeObject | None:
+        return await self.patch_job(namespace, name, {"metadata": {"annotations": annotations}})
+
+    async def delete_job(self, namespace: str, name: str, reason: str) -> bool:
+        """Mark the Job as deleted by Muster (and why), then delete it with background propagation.
+
+        Returns False when it was already gone.
+        """
+        marked = await self.annotate_job(namespace, name, {ann.DELETED_BY: ann.MUSTER, ann.DELETE_REASON: reason})
+        if marked is None:
+            return False
+        return await delete(self.rest, JOBS, name, namespace, propagation="Background")
+
+    async def list_jobs(self) -> list[KubeObject]:
+        """Every Job carrying a Muster job id, in all namespaces."""
+        items, _ = await self.rest.list(JOBS, label_selector=ann.JOB_ID)
+        return items
+
+    async def pods_of(self, job: KubeObject) -> list[KubeObject]:
+        """The pods the Job controls."""
+        meta = job.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        selector = ",".join(f"{k}={labels[k]}" for k in (ann.JOB_ID, ann.ATTEMPT) if k in labels) or None
+        pods, _ = await self.rest.list(PODS, meta.get("namespace"), label_selector=selector)
+        uid, name = meta.get("uid"), meta.get("name")
+        return [p for p in pods if any(r.get("kind") == "Job" and (r.get("uid") == uid or r.get("name") == name)
+                                       for r in (p.get("metadata") or {}).get("ownerReferences") or [])]
+
+    async def annotate_pods(self, job: KubeObject, annotations: dict[str, str]) -> int:
+        """Annotate every pod of the Job (pods gone meanwhile are skipped); how many were annotated."""
+        done = 0
+        for pod in await self.pods_of(job):
+            meta: dict[str, Any] = pod.get("metadata") or {}
+            if _annotations(pod).get(ann.PREEMPT_REQUESTED) == annotations.get(ann.PREEMPT_REQUESTED):
+                done += 1
+                continue
+            try:
+                await patch(self.rest, PODS, str(meta["name"]), {"metadata": {"annotations": annotations}},
+                            meta.get("namespace"))
+                done += 1
+            except Exception as exc:
+                if not is_not_found(exc):
+                    raise
+        return done

@@ -1,0 +1,132 @@
+"""The preemption handshake: signal the gang, give it its grace period to checkpoint, then delete it.
+
+1. The Job is annotated ``muster.dev/preempt-requested=<time>`` (with reason, requeue, grace period
+   and the decision's event id, so a restarted dispatcher resumes the handshake where it was), and so
+   is every pod of the gang. A workload (or its sidecar) watching its pod's annotations through the
+   downward API sees the signal. On a real cluster, a workload that only understands signals gets
+   SIGTERM by pod deletion with ``terminationGracePeriodSeconds`` (set from the job's grace period),
+   or a checkpoint endpoint could be called at this point.
+2. The dispatcher waits until the Job carries ``muster.dev/checkpointed=true`` (the job writes it
+   once its checkpoint is safe), the Job finishes or disappears, or the grace period ends, whichever
+   comes first. The wait runs as a tracked task: other decisions keep flowing.
+3. ``JobStopped(reason, requeue, checkpointed)`` is reported, then the Job is marked
+   ``muster.dev/deleted-by=muster`` and deleted with background propagation. Reporting first means a
+   crash in between repeats the report rather than losing it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from schemas.decisions import JobPreemptionRequested
+from schemas.envelope import Envelope
+from schemas.runs import JobStopped
+from services.dispatcher import annotations as ann
+from services.dispatcher.book import Preemption, Run
+from services.dispatcher.context import Context, emit
+from services.runtime.kafka import Delivery
+from services.runtime.kube import KubeObject
+
+log = logging.getLogger(__name__)
+
+
+def _finished(job: KubeObject) -> bool:
+    return any(c.get("type") in ("Complete", "Failed") and c.get("status") == "True"
+               for c in (job.get("status") or {}).get("conditions") or [])
+
+
+def _checkpointed(job: KubeObject) -> bool:
+    return ((job.get("metadata") or {}).get("annotations") or {}).get(ann.CHECKPOINTED) == "true"
+
+
+def handshake_annotations(pre: Preemption) -> dict[str, str]:
+    return {
+        ann.PREEMPT_REQUESTED: pre.requested_at.isoformat(),
+        ann.PREEMPT_REASON: pre.reason,
+        ann.PREEMPT_REQUEUE: "true" if pre.requeue else "false",
+        ann.PREEMPT_GRACE: f"{pre.grace_s:g}",
+        ann.PREEMPT_EVENT: pre.event_id,
+    }
+
+
+async def request(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
+    decision = envelope.payload
+    assert isinstance(decision, JobPreemptionRequested)
+    if decision.cluster != ctx.cluster:
+        return
+    run = ctx.runs.get(decision.job_id)
+    if run is not None and run.attempt > decision.attempt:
+        ctx.outcome(decision.TYPE, "stale")
+        return
+    if run is None or run.attempt != decision.attempt:
+        # nothing of this attempt runs here (never dispatched, already stopped or gone): it is stopped
+        await emit(delivery, envelope, JobStopped(**ctx.base(decision.job_id, decision.attempt),
+                                                  reason=decision.reason, requeue=decision.requeue))
+        ctx.outcome(decision.TYPE, "absent")
+        return
+    if run.preemption is not None:
+        if run.job_id not in ctx.tasks:
+            start(ctx, run)
+        ctx.outcome(decision.TYPE, "repeat")
+        return
+    ctx.tasks.cancel(run.job_id)  # a pending restart is moot
+    pre = Preemption(requested_at=ctx.clock(), reason=decision.reason, requeue=decision.requeue,
+                     grace_s=decision.grace_period_s, event_id=envelope.event_id)
+    run.correlation_id = run.correlation_id or envelope.correlation_id or envelope.event_id
+    job = await ctx.ops.annotate_job(run.namespace, run.name, handshake_annotations(pre))
+    if job is None:
+        ctx.drop_run(run, finished=True)
+        await emit(delivery, envelope, JobStopped(**ctx.base(run.job_id, run.attempt), reason=decision.reason,
+                                                  requeue=decision.requeue))
+        ctx.outcome(decision.TYPE, "absent")
+        return
+    run.preemption = pre
+    signalled = await ctx.ops.annotate_pods(job, {ann.PREEMPT_REQUESTED: pre.requested_at.isoformat()})
+    log.info("job %s attempt %d: preemption requested (%s), %d pods signalled, grace %.1fs", run.job_id,
+             run.attempt, decision.reason, signalled, pre.grace_s)
+    start(ctx, run)
+    ctx.outcome(decision.TYPE, "handshake")
+
+
+def start(ctx: Context, run: Run) -> None:
+    """Run (or resume) the handshake of ``run`` as a tracked task."""
+    ctx.tasks.spawn(run.job_id, handshake(ctx, run), name=f"preempt {run.namespace}/{run.name}")
+
+
+async def _wait_for_acknowledgement(ctx: Context, run: Run, pre: Preemption) -> bool:
+    """Poll the Job until it acknowledges a checkpoint (True), finishes, disappears or its grace runs out."""
+    while True:
+        job = await ctx.ops.get_job(run.namespace, run.name)
+        if job is None or _finished(job):
+            return False
+        if _checkpointed(job):
+            return True
+        remaining = pre.deadline - ctx.clock().timestamp()
+        if remaining <= 0:
+            return False
+        await asyncio.sleep(min(ctx.settings.handshake_poll_s, remaining))
+
+
+async def handshake(ctx: Context, run: Run) -> None:
+    pre = run.preemption
+    assert pre is not None
+    if ctx.metrics is not None:
+        ctx.metrics.handshakes.labels(ctx.cluster).inc()
+    try:
+        checkpointed = await _wait_for_acknowledgement(ctx, run, pre)
+        await ctx.reporter.report(
+            JobStopped(**ctx.base(run.job_id, run.attempt), reason=pre.reason, requeue=pre.requeue,
+                       checkpointed=checkpointed),
+            correlation_id=run.correlation_id or None, causation_id=pre.event_id or None)
+        await ctx.ops.delete_job(run.namespace, run.name, "preempted")
+        ctx.drop_run(run, finished=True)
+        if ctx.metrics is not None:
+            ctx.metrics.preemptions.labels(ctx.cluster, str(checkpointed).lower()).inc()
+            elapsed = ctx.clock().timestamp() - pre.requested_at.timestamp()
+            ctx.metrics.handshake_seconds.labels(ctx.cluster).observe(max(elapsed, 0.0))
+        log.info("job %s attempt %d stopped (%s, checkpointed=%s)", run.job_id, run.attempt, pre.reason,
+                 checkpointed)
+    finally:
+        if ctx.metrics is not None:
+            ctx.metrics.handshakes.labels(ctx.cluster).dec()

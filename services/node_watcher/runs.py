@@ -1,0 +1,201 @@
+"""Run observations derived from one Muster Job and its pods. Pure: objects in, messages out.
+
+Each ``Observation`` carries a deduplication key. Started / all-ready / succeeded are keyed by
+(job, attempt, kind): a gang restarted under a new object name keeps its attempt, and has already
+started. A failure (``RunFailed`` or ``RunEvicted``, whichever is seen first) and a deletion are
+keyed by the Job object as well, because every restart of an attempt can fail again.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from schemas.envelope import Message
+from schemas.runs import RunAllPodsReady, RunDeleted, RunEvicted, RunFailed, RunStarted, RunSucceeded
+
+KubeObject = dict[str, Any]
+
+JOB_ID = "muster.dev/job-id"
+ATTEMPT = "muster.dev/attempt"
+GANG_SIZE = "muster.dev/gang-size"
+PREEMPT_REQUESTED = "muster.dev/preempt-requested"
+DELETED_BY = "muster.dev/deleted-by"
+DELETE_REASON = "muster.dev/delete-reason"
+INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+#: deletions after which the attempt goes on in another Job object: no RunDeleted for them
+CONTINUING_DELETE_REASONS = frozenset({"restart", "rescale"})
+#: pod-level reasons of a pod that failed because its node went away or it was evicted
+EVICTION_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Shutdown", "NodeShutdown", "Terminated",
+                              "DeletionByTaintManager", "TerminationByKubelet"})
+#: Job-level failure reasons that explain the pods' failures better than the pods do
+JOB_LEVEL_FAILURES = frozenset({"DeadlineExceeded"})
+
+DedupKey = tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class JobRef:
+    """The Muster identity of one Job object."""
+
+    job_id: str
+    attempt: int
+    namespace: str
+    name: str
+    uid: str
+    gang: int
+
+
+@dataclass(frozen=True, slots=True)
+class Observation:
+    key: DedupKey
+    message: Message
+
+
+def _annotations(obj: KubeObject) -> Mapping[str, str]:
+    return (obj.get("metadata") or {}).get("annotations") or {}
+
+
+def job_ref(job: KubeObject) -> JobRef | None:
+    """The job id and attempt of a Job Muster created (None for any other Job)."""
+    meta = job.get("metadata") or {}
+    labels = meta.get("labels") or {}
+    annotations = _annotations(job)
+    job_id = annotations.get(JOB_ID) or labels.get(JOB_ID)
+    attempt = annotations.get(ATTEMPT) or labels.get(ATTEMPT)
+    if not job_id or attempt is None or not str(attempt).isdigit():
+        return None
+    spec = job.get("spec") or {}
+    gang = annotations.get(GANG_SIZE)
+    size = int(gang) if gang and gang.isdigit() else int(spec.get("parallelism") or spec.get("completions") or 1)
+    return JobRef(job_id=job_id, attempt=int(attempt), namespace=str(meta.get("namespace") or ""),
+                  name=str(meta["name"]), uid=str(meta.get("uid") or ""), gang=max(1, size))
+
+
+def owner_job(pod: KubeObject) -> tuple[str, str] | None:
+    """``(namespace, job name)`` of the Job controlling ``pod``."""
+    meta = pod.get("metadata") or {}
+    for ref in meta.get("ownerReferences") or []:
+        if ref.get("kind") == "Job" and ref.get("controller"):
+            return str(meta.get("namespace") or ""), str(ref.get("name"))
+    return None
+
+
+def condition_true(obj: KubeObject, kind: str) -> bool:
+    return any(c.get("type") == kind and c.get("status") == "True"
+               for c in (obj.get("status") or {}).get("conditions") or [])
+
+
+def condition(obj: KubeObject, kind: str) -> KubeObject | None:
+    for c in (obj.get("status") or {}).get("conditions") or []:
+        if c.get("type") == kind and c.get("status") == "True":
+            return dict(c)
+    return None
+
+
+def stopping_by_muster(job: KubeObject) -> bool:
+    """The Job is being stopped on purpose (preemption handshake, deletion): pod failures are expected."""
+    annotations = _annotations(job)
+    return (PREEMPT_REQUESTED in annotations or DELETED_BY in annotations
+            or bool((job.get("metadata") or {}).get("deletionTimestamp")))
+
+
+def _phase(pod: KubeObject) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def _index(pod: KubeObject, fallback: str) -> str:
+    return str(_annotations(pod).get(INDEX_KEY) or fallback)
+
+
+def _terminated(pod: KubeObject) -> KubeObject:
+    for status in (pod.get("status") or {}).get("containerStatuses") or []:
+        term = (status.get("state") or {}).get("terminated")
+        if term:
+            return dict(term)
+    return {}
+
+
+def _evicted(pod: KubeObject) -> bool:
+    reason = (pod.get("status") or {}).get("reason")
+    return reason in EVICTION_REASONS or condition_true(pod, "DisruptionTarget")
+
+
+def _finish_order(pod: KubeObject) -> tuple[str, str]:
+    return str(_terminated(pod).get("finishedAt") or ""), str((pod.get("metadata") or {}).get("name"))
+
+
+def _clip(text: str, limit: int = 64) -> str:
+    return text[:limit] or "Unknown"
+
+
+def _failure(ref: JobRef, job: KubeObject, pods: list[KubeObject], base: dict[str, Any]) -> Observation | None:
+    key: DedupKey = (ref.job_id, str(ref.attempt), "failure", ref.name)
+    failed = sorted((p for p in pods if _phase(p) == "Failed"), key=_finish_order)
+    evicted = [p for p in failed if _evicted(p)]
+    if evicted:
+        pod = evicted[0]
+        status = pod.get("status") or {}
+        return Observation(key, RunEvicted(**base, reason=_clip(str(status.get("reason") or "DisruptionTarget")),
+                                           node=(pod.get("spec") or {}).get("nodeName") or None))
+    job_failed = condition(job, "Failed")
+    if job_failed is not None and job_failed.get("reason") in JOB_LEVEL_FAILURES:
+        return Observation(key, RunFailed(**base, reason=_clip(str(job_failed["reason"])),
+                                          message=str(job_failed.get("message") or "")[:2048]))
+    if failed:
+        pod = failed[0]
+        term = _terminated(pod)
+        status = pod.get("status") or {}
+        reason = term.get("reason") or status.get("reason") or "Failed"
+        message = term.get("message") or status.get("message") or ""
+        exit_code = term.get("exitCode")
+        return Observation(key, RunFailed(**base, reason=_clip(str(reason)), message=str(message)[:2048],
+                                          exit_code=int(exit_code) if exit_code is not None else None,
+                                          pod=str((pod.get("metadata") or {}).get("name"))))
+    if job_failed is not None:
+        return Observation(key, RunFailed(**base, reason=_clip(str(job_failed.get("reason") or "JobFailed")),
+                                          message=str(job_failed.get("message") or "")[:2048]))
+    return None
+
+
+def observe(job: KubeObject, pods: Iterable[KubeObject], cluster: str, now: datetime) -> list[Observation]:
+    """Every observation that holds for ``job`` given its ``pods`` (the caller drops repeats by key)."""
+    ref = job_ref(job)
+    if ref is None:
+        return []
+    owned = [p for p in pods if not ref.uid or any(
+        r.get("uid") == ref.uid for r in (p.get("metadata") or {}).get("ownerReferences") or [])]
+    base: dict[str, Any] = {"job_id": ref.job_id, "attempt": ref.attempt, "cluster": cluster, "observed_at": now}
+    attempt_key = (ref.job_id, str(ref.attempt))
+    result: list[Observation] = []
+    running = [p for p in owned if _phase(p) == "Running"]
+    succeeded = [p for p in owned if _phase(p) == "Succeeded"]
+    if running or succeeded:
+        result.append(Observation((*attempt_key, RunStarted.TYPE),
+                                  RunStarted(**base, pods_running=len(running), pods_total=ref.gang)))
+    ready = {_index(p, str(i)) for i, p in enumerate(owned)
+             if (_phase(p) == "Running" and condition_true(p, "Ready")) or _phase(p) == "Succeeded"}
+    if len(ready) >= ref.gang:
+        result.append(Observation((*attempt_key, RunAllPodsReady.TYPE), RunAllPodsReady(**base, pods_total=ref.gang)))
+    if condition_true(job, "Complete"):
+        result.append(Observation((*attempt_key, RunSucceeded.TYPE), RunSucceeded(**base)))
+    elif not stopping_by_muster(job):
+        failure = _failure(ref, job, owned, base)
+        if failure is not None:
+            result.append(failure)
+    return result
+
+
+def observe_deleted(job: KubeObject, cluster: str, now: datetime) -> Observation | None:
+    """``RunDeleted`` for a Job that disappeared, unless Muster replaced it within the same attempt."""
+    ref = job_ref(job)
+    if ref is None:
+        return None
+    annotations = _annotations(job)
+    if annotations.get(DELETE_REASON) in CONTINUING_DELETE_REASONS:
+        return None
+    by = "muster" if annotations.get(DELETED_BY) == "muster" else "external"
+    return Observation((ref.job_id, str(ref.attempt), RunDeleted.TYPE, ref.name),
+                       RunDeleted(job_id=ref.job_id, attempt=ref.attempt, cluster=cluster, observed_at=now, by=by))

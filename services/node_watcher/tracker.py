@@ -1,0 +1,141 @@
+"""The watcher's memory: the nodes, Muster Jobs and pods it has seen, and what it already reported.
+
+Synchronous and free of I/O: informer changes go in, the messages to publish come out, each at
+most once in steady state (repeats after a restart are harmless: consumers are idempotent).
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from datetime import datetime
+from typing import Any
+
+from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
+from schemas.envelope import Message
+from services.node_watcher.nodes import node_state
+from services.node_watcher.runs import DedupKey, job_ref, observe, observe_deleted, owner_job
+
+KubeObject = dict[str, Any]
+DELETED = "DELETED"
+JOB_ID = "muster.dev/job-id"
+JobKey = tuple[str, str]  # namespace, name
+
+
+def _meta(obj: KubeObject) -> dict[str, Any]:
+    meta: dict[str, Any] = obj.get("metadata") or {}
+    return meta
+
+
+def _pod_key(pod: KubeObject) -> JobKey:
+    meta = _meta(pod)
+    return str(meta.get("namespace") or ""), str(meta.get("name"))
+
+
+class NodeTracker:
+    """Node objects and the pods bound to them; publishes a node's state whenever it changes."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self.nodes: dict[str, KubeObject] = {}
+        self.published: dict[str, NodeState] = {}
+        self._pods_on: dict[str, dict[JobKey, KubeObject]] = defaultdict(dict)
+        self._node_of: dict[JobKey, str] = {}
+
+    def on_node(self, event_type: str, node: KubeObject, now: datetime) -> list[Message]:
+        name = str(_meta(node)["name"])
+        if event_type == DELETED:
+            self.nodes.pop(name, None)
+            if self.published.pop(name, None) is None:
+                return []
+            return [NodeRemoved(cluster=self.cluster, node=name, observed_at=now)]
+        self.nodes[name] = node
+        return self._refresh(name, now)
+
+    def on_pod(self, event_type: str, pod: KubeObject, now: datetime) -> list[Message]:
+        key = _pod_key(pod)
+        old_node = self._node_of.pop(key, None)
+        if old_node is not None:
+            self._pods_on[old_node].pop(key, None)
+        new_node = (pod.get("spec") or {}).get("nodeName")
+        if event_type != DELETED and new_node:
+            self._node_of[key] = new_node
+            self._pods_on[new_node][key] = pod
+        touched = {n for n in (old_node, new_node) if n}
+        return [m for n in sorted(touched) for m in self._refresh(n, now)]
+
+    def current(self, now: datetime) -> list[Message]:
+        """The state of every known node, for a full republish."""
+        return [NodeStateObserved(state=s, observed_at=now) for _, s in sorted(self.published.items())]
+
+    def _refresh(self, name: str, now: datetime) -> list[Message]:
+        node = self.nodes.get(name)
+        if node is None:
+            return []
+        state = node_state(node, self.cluster, self._pods_on.get(name, {}).values())
+        if self.published.get(name) == state:
+            return []
+        self.published[name] = state
+        return [NodeStateObserved(state=state, observed_at=now)]
+
+
+class RunTracker:
+    """Muster Jobs and their pods; derives run observations and drops the ones already reported."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self.jobs: dict[JobKey, KubeObject] = {}
+        self.reported: set[DedupKey] = set()
+        self._pods: dict[JobKey, dict[JobKey, KubeObject]] = defaultdict(dict)
+        self._owner_of: dict[JobKey, JobKey] = {}
+
+    def on_job(self, event_type: str, job: KubeObject, now: datetime) -> list[Message]:
+        ref = job_ref(job)
+        if ref is None:
+            return []
+        key = (ref.namespace, ref.name)
+        if event_type == DELETED:
+            self.jobs.pop(key, None)
+            for pod_key in self._pods.pop(key, {}):
+                self._owner_of.pop(pod_key, None)
+            deleted = observe_deleted(job, self.cluster, now)
+            messages = self._fresh([deleted] if deleted else [])
+            self._forget(ref.job_id, ref.attempt, ref.name, whole_attempt=deleted is not None)
+            return messages
+        self.jobs[key] = job
+        return self._evaluate(key, now)
+
+    def on_pod(self, event_type: str, pod: KubeObject, now: datetime) -> list[Message]:
+        if JOB_ID not in (_meta(pod).get("labels") or {}):
+            return []
+        pod_key = _pod_key(pod)
+        owner = owner_job(pod)
+        if event_type == DELETED or owner is None:
+            old = self._owner_of.pop(pod_key, None)
+            if old is not None:
+                self._pods[old].pop(pod_key, None)
+            return []
+        self._owner_of[pod_key] = owner
+        self._pods[owner][pod_key] = pod
+        return self._evaluate(owner, now)
+
+    def _evaluate(self, key: JobKey, now: datetime) -> list[Message]:
+        job = self.jobs.get(key)
+        if job is None:
+            return []
+        return self._fresh(observe(job, self._pods.get(key, {}).values(), self.cluster, now))
+
+    def _fresh(self, observations: list[Any]) -> list[Message]:
+        messages: list[Message] = []
+        for obs in observations:
+            if obs.key not in self.reported:
+                self.reported.add(obs.key)
+                messages.append(obs.message)
+        return messages
+
+    def _forget(self, job_id: str, attempt: int, name: str, *, whole_attempt: bool) -> None:
+        """Drop the keys of a deleted object (of the whole attempt once it is over) to bound memory."""
+        prefix = (job_id, str(attempt))
+        self.reported = {
+            k for k in self.reported
+            if k[:2] != prefix or (not whole_attempt and k[-1] != name)
+        }

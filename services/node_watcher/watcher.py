@@ -1,0 +1,108 @@
+"""The watcher's Kubernetes shell: Node, Pod and Job informers feeding the trackers and the outbox."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import Awaitable, Callable
+from datetime import UTC, datetime
+from typing import Any
+
+from schemas.capacity import NodeRemoved
+from services.node_watcher.metrics import WatcherMetrics
+from services.node_watcher.publisher import Outbox
+from services.node_watcher.tracker import NodeTracker, RunTracker
+from services.runtime.kube import Backoff, Informer, KubeObject, KubeRest, job_cache, node_cache, pod_cache
+
+log = logging.getLogger(__name__)
+
+MUSTER_JOBS = "muster.dev/job-id"
+
+
+class NodeWatcher:
+    """Watches one cluster. Pods are listed first so the first node states already count GPUs in use."""
+
+    def __init__(self, rest: KubeRest, cluster: str, outbox: Outbox, metrics: WatcherMetrics | None = None,
+                 *, backoff: Backoff | None = None,
+                 previously_published: Callable[[], Awaitable[set[str]]] | None = None) -> None:
+        self.rest = rest
+        self.previously_published = previously_published
+        self.cluster = cluster
+        self.outbox = outbox
+        self.metrics = metrics
+        self.backoff = backoff
+        self.nodes = NodeTracker(cluster)
+        self.runs = RunTracker(cluster)
+        self.ready = asyncio.Event()
+
+    def _on_node(self, event_type: str, obj: KubeObject) -> None:
+        messages = self.nodes.on_node(event_type, obj, datetime.now(UTC))
+        self.outbox.put(messages)
+        if messages and self.metrics is not None:
+            self.metrics.capacity(self.nodes.published.values())
+
+    def _on_pod(self, event_type: str, obj: KubeObject) -> None:
+        now = datetime.now(UTC)
+        self.outbox.put(self.runs.on_pod(event_type, obj, now))
+        capacity = self.nodes.on_pod(event_type, obj, now)
+        self.outbox.put(capacity)
+        if capacity and self.metrics is not None:
+            self.metrics.capacity(self.nodes.published.values())
+
+    def _on_job(self, event_type: str, obj: KubeObject) -> None:
+        self.outbox.put(self.runs.on_job(event_type, obj, datetime.now(UTC)))
+
+    async def run(self, stop: asyncio.Event) -> None:
+        """Keep the three caches until ``stop`` is set."""
+        pods = pod_cache(self.rest, backoff=self.backoff)
+        jobs = job_cache(self.rest, label_selector=MUSTER_JOBS, backoff=self.backoff)
+        nodes = node_cache(self.rest, backoff=self.backoff)
+        pods.add_handler(self._on_pod)
+        jobs.add_handler(self._on_job)
+        nodes.add_handler(self._on_node)
+        informers: list[Informer] = [pods, jobs, nodes]
+        try:
+            pods.start()
+            jobs.start()
+            if not await _synced_or_stopped([pods, jobs], stop):
+                return
+            nodes.start()
+            if not await _synced_or_stopped([nodes], stop):
+                return
+            await self._retire_vanished_nodes()
+            log.info("cluster %s: watching %d nodes, %d pods, %d Muster jobs", self.cluster,
+                     len(nodes.store), len(pods.store), len(jobs.store))
+            self.ready.set()
+            await stop.wait()
+        finally:
+            for informer in informers:
+                await informer.stop()
+
+    async def _retire_vanished_nodes(self) -> None:
+        """``NodeRemoved`` for nodes the capacity topic still lists but the cluster no longer has."""
+        if self.previously_published is None:
+            return
+        try:
+            known = await self.previously_published()
+        except Exception:
+            log.exception("cluster %s: could not read the published capacity; vanished nodes stay listed",
+                          self.cluster)
+            return
+        now = datetime.now(UTC)
+        vanished = sorted(known - set(self.nodes.nodes))
+        self.outbox.put(NodeRemoved(cluster=self.cluster, node=name, observed_at=now) for name in vanished)
+        if vanished:
+            log.info("cluster %s: nodes gone while not watching: %s", self.cluster, ", ".join(vanished))
+
+
+async def _synced_or_stopped(informers: list[Informer], stop: asyncio.Event) -> bool:
+    """Wait until every informer has listed once; False if ``stop`` came first."""
+    synced: asyncio.Future[Any] = asyncio.ensure_future(asyncio.gather(*(i.wait_synced() for i in informers)))
+    stopped: asyncio.Future[Any] = asyncio.ensure_future(stop.wait())
+    await asyncio.wait({synced, stopped}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (synced, stopped):
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+    return not stop.is_set()

@@ -1,0 +1,195 @@
+"""A simulated cluster with the dispatcher and/or node-state watcher running in-process on the real broker."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections.abc import AsyncIterator, Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import Any
+
+from aiokafka import AIOKafkaConsumer
+
+from schemas.codec import decode
+from schemas.envelope import Envelope, Message, make_envelope
+from schemas.topics import CAPACITY_TOPIC, DECISIONS_TOPIC, DISPATCHES_TOPIC, RUNS_TOPIC
+from services.dispatcher import main as dispatcher_main
+from services.dispatcher.dispatcher import Dispatcher
+from services.dispatcher.plans import DispatchSettings
+from services.kubesim import KubeSim
+from services.node_watcher import main as watcher_main
+from services.node_watcher.watcher import NodeWatcher
+from services.runtime.kafka import EnvelopeProducer, KafkaSettings
+from services.runtime.kube import JOBS, PODS, Backoff, KubeObject, KubeRest, RetryPolicy, build_api_client
+from services.runtime.options import ServeOptions
+from services.runtime.service import ServiceRunner
+from tests.dispatcher.builders import CLUSTER
+from tests.integration.builders import consumer
+from tests.node_watcher.builders import CLUSTER_FILE
+
+FAST = DispatchSettings(restart_backoff_s=0.2, restart_backoff_max_s=1.0, handshake_poll_s=0.05)
+TEST_RETRY = RetryPolicy(attempts=8, backoff=Backoff(initial=0.05, maximum=0.5))
+
+
+class Outputs:
+    """Every envelope on the output topics, read from the beginning in the background."""
+
+    def __init__(self, settings: KafkaSettings) -> None:
+        self._consumer: AIOKafkaConsumer = consumer(settings, RUNS_TOPIC, DISPATCHES_TOPIC, CAPACITY_TOPIC)
+        self.envelopes: list[Envelope] = []
+        self._task: asyncio.Task[None] | None = None
+        self._changed = asyncio.Condition()
+
+    async def start(self) -> None:
+        await self._consumer.start()
+        self._task = asyncio.create_task(self._read(), name="test outputs")
+
+    async def _read(self) -> None:
+        while True:
+            batch = await self._consumer.getmany(timeout_ms=100)
+            for records in batch.values():
+                self.envelopes.extend(decode(r.value, topic=r.topic) for r in records if r.value is not None)
+            if batch:
+                async with self._changed:
+                    self._changed.notify_all()
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await self._task
+        await self._consumer.stop()
+
+    def messages(self, kind: type[Message] | None = None, **fields: Any) -> list[Any]:
+        """Payloads of type ``kind`` whose attributes equal ``fields``."""
+        return [e.payload for e in self.envelopes
+                if (kind is None or isinstance(e.payload, kind))
+                and all(getattr(e.payload, k, None) == v for k, v in fields.items())]
+
+    def of_job(self, job_id: str) -> list[Any]:
+        return [e.payload for e in self.envelopes if getattr(e.payload, "job_id", None) == job_id]
+
+    async def wait_for(self, kind: type[Message], *, count: int = 1, within: float = 30.0, **fields: Any) -> list[Any]:
+        async with asyncio.timeout(within), self._changed:
+            await self._changed.wait_for(lambda: len(self.messages(kind, **fields)) >= count)
+        return self.messages(kind, **fields)
+
+    async def wait_until(self, condition: Callable[[], bool], *, within: float = 30.0) -> None:
+        async with asyncio.timeout(within), self._changed:
+            await self._changed.wait_for(condition)
+
+
+@dataclass
+class Cluster:
+    sim: KubeSim
+    url: str
+    rest: KubeRest
+    settings: KafkaSettings
+    producer: EnvelopeProducer
+    outputs: Outputs
+    runners: dict[str, ServiceRunner] = field(default_factory=dict)
+    dispatcher: Dispatcher | None = None
+    watcher: NodeWatcher | None = None
+    _tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
+    _registered: dict[str, asyncio.Event] = field(default_factory=dict)
+
+    async def decide(self, message: Message, envelope: Envelope | None = None) -> Envelope:
+        """Publish a decision as the queue manager would; returns its envelope."""
+        sent = envelope or make_envelope(message, "queue_manager")
+        await self.producer.send_and_wait(DECISIONS_TOPIC, sent)
+        return sent
+
+    async def jobs(self, namespace: str, job_id: str) -> list[KubeObject]:
+        items, _ = await self.rest.list(JOBS, namespace, label_selector=f"muster.dev/job-id={job_id}")
+        return items
+
+    async def pods(self, namespace: str, job_id: str) -> list[KubeObject]:
+        items, _ = await self.rest.list(PODS, namespace, label_selector=f"muster.dev/job-id={job_id}")
+        return items
+
+    async def start_dispatcher(self, settings: DispatchSettings = FAST) -> None:
+        def ready(runner: ServiceRunner, dispatcher: Dispatcher) -> None:
+            self.runners["dispatcher"] = runner
+            self.dispatcher = dispatcher
+            self._registered["dispatcher"].set()
+
+        await self._start("dispatcher", dispatcher_main.serve(self._options(), settings=settings,
+                                                              handle_signals=False, on_ready=ready))
+        await self.runners["dispatcher"].loops[0].wait_assigned()
+
+    async def start_watcher(self) -> None:
+        def ready(runner: ServiceRunner, watcher: NodeWatcher) -> None:
+            self.runners["watcher"] = runner
+            self.watcher = watcher
+            self._registered["watcher"].set()
+
+        await self._start("watcher", watcher_main.serve(self._options(), handle_signals=False, on_ready=ready))
+        assert self.watcher is not None
+        await self._until(self.watcher.ready.wait(), "watcher")
+
+    async def stop(self, name: str) -> None:
+        runner = self.runners.pop(name, None)
+        task = self._tasks.pop(name, None)
+        if runner is not None:
+            runner.stop()
+        if task is not None:
+            async with asyncio.timeout(30):
+                await task
+
+    def _options(self) -> ServeOptions:
+        return ServeOptions(kafka=self.settings, cluster=CLUSTER, kube_server=self.url, http_port=0)
+
+    async def _start(self, name: str, service: Coroutine[Any, Any, None]) -> None:
+        self._registered[name] = asyncio.Event()
+        self._tasks[name] = asyncio.create_task(service, name=f"test {name}")
+
+        await self._until(self._registered[name].wait(), name)
+
+    async def _until(self, waiting: Coroutine[Any, Any, Any], name: str) -> None:
+        """Wait for ``waiting`` unless the service task ends first (its error is raised)."""
+        waiter = asyncio.ensure_future(waiting)
+        task = self._tasks[name]
+        async with asyncio.timeout(60):
+            await asyncio.wait({waiter, task}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            waiter.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await waiter
+            task.result()
+            raise AssertionError(f"{name} stopped while starting")
+
+
+@contextlib.asynccontextmanager
+async def running(settings: KafkaSettings, *, dispatcher: bool = True, watcher: bool = True,
+                  dispatch_settings: DispatchSettings = FAST) -> AsyncIterator[Cluster]:
+    """A fresh simulated cluster ``east`` with the chosen services attached to it and to the broker."""
+    sim = KubeSim.from_cluster_file(CLUSTER_FILE, cluster_name=CLUSTER, profile="zero")
+    async with sim.serve(port=0) as url:
+        api = await build_api_client(url)
+        async with api:
+            outputs = Outputs(settings)
+            await outputs.start()
+            producer = EnvelopeProducer(settings)
+            await producer.start()
+            cluster = Cluster(sim, url, KubeRest(api, retry=TEST_RETRY, request_timeout=10.0), settings, producer,
+                              outputs)
+            try:
+                if watcher:
+                    await cluster.start_watcher()
+                if dispatcher:
+                    await cluster.start_dispatcher(dispatch_settings)
+                yield cluster
+            finally:
+                for name in list(cluster.runners):
+                    await cluster.stop(name)
+                await producer.stop()
+                await outputs.stop()
+
+
+async def eventually_true(check: Callable[[], Coroutine[Any, Any, bool]], *, within: float = 20.0) -> None:
+    """Poll an async ``check`` until it holds."""
+    async with asyncio.timeout(within):
+        while True:
+            if await check():
+                return
+            await asyncio.sleep(0.05)

@@ -1,0 +1,108 @@
+"""The dispatcher and the node-state watcher on Apache Kafka and the simulated cluster: admission to success,
+idempotence, scaling, and the kube-native path."""
+
+from __future__ import annotations
+
+import uuid
+
+import pytest
+
+from schemas.runs import JobDispatched, RunAllPodsReady, RunStarted, RunSucceeded
+from services.runtime.kafka import KafkaSettings
+from services.runtime.kube import JOBS, create_or_get
+from tests.dispatcher.builders import admitted, placement, scaled, spec
+from tests.dispatcher.harness import eventually_true, running
+
+pytestmark = pytest.mark.integration
+
+
+def job_id(prefix: str) -> str:
+    return f"{prefix}-{uuid.uuid4().hex[:6]}"
+
+
+async def test_admission_runs_on_the_planned_nodes_to_success(registry_settings: KafkaSettings) -> None:
+    jid = job_id("ok")
+    async with running(registry_settings) as cluster:
+        plan = placement("east-a100-2", "east-a100-3")
+        await cluster.decide(admitted(jid, 0, plan=plan, job_spec=spec(replicas=2, seconds=1.0)))
+        dispatched = (await cluster.outputs.wait_for(JobDispatched, job_id=jid))[0]
+        assert (dispatched.namespace, dispatched.object_name) == ("team-a", f"{jid}-a0")
+        await cluster.outputs.wait_for(RunSucceeded, job_id=jid)
+        runs = [m for m in cluster.outputs.of_job(jid) if isinstance(m, RunStarted | RunAllPodsReady | RunSucceeded)]
+        assert [type(m).__name__ for m in runs] == ["RunStarted", "RunAllPodsReady", "RunSucceeded"]
+        pods = await cluster.pods("team-a", jid)
+        assert sorted(p["spec"]["nodeName"] for p in pods) == ["east-a100-2", "east-a100-3"]
+        env = {e["name"]: e.get("value") for e in pods[0]["spec"]["containers"][0]["env"]}
+        assert env["MUSTER_JOB_ID"] == jid and env["MUSTER_ATTEMPT"] == "0"
+        assert all(p["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] == "4" for p in pods)
+        dispatcher_metrics = cluster.runners["dispatcher"].registry
+        assert dispatcher_metrics.get_sample_value("muster_dispatcher_jobs_created_total", {"cluster": "east"}) == 1
+        assert dispatcher_metrics.get_sample_value("muster_dispatcher_pods_bound_total", {"cluster": "east"}) == 2
+        watcher_metrics = cluster.runners["watcher"].registry
+        assert watcher_metrics.get_sample_value("muster_node_watcher_gpus_allocatable",
+                                                {"cluster": "east", "gpu_type": "a100"}) == 32
+
+
+async def test_the_same_admission_twice_creates_one_job(registry_settings: KafkaSettings) -> None:
+    jid = job_id("twice")
+    async with running(registry_settings, watcher=False) as cluster:
+        envelope = await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=60)))
+        await cluster.decide(envelope.payload, envelope)  # redelivery: the very same envelope
+        await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=60)))  # a repeated decision, new event id
+        await cluster.outputs.wait_for(JobDispatched, job_id=jid)
+        assert cluster.dispatcher is not None
+        loop = cluster.runners["dispatcher"].loops[0]
+
+        async def handled_all() -> bool:
+            return loop.stats.handled >= 3
+
+        await eventually_true(handled_all)
+        jobs = await cluster.jobs("team-a", jid)
+        assert [j["metadata"]["name"] for j in jobs] == [f"{jid}-a0"]
+        assert len(cluster.outputs.messages(JobDispatched, job_id=jid)) == 1
+
+
+async def test_scaling_recreates_the_gang_on_the_new_placement(registry_settings: KafkaSettings) -> None:
+    jid = job_id("scale")
+    async with running(registry_settings) as cluster:
+        await cluster.decide(admitted(jid, 0, plan=placement("east-a100-0"), job_spec=spec(replicas=3, seconds=60)))
+        await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
+        bigger = placement("east-a100-0", "east-a100-1", "east-a100-2")
+        await cluster.decide(scaled(jid, 0, plan=bigger))
+        dispatched = await cluster.outputs.wait_for(JobDispatched, job_id=jid, count=2)
+        assert dispatched[1].object_name == f"{jid}-a0-r1"
+
+        async def rescaled() -> bool:
+            jobs = await cluster.jobs("team-a", jid)
+            pods = [p for p in await cluster.pods("team-a", jid) if p["status"].get("phase") == "Running"]
+            return [j["metadata"]["name"] for j in jobs] == [f"{jid}-a0-r1"] and len(pods) == 3
+
+        await eventually_true(rescaled)
+        pods = await cluster.pods("team-a", jid)
+        assert sorted(p["spec"]["nodeName"] for p in pods) == ["east-a100-0", "east-a100-1", "east-a100-2"]
+
+
+async def test_a_suspended_user_job_is_released_onto_its_placement(registry_settings: KafkaSettings) -> None:
+    jid = job_id("native")
+    async with running(registry_settings) as cluster:
+        user_job = {
+            "apiVersion": "batch/v1", "kind": "Job",
+            "metadata": {"name": "my-notebook", "namespace": "team-b", "labels": {"muster.dev/queue": "team-b"}},
+            "spec": {"suspend": True, "completions": 1, "parallelism": 1, "backoffLimit": 0, "template": {
+                "metadata": {"annotations": {"kubesim.muster.dev/duration-seconds": "60"}},
+                "spec": {"restartPolicy": "Never", "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+                         "containers": [{"name": "nb", "image": "jupyter:1",
+                                         "resources": {"limits": {"nvidia.com/gpu": "1"}}}]}}},
+        }
+        await create_or_get(cluster.rest, JOBS, user_job)
+        source = {"muster.dev/source-job": "team-b/my-notebook"}
+        decision = admitted(jid, 0, plan=placement("east-t4-1"), namespace="team-b",
+                            job_spec=spec(replicas=1, gpus=1, annotations=source))
+        await cluster.decide(decision)
+        dispatched = (await cluster.outputs.wait_for(JobDispatched, job_id=jid))[0]
+        assert dispatched.object_name == "my-notebook"
+        await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
+        job = await cluster.rest.get(JOBS, "my-notebook", "team-b")
+        assert job["spec"]["suspend"] is False
+        pods = await cluster.pods("team-b", jid)
+        assert [p["spec"]["nodeName"] for p in pods] == ["east-t4-1"]

@@ -1,0 +1,129 @@
+"""Dispatcher handlers against the simulated cluster with an in-memory producer (no broker)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+from datetime import UTC, datetime, timedelta
+
+import pytest
+
+from schemas.envelope import Message, make_envelope
+from schemas.runs import DispatchFailed, JobDispatched, RunFailed
+from schemas.topics import RUNS_TOPIC
+from services.dispatcher.context import Context
+from services.dispatcher.dispatcher import Dispatcher
+from services.dispatcher.kube_ops import KubeOps
+from services.dispatcher.plans import admission_manifest
+from services.dispatcher.reports import Reporter
+from services.kubesim import KubeSim
+from services.runtime.kube import JOBS, KubeRest, build_api_client, create_or_get
+from tests.dispatcher.builders import CLUSTER, admitted, placement, scaled, spec
+from tests.dispatcher.fakes import RecordingProducer, delivery
+from tests.dispatcher.harness import FAST, TEST_RETRY, eventually_true
+from tests.node_watcher.builders import CLUSTER_FILE
+
+
+@dataclass
+class Bench:
+    dispatcher: Dispatcher
+    producer: RecordingProducer
+    rest: KubeRest
+    sim: KubeSim
+
+    async def handle(self, message: Message, *, topic: str = "muster.decisions.v1") -> None:
+        d = delivery(self.producer, topic)
+        await self.dispatcher.handle(make_envelope(message, "queue_manager"), d)
+        await d.settle()
+
+    async def job_names(self, namespace: str = "team-a") -> list[str]:
+        items, _ = await self.rest.list(JOBS, namespace)
+        return sorted(j["metadata"]["name"] for j in items)
+
+
+@pytest.fixture
+async def bench() -> AsyncIterator[Bench]:
+    sim = KubeSim.from_cluster_file(CLUSTER_FILE, cluster_name=CLUSTER, profile="zero")
+    async with sim.serve(port=0) as url:
+        api = await build_api_client(url)
+        async with api:
+            rest = KubeRest(api, retry=TEST_RETRY, request_timeout=10.0)
+            producer = RecordingProducer()
+            ctx = Context(cluster=CLUSTER, ops=KubeOps(rest), reporter=Reporter(producer.as_producer()), settings=FAST)
+            dispatcher = Dispatcher(ctx)
+            try:
+                yield Bench(dispatcher, producer, rest, sim)
+            finally:
+                await dispatcher.close()
+
+
+async def test_decisions_for_other_clusters_are_ignored(bench: Bench) -> None:
+    await bench.handle(admitted("west-1", plan=placement("west-gpu-0", cluster="west")))
+    assert await bench.job_names() == [] and bench.producer.sent == []
+
+
+async def test_a_newer_attempt_replaces_the_older_and_stale_ones_are_ignored(bench: Bench) -> None:
+    await bench.handle(admitted("job-1", 0, job_spec=spec(seconds=60)))
+    await bench.handle(admitted("job-1", 1, job_spec=spec(seconds=60)))
+
+    async def only_new() -> bool:
+        return await bench.job_names() == ["job-1-a1"]
+
+    await eventually_true(only_new)
+    await bench.handle(admitted("job-1", 0, job_spec=spec(seconds=60)))
+    assert await bench.job_names() == ["job-1-a1"]
+    assert [d.attempt for d in bench.producer.payloads(JobDispatched)] == [0, 1]
+
+
+async def test_scaling_an_unknown_job_fails(bench: Bench) -> None:
+    await bench.handle(scaled("ghost", 0, plan=placement("east-a100-0")))
+    failed = bench.producer.payloads(DispatchFailed)
+    assert [(f.reason, f.retryable) for f in failed] == [("not_dispatched", False)]
+
+
+async def test_an_api_rejection_is_reported_not_retried(bench: Bench) -> None:
+    bench.sim.fail_api(403, seconds=5)
+    await bench.handle(admitted("denied", 0))
+    failed = bench.producer.payloads(DispatchFailed)
+    assert [(f.reason, f.retryable) for f in failed] == [("rejected_403", False)]
+
+
+async def test_an_unavailable_api_is_reported_as_retryable(bench: Bench) -> None:
+    bench.sim.fail_api(503, seconds=30)
+    await bench.handle(admitted("later", 0))
+    failed = bench.producer.payloads(DispatchFailed)
+    assert [(f.reason, f.retryable) for f in failed] == [("api_unavailable", True)]
+
+
+async def test_failures_of_other_revisions_or_clusters_do_not_restart(bench: Bench) -> None:
+    await bench.handle(admitted("job-2", 0, job_spec=spec(seconds=60)))
+    now = datetime.now(UTC)
+    for pod, cluster in (("job-2-a0-r1-0-abcde", CLUSTER), ("job-2-a0-0-abcde", "west")):
+        await bench.handle(RunFailed(job_id="job-2", attempt=0, cluster=cluster, observed_at=now, reason="Error",
+                                     pod=pod), topic=RUNS_TOPIC)
+    assert "job-2" not in bench.dispatcher.ctx.tasks
+    assert bench.dispatcher.ctx.runs["job-2"].restart_at is None
+
+
+async def test_a_pending_restart_resumes_after_recovery(bench: Bench) -> None:
+    decision = admitted("job-3", 0, job_spec=spec(seconds=60, max_restarts=2))
+    manifest = admission_manifest(decision, "evt-3", "evt-3", FAST)
+    due = datetime.now(UTC) - timedelta(seconds=1)
+    manifest["metadata"]["annotations"]["muster.dev/restart-at"] = due.isoformat()
+    await create_or_get(bench.rest, JOBS, manifest)
+    await bench.dispatcher.recover()
+
+    async def restarted() -> bool:
+        return await bench.job_names() == ["job-3-a0-r1"]
+
+    await eventually_true(restarted)
+    run = bench.dispatcher.ctx.runs["job-3"]
+    assert (run.name, run.revision, run.restarts, run.max_restarts) == ("job-3-a0-r1", 1, 1, 2)
+    assert [d.object_name for d in bench.producer.payloads(JobDispatched)] == ["job-3-a0-r1"]
+
+
+async def test_a_job_out_of_time_is_not_restarted(bench: Bench) -> None:
+    await bench.handle(admitted("job-4", 0, job_spec=spec(seconds=60)))
+    await bench.handle(RunFailed(job_id="job-4", attempt=0, cluster=CLUSTER, observed_at=datetime.now(UTC),
+                                 reason="DeadlineExceeded"), topic=RUNS_TOPIC)
+    assert bench.dispatcher.ctx.runs["job-4"].restart_at is None and "job-4" not in bench.dispatcher.ctx.tasks
