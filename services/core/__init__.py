@@ -1,4 +1,17 @@
-"""The pure scheduling core: value types, ``SchedulerState`` and ``schedule``."""
+"""The pure scheduling core: value types, ``SchedulerState`` and ``schedule``.
+
+Standard library only, synchronous, no clock and no randomness: time comes in as ``now``.
+
+- ``state``: the mutable state and its incremental indexes (pending order per queue, free capacity
+  per node bucketed by free GPUs, quota usage per queue and cohort pool, running-job indexes).
+- ``scheduler``: ``schedule(state, now, config)``; reads the state, returns a ``CycleResult``.
+- ``cycle``: scratch copies for one call and the admission of a single job.
+- ``quota``, ``placement``/``capacity``, ``preemption``, ``backfill``, ``elastic``, ``estimate``,
+  ``fairshare``, ``pending``, ``policy``: one concern each.
+
+Build the state with ``SchedulerState(..., half_life_s=config.fair_share_half_life_s)`` so the
+usage history it integrates decays at the same rate the scheduler assumes.
+"""
 
 from .model import (
     ANY_GPU,

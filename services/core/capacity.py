@@ -1,0 +1,234 @@
+"""Free capacity per node, indexed for best-fit placement.
+
+Healthy, schedulable nodes sit in buckets keyed by (cluster, gpu type) and then by their number of
+free GPUs, so a placement can walk nodes from the busiest feasible one upwards without a full scan.
+Free GPUs are also summed per topology domain (zone, block, rack) to pick domains quickly.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+from .model import Node, NodeAssignment
+
+GroupKey = tuple[str, str]  # (cluster, gpu_type)
+DOMAIN_LEVELS: tuple[str, ...] = ("zone", "block", "rack")
+
+
+def fits_in_group(node: Node, gpus: int) -> bool:
+    """True when a pod of ``gpus`` GPUs must stay inside one NVLink group of ``node``."""
+    return bool(node.nvlink_groups) and 0 < gpus <= max(node.nvlink_groups)
+
+
+class CapacityIndex:
+    """Mutable free-capacity index; ``clone`` gives an independent scratch copy for one cycle."""
+
+    __slots__ = (
+        "buckets",
+        "domain_free",
+        "domain_nodes",
+        "domains_of",
+        "free",
+        "free_cpu",
+        "free_groups",
+        "free_mem",
+        "nodes",
+        "span_used",
+    )
+
+    def __init__(self) -> None:
+        self.nodes: dict[str, Node] = {}
+        self.free: dict[str, int] = {}
+        self.free_cpu: dict[str, int] = {}
+        self.free_mem: dict[str, int] = {}
+        self.free_groups: dict[str, tuple[int, ...]] = {}
+        self.span_used: dict[str, tuple[int, ...]] = {}  # GPUs per group held by pods spanning groups
+        self.buckets: dict[GroupKey, dict[int, dict[str, None]]] = {}
+        # (gpu type, cluster, depth of the domain path) -> domain -> free GPUs on usable nodes
+        self.domain_free: dict[tuple[str, str, int], dict[tuple[str, ...], int]] = {}
+        self.domain_nodes: dict[tuple[str, ...], list[str]] = {}
+        self.domains_of: dict[str, tuple[tuple[str, ...], ...]] = {}  # node -> its zone, block, rack
+
+    def clone(self) -> CapacityIndex:
+        c = CapacityIndex.__new__(CapacityIndex)
+        c.nodes = self.nodes
+        c.free = dict(self.free)
+        c.free_cpu = dict(self.free_cpu)
+        c.free_mem = dict(self.free_mem)
+        c.free_groups = dict(self.free_groups)
+        c.span_used = dict(self.span_used)
+        c.buckets = {g: {k: dict(v) for k, v in b.items()} for g, b in self.buckets.items()}
+        c.domain_free = {k: dict(v) for k, v in self.domain_free.items()}
+        c.domain_nodes = self.domain_nodes  # changes only with the node set, never inside a cycle
+        c.domains_of = self.domains_of
+        return c
+
+    # ------------------------------------------------------------------ node set
+
+    def add_node(self, node: Node, used: Iterable[tuple[int, int, int, int]]) -> None:
+        """Add ``node``; ``used`` lists (gpus, cpu, memory, group) per pod already running on it."""
+        if node.name in self.nodes:
+            self.remove_node(node.name)
+        self.nodes[node.name] = node
+        free, cpu, mem = node.gpus, node.cpu_m, node.memory_mb
+        groups = list(node.nvlink_groups)
+        span = [0] * len(groups)
+        for gpus, pod_cpu, pod_mem, group in used:
+            free -= gpus
+            cpu -= pod_cpu
+            mem -= pod_mem
+            _take_groups(groups, span, gpus, group)
+        self.free[node.name] = free
+        self.free_cpu[node.name] = cpu
+        self.free_mem[node.name] = mem
+        if groups:
+            self.free_groups[node.name] = tuple(groups)
+            self.span_used[node.name] = tuple(span)
+        self.domains_of[node.name] = tuple(node.domain(level) for level in DOMAIN_LEVELS)
+        for domain in self.domains_of[node.name]:
+            self.domain_nodes.setdefault(domain, []).append(node.name)
+        if self.usable(node):
+            self._bucket_add(node, free)
+
+    def remove_node(self, name: str) -> None:
+        node = self.nodes.pop(name, None)
+        if node is None:
+            return
+        if self.usable(node):
+            self._bucket_remove(node, self.free[name])
+        for domain in self.domains_of.pop(name, ()):
+            members = self.domain_nodes.get(domain)
+            if members is not None and name in members:
+                members.remove(name)
+        del self.free[name], self.free_cpu[name], self.free_mem[name]
+        self.free_groups.pop(name, None)
+        self.span_used.pop(name, None)
+
+    @staticmethod
+    def usable(node: Node) -> bool:
+        return node.healthy and node.schedulable
+
+    def _bucket_add(self, node: Node, free: int) -> None:
+        key = (node.cluster, node.gpu_type)
+        self.buckets.setdefault(key, {}).setdefault(max(free, 0), {})[node.name] = None
+        for domain in self.domains_of[node.name]:
+            by_domain = self.domain_free.setdefault((node.gpu_type, node.cluster, len(domain)), {})
+            by_domain[domain] = by_domain.get(domain, 0) + max(free, 0)
+
+    def _bucket_remove(self, node: Node, free: int) -> None:
+        key = (node.cluster, node.gpu_type)
+        k = max(free, 0)
+        bucket = self.buckets[key][k]
+        del bucket[node.name]
+        if not bucket:
+            del self.buckets[key][k]
+        for domain in self.domains_of[node.name]:
+            self.domain_free[(node.gpu_type, node.cluster, len(domain))][domain] -= k
+
+    # ------------------------------------------------------------------ taking and giving back
+
+    def _set_free(self, name: str, new_free: int) -> None:
+        node = self.nodes[name]
+        if self.usable(node):
+            self._bucket_remove(node, self.free[name])
+            self.free[name] = new_free
+            self._bucket_add(node, new_free)
+        else:
+            self.free[name] = new_free
+
+    def take(self, job_gpus: int, cpu_m: int, memory_mb: int, assignment: NodeAssignment) -> None:
+        """Consume the capacity of ``assignment`` (pods of ``job_gpus`` GPUs each)."""
+        self._change(job_gpus, cpu_m, memory_mb, assignment, -1)
+
+    def give(self, job_gpus: int, cpu_m: int, memory_mb: int, assignment: NodeAssignment) -> None:
+        """Return the capacity of ``assignment``."""
+        self._change(job_gpus, cpu_m, memory_mb, assignment, +1)
+
+    def _change(self, gpus: int, cpu_m: int, memory_mb: int, a: NodeAssignment, sign: int) -> None:
+        name = a.node
+        if name not in self.nodes:
+            return
+        self.free_cpu[name] += sign * cpu_m * a.pods
+        self.free_mem[name] += sign * memory_mb * a.pods
+        groups = self.free_groups.get(name)
+        if groups is not None:
+            g = list(groups)
+            span = list(self.span_used[name])
+            for i in range(a.pods):
+                group = a.groups[i] if i < len(a.groups) else -1
+                if sign < 0:
+                    _take_groups(g, span, gpus, group)
+                else:
+                    _give_groups(g, span, gpus, group)
+            self.free_groups[name] = tuple(g)
+            self.span_used[name] = tuple(span)
+        if gpus:
+            self._set_free(name, self.free[name] + sign * gpus * a.pods)
+
+    # ------------------------------------------------------------------ reads
+
+    def pods_fit(self, name: str, gpus: int, cpu_m: int, memory_mb: int, limit: int) -> int:
+        """How many pods of the given size fit on ``name`` now (at most ``limit``)."""
+        node = self.nodes[name]
+        n = limit
+        if gpus > 0:
+            if fits_in_group(node, gpus):
+                n = min(n, sum(f // gpus for f in self.free_groups[name] if f > 0))
+            else:
+                n = min(n, max(self.free[name], 0) // gpus)
+        if cpu_m > 0 and node.cpu_m > 0:
+            n = min(n, max(self.free_cpu[name], 0) // cpu_m)
+        if memory_mb > 0 and node.memory_mb > 0:
+            n = min(n, max(self.free_mem[name], 0) // memory_mb)
+        return max(n, 0)
+
+    def pod_bound(self, key: GroupKey, gpus: int) -> int:
+        """Upper bound on pods of ``gpus`` GPUs that fit in a (cluster, gpu type) group."""
+        b = self.buckets.get(key)
+        if not b:
+            return 0
+        if gpus <= 0:
+            return sum(len(v) for v in b.values()) * 1_000_000
+        return sum(len(v) * (k // gpus) for k, v in b.items() if k >= gpus)
+
+    def group_free(self, key: GroupKey) -> int:
+        b = self.buckets.get(key)
+        return sum(k * len(v) for k, v in b.items()) if b else 0
+
+    def group_keys(self) -> list[GroupKey]:
+        return sorted(self.buckets)
+
+
+def _take_groups(groups: list[int], span: list[int], gpus: int, group: int) -> None:
+    if not groups or gpus <= 0:
+        return
+    if 0 <= group < len(groups):
+        groups[group] -= gpus
+        return
+    remaining = gpus  # a pod spanning groups takes from the groups with most free GPUs first
+    for i in sorted(range(len(groups)), key=lambda j: (-groups[j], j)):
+        step = min(remaining, max(groups[i], 0))
+        groups[i] -= step
+        span[i] += step
+        remaining -= step
+        if remaining == 0:
+            return
+    groups[-1] -= remaining  # overcommitted node (shrunk under running pods)
+    span[-1] += remaining
+
+
+def _give_groups(groups: list[int], span: list[int], gpus: int, group: int) -> None:
+    if not groups or gpus <= 0:
+        return
+    if 0 <= group < len(groups):
+        groups[group] += gpus
+        return
+    remaining = gpus  # give back only what spanning pods hold, largest holdings first
+    for i in sorted(range(len(groups)), key=lambda j: (-span[j], j)):
+        step = min(remaining, span[i])
+        groups[i] += step
+        span[i] -= step
+        remaining -= step
+        if remaining == 0:
+            return
+    groups[-1] += remaining

@@ -1,0 +1,321 @@
+"""One scheduling cycle: scratch copies of capacity and quota, and the admission of single jobs."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from .backfill import Reservation
+from .capacity import CapacityIndex, fits_in_group
+from .estimate import Pool, running_ends
+from .fairshare import history_share, weighted_share
+from .model import (
+    CPU,
+    MEMORY,
+    Admit,
+    Decision,
+    Job,
+    Node,
+    PendingInfo,
+    PendingReason,
+    Placement,
+    RunningJob,
+    SchedulerConfig,
+    TopologyMode,
+    gpu_resource,
+)
+from .placement import Placer
+from .quota import job_request
+from .state import SchedulerState
+
+# most informative first: the closer a reason is to "would run", the better it explains the wait
+_PRECEDENCE = (
+    PendingReason.BEHIND_RESERVATION,
+    PendingReason.CAPACITY,
+    PendingReason.TOPOLOGY,
+    PendingReason.COHORT_QUOTA,
+    PendingReason.QUEUE_QUOTA,
+)
+
+MESSAGES: dict[PendingReason, str] = {
+    PendingReason.QUEUED: "waiting behind jobs ahead of it in order",
+    PendingReason.QUEUE_QUOTA: "queue {queue} has no quota left for {need}",
+    PendingReason.COHORT_QUOTA: "cohort of queue {queue} has no idle quota to lend for {need}",
+    PendingReason.USER_LIMIT: "user {user} reached the per-user GPU limit of queue {queue}",
+    PendingReason.BUDGET: "tenant {tenant} has used up its GPU-hour budget",
+    PendingReason.CAPACITY: "not enough free capacity for {need} right now",
+    PendingReason.TOPOLOGY: "no single {level} has room for all pods of {need}",
+    PendingReason.RESERVATION: "capacity is reserved for it; starts when running jobs end",
+    PendingReason.BEHIND_RESERVATION: "would delay a job holding a reservation",
+    PendingReason.NO_MATCHING_NODES: "no node can ever host {need} (GPU type, selector, taints or size)",
+    PendingReason.PREEMPTING: "lower-priority or borrowed work is being stopped for it",
+    PendingReason.SUSPENDED: "suspended",
+}
+
+
+def describe(reason: PendingReason, job: Job) -> str:
+    need = f"{job.min_size}x{job.gpus_per_pod} GPU{'' if job.gpus_per_pod == 1 else 's'}"
+    if job.gpu_type:
+        need += f" ({job.gpu_type})"
+    level = job.topology.level if job.topology is not None else "domain"
+    return MESSAGES.get(reason, reason.value).format(
+        queue=job.queue, need=need, user=job.user or "-", tenant=job.tenant or "-", level=level
+    )
+
+
+class Excluded:
+    """Nodes a job may not use: the reservation's nodes when the job would delay the reserved one."""
+
+    __slots__ = ("reserved",)
+
+    def __init__(self, reserved: frozenset[str]) -> None:
+        self.reserved = reserved
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.reserved
+
+
+class Cycle:
+    """Scratch state of one ``schedule`` call; the ``SchedulerState`` itself is never changed."""
+
+    def __init__(self, state: SchedulerState, now: float, config: SchedulerConfig) -> None:
+        self.st = state
+        self.now = now
+        self.cfg = config
+        self.cap: CapacityIndex = state.cap.clone()
+        self.book = state.book.clone()
+        self.decisions: list[Decision] = []
+        self.info: dict[str, PendingInfo] = {}
+        self.reservation: Reservation | None = None
+        self.taken: set[str] = set()  # running jobs already preempted, shrunk or grown this cycle
+        self.rejected: set[str] = set()
+        self.admitted: dict[str, tuple[int, Job, str]] = {}  # job -> (decision index, job, gpu type)
+        self.admitted_runs: dict[str, list[tuple[float, RunningJob]]] = {}  # gpu type -> (est end, run)
+        self.fails: dict[tuple[object, ...], PendingReason] = {}
+        self.pools: dict[str, Pool] = {}
+        self.shares: dict[str, float] = {}
+        self.wanted: set[str] = set()  # GPU types blocked jobs could use ("" = any)
+        self.quota_wanted: set[str] = set()  # queues and "cohort:<root>" that jobs wait on for quota
+        self.preempt_attempts = 0
+        self.victim_lists: dict[str, list[tuple[int, bool, float, str]]] = {}
+        self.admissions = 0
+        total = sum(v for r, v in state.totals.items() if r.startswith("gpu:"))
+        self._total_gpus = total
+        self._all_types = sorted({t for _, t in state.cap.buckets})
+        self._headroom: dict[str, dict[str, int]] = {}  # queue -> nominal minus admitted
+
+    def types_for(self, job: Job) -> list[str]:
+        """GPU types the job may run on (its own, or every type present when it accepts any)."""
+        return [job.gpu_type] if job.gpu_type else self._all_types
+
+    # ------------------------------------------------------------------ ordering inputs
+
+    def estimate_of(self, job: Job) -> float:
+        est = job.runtime_estimate
+        return self.cfg.default_runtime_estimate_s if est is None else est
+
+    def share(self, queue: str) -> float:
+        s = self.shares.get(queue)
+        if s is None:
+            st = self.st
+            spec = self.book.queues[queue]
+            weight = spec.weight
+            for cohort in self.book.ancestors(queue):
+                c = self.book.cohorts.get(cohort)
+                if c is not None:
+                    weight *= c.weight
+            h = self.cfg.fair_share_half_life_s
+            hist = history_share(st.decayed_usage(queue, self.now, h), self._total_gpus, h)
+            s = weighted_share(self.book.alloc.get(queue, {}), st.totals, hist, weight)
+            self.shares[queue] = s
+        return s
+
+    def order_key(self, job: Job) -> tuple[bool, int, int, float, float, str]:
+        """Jobs within their queue's nominal quota first (so reclaimed quota is not lent straight
+        back), then priority, starvation, weighted fair share and submit time."""
+        starving = self.now - job.submit_time > self.cfg.starvation_age_s
+        share = self.share(job.queue) if self.cfg.fair_share and not starving else 0.0
+        return (self.borrows(job), -job.priority, 0 if starving else 1, share, job.submit_time, job.job_id)
+
+    def borrows(self, job: Job) -> bool:
+        """Whether admitting the job would take its queue above nominal quota on every GPU type."""
+        room = self._headroom.get(job.queue)
+        if room is None:
+            spec = self.book.queues[job.queue]
+            alloc = self.book.alloc.get(job.queue, {})
+            room = {r: q.nominal - alloc.get(r, 0) for r, q in spec.quotas.items()}
+            self._headroom[job.queue] = room
+        pods = max(job.min_size, 1)
+        cpu, mem = job.cpu_m * pods, job.memory_mb * pods
+        if cpu > room.get(CPU, 0) or mem > room.get(MEMORY, 0):
+            return True
+        gpus = job.gpus_per_pod * pods
+        return all(gpus > room.get(gpu_resource(t), 0) for t in self.types_for(job))
+
+    # ------------------------------------------------------------------ admission of one job
+
+    def exclusion_for(self, job: Job) -> Excluded:
+        res = self.reservation
+        if res is None or res.job_id == job.job_id or self.now + self.estimate_of(job) <= res.time:
+            return Excluded(frozenset())
+        return Excluded(res.nodes)
+
+    def exclusion_for_growth(self) -> Excluded:
+        res = self.reservation
+        return Excluded(res.nodes if res is not None else frozenset())
+
+    def try_admit(self, job: Job) -> PendingReason | None:
+        """Admit ``job`` on the scratch state if it fits now; otherwise the reason it does not."""
+        st, book = self.st, self.book
+        tenant = job.tenant or book.queues[job.queue].tenant
+        if tenant and tenant in st.exhausted:
+            return PendingReason.BUDGET
+        pods = max(job.min_size, 1)
+        if job.gpus_per_pod and not book.user_ok(job.queue, job.user, pods * job.gpus_per_pod):
+            return PendingReason.USER_LIMIT
+        if not self.feasible(job, pods):
+            return PendingReason.NO_MATCHING_NODES
+        excluded = self.exclusion_for(job)
+        shape = _shape(job)
+        best: PendingReason | None = None
+        for gpu_type in self.types_for(job):
+            key = (gpu_type, shape, pods, bool(excluded.reserved))
+            reason = self.fails.get(key)  # capacity only shrinks within a cycle: a miss stays a miss
+            if reason is None:
+                reason, borrowed = book.check(job.queue, job_request(job, gpu_type, pods))
+                if reason is None:
+                    spread = not self.cfg.bin_packing
+                    placement = Placer(self.cap, job, excluded, spread).place(gpu_type, pods, pods)
+                    if placement is not None:
+                        self.commit_admit(job, gpu_type, placement, pods, borrowed)
+                        return None
+                    reason = self.fails[key] = self._why_not_placed(job, gpu_type, pods, excluded)
+            if best is None or _PRECEDENCE.index(reason) < _PRECEDENCE.index(best):
+                best = reason
+        return best if best is not None else PendingReason.NO_MATCHING_NODES
+
+    def _why_not_placed(self, job: Job, gpu_type: str, pods: int, excluded: Excluded) -> PendingReason:
+        if excluded.reserved and Placer(self.cap, job).place(gpu_type, pods, pods) is not None:
+            return PendingReason.BEHIND_RESERVATION
+        topo = job.topology
+        if topo is not None and topo.mode is TopologyMode.REQUIRED:
+            loose = replace(job, topology=None)
+            if Placer(self.cap, loose, excluded).place(gpu_type, pods, pods) is not None:
+                return PendingReason.TOPOLOGY
+        return PendingReason.CAPACITY
+
+    def commit_admit(self, job: Job, gpu_type: str, placement: Placement, pods: int, borrowed: bool) -> None:
+        for a in placement.nodes:
+            self.cap.take(job.gpus_per_pod, job.cpu_m, job.memory_mb, a)
+        self.book.add(job.queue, job_request(job, gpu_type, pods), job.user, +1)
+        self.admitted[job.job_id] = (len(self.decisions), job, gpu_type)
+        self.decisions.append(Admit(job.job_id, job.attempt, placement, pods, borrowed))
+        self.admissions += 1
+        self.shares.pop(job.queue, None)
+        self._headroom.pop(job.queue, None)
+        run = RunningJob(job, placement, pods, self.now, borrowed)
+        end = self.now + self.estimate_of(job)
+        self.admitted_runs.setdefault(gpu_type, []).append((end, run))
+        pool = self.pools.get(gpu_type)
+        if pool is not None:
+            pool.occupy(pods * job.gpus_per_pod, end)
+
+    def feasible(self, job: Job, pods: int) -> bool:
+        """Whether the job could ever run on the current node set (cached until nodes change)."""
+        key = ("feasible", _shape(job), pods)
+        hit = self.st.cache.get(key)
+        if isinstance(hit, bool):
+            return hit
+        topo = job.topology
+        single = topo is not None and topo.mode is TopologyMode.REQUIRED and topo.level == "node"
+        per_type: dict[tuple[str, str], int] = {}
+        best_single = 0
+        for node, count in self.st.node_kinds.values():  # one entry per distinct node shape
+            if job.gpu_type and node.gpu_type != job.gpu_type:
+                continue
+            if job.cluster is not None and node.cluster != job.cluster:
+                continue
+            if not _eligible_ignoring_health(node, job):
+                continue
+            n = _empty_node_pods(node, job, pods)
+            k = (node.cluster, node.gpu_type)
+            per_type[k] = per_type.get(k, 0) + n * count
+            best_single = max(best_single, n)
+        ok = best_single >= pods if single else any(v >= pods for v in per_type.values())
+        self.st.cache[key] = ok
+        return ok
+
+    # ------------------------------------------------------------------ estimates and statuses
+
+    def pool(self, gpu_type: str) -> Pool:
+        pool = self.pools.get(gpu_type)
+        if pool is None:
+            free = sum(self.cap.group_free(k) for k in self.cap.buckets if k[1] == gpu_type)
+            total = self.st.totals.get(gpu_resource(gpu_type), 0)
+            source = running_ends(self.st, gpu_type, self.now, self.cfg.default_runtime_estimate_s)
+            pool = self.pools[gpu_type] = Pool(self.now, free, total, source)
+            for end, run in self.admitted_runs.get(gpu_type, ()):
+                pool.release_at(end, run.replicas * run.job.gpus_per_pod)
+        return pool
+
+    def estimate_start(self, job: Job) -> float | None:
+        """Fluid estimate of when the job starts if the jobs ahead of it start first."""
+        gpus = max(job.min_size, 1) * job.gpus_per_pod
+        if gpus <= 0:
+            return None
+        types = self.types_for(job)
+        if len(types) == 1:
+            return self.pool(types[0]).commit(gpus, self.estimate_of(job))
+        best: tuple[float, str] | None = None
+        for gpu_type in types:
+            t = self.pool(gpu_type).probe(gpus)
+            if t is not None and (best is None or t < best[0]):
+                best = (t, gpu_type)
+        if best is None:
+            return None
+        return self.pool(best[1]).commit(gpus, self.estimate_of(job))
+
+    def report(self, job: Job, reason: PendingReason, position: int | None, start: float | None) -> None:
+        self.info[job.job_id] = PendingInfo(job.job_id, reason, describe(reason, job), position, start)
+
+    def note_wanted(self, job: Job) -> None:
+        self.wanted.add(job.gpu_type)
+
+    def note_quota_wanted(self, job: Job) -> None:
+        """A job waits for quota: elastic jobs sharing that quota must not grow into it."""
+        self.quota_wanted.add(job.queue)
+        root = self.book.root_of.get(job.queue)
+        if root is not None:
+            self.quota_wanted.add("cohort:" + root)
+
+
+def _shape(job: Job) -> tuple[object, ...]:
+    selector = tuple(sorted(job.node_selector.items())) if job.node_selector else ()
+    return (
+        job.gpu_type,
+        job.gpus_per_pod,
+        job.cpu_m,
+        job.memory_mb,
+        selector,
+        job.tolerations,
+        job.topology,
+        job.cluster,
+    )
+
+
+def _eligible_ignoring_health(node: Node, job: Job) -> bool:
+    if node.taints and not node.taints <= job.tolerations:
+        return False
+    return all(node.labels.get(k) == v for k, v in job.node_selector.items())
+
+
+def _empty_node_pods(node: Node, job: Job, limit: int) -> int:
+    n = limit
+    g = job.gpus_per_pod
+    if g > 0:
+        per_node = sum(size // g for size in node.nvlink_groups) if fits_in_group(node, g) else node.gpus // g
+        n = min(n, per_node)
+    if job.cpu_m and node.cpu_m:
+        n = min(n, node.cpu_m // job.cpu_m)
+    if job.memory_mb and node.memory_mb:
+        n = min(n, node.memory_mb // job.memory_mb)
+    return n

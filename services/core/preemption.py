@@ -1,0 +1,216 @@
+"""Victim search: shrink elastic jobs first, then preempt whole gangs, as few and as cheap as possible."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING
+
+from .model import Job, NodeAssignment, Placement, PreemptReason, RunningJob
+from .placement import Placer, candidate_gpu_types
+from .quota import job_request
+
+if TYPE_CHECKING:
+    from .cycle import Cycle
+
+MAX_CANDIDATES = 64
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """Capacity one running job can give up: ``release`` pods now, keeping ``keep`` (None: all go)."""
+
+    run: RunningJob
+    gpu_type: str
+    release: tuple[NodeAssignment, ...]
+    pods: int
+    keep: Placement | None
+    reason: PreemptReason
+
+    @property
+    def shrink(self) -> bool:
+        return self.keep is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Plan:
+    chosen: tuple[Candidate, ...]
+    placement: Placement
+
+
+def shrink_candidate(rj: RunningJob, gpu_type: str) -> Candidate:
+    """Give up the replicas above ``min_size``, taken from the end of the placement."""
+    drop = rj.replicas - rj.job.min_size
+    kept: list[NodeAssignment] = []
+    released: list[NodeAssignment] = []
+    for a in reversed(rj.placement.nodes):
+        take = min(drop, a.pods)
+        drop -= take
+        if take:
+            released.append(NodeAssignment(a.node, take, a.groups[a.pods - take :] if a.groups else ()))
+        if a.pods - take:
+            kept.append(NodeAssignment(a.node, a.pods - take, a.groups[: a.pods - take] if a.groups else ()))
+    pods = rj.replicas - rj.job.min_size
+    keep = Placement(rj.placement.cluster, tuple(reversed(kept)))
+    return Candidate(rj, gpu_type, tuple(released), pods, keep, PreemptReason.PRIORITY)
+
+
+VictimKey = tuple[int, bool, float, str]  # (priority, not checkpointable, -start_time, job_id)
+
+
+def _sorted_victims(cycle: Cycle, scope: str, job_ids: Iterable[str]) -> list[VictimKey]:
+    """Preemptible, old-enough running jobs of a queue or cohort, cheapest first (cached per cycle)."""
+    cached = cycle.victim_lists.get(scope)
+    if cached is None:
+        st, now, min_runtime = cycle.st, cycle.now, cycle.cfg.min_runtime_s
+        cached = []
+        for jid in job_ids:
+            rj = st.running[jid]
+            if rj.job.preemptible and not rj.terminating and now - rj.start_time >= min_runtime:
+                cached.append((rj.job.priority, not rj.job.checkpointable, -rj.start_time, jid))
+        cached.sort()
+        cycle.victim_lists[scope] = cached
+    return cached
+
+
+def candidates(cycle: Cycle, job: Job) -> list[Candidate]:
+    st, book = cycle.st, cycle.book
+    types = candidate_gpu_types(cycle.cap, job)
+    pods = max(job.min_size, 1)
+    shrinks: list[Candidate] = []
+    if cycle.cfg.elastic:
+        for jid in st.elastic_running:
+            rj = st.running[jid]
+            t = st.run_type.get(jid, "")
+            if (
+                jid not in cycle.taken
+                and not rj.terminating
+                and rj.replicas > rj.job.min_size
+                and rj.job.priority <= job.priority
+                and t in types
+            ):
+                shrinks.append(shrink_candidate(rj, t))
+    shrinks.sort(key=lambda c: (c.run.job.priority, -c.run.start_time, c.run.job.job_id))
+    sources: list[Iterator[tuple[VictimKey, PreemptReason]]] = []
+    same_queue = _sorted_victims(cycle, "queue:" + job.queue, st.running_by_queue.get(job.queue, {}))
+    sources.append((k, PreemptReason.PRIORITY) for k in same_queue if k[0] < job.priority)
+    root = book.root_of.get(job.queue)
+    if root is not None and any(book.within_nominal(job.queue, job_request(job, t, pods)) for t in types):
+        borrowed = _sorted_victims(cycle, "root:" + root, st.borrowed_by_root.get(root, {}))
+        sources.append((k, PreemptReason.RECLAIM) for k in borrowed if st.running[k[3]].job.queue != job.queue)
+    out = shrinks[:MAX_CANDIDATES]
+    shrinking = {c.run.job.job_id for c in out}  # shrunk this cycle, preempted whole in a later one
+    for key, reason in heapq.merge(*sources):
+        if len(out) >= MAX_CANDIDATES:
+            break
+        jid = key[3]
+        rj = st.running[jid]
+        if jid in cycle.taken or jid in shrinking or st.run_type.get(jid) not in types:
+            continue
+        if job.cluster is not None and rj.placement.cluster != job.cluster:
+            continue
+        out.append(_whole(cycle, rj, reason))
+    return out
+
+
+def _whole(cycle: Cycle, rj: RunningJob, reason: PreemptReason) -> Candidate:
+    t = cycle.st.run_type.get(rj.job.job_id, "")
+    return Candidate(rj, t, rj.placement.nodes, rj.replicas, None, reason)
+
+
+def release(cycle: Cycle, c: Candidate, sign: int) -> None:
+    """Give back (+1) or take again (-1) what a candidate holds, on the cycle's scratch state."""
+    j = c.run.job
+    for a in c.release:
+        if sign > 0:
+            cycle.cap.give(j.gpus_per_pod, j.cpu_m, j.memory_mb, a)
+        else:
+            cycle.cap.take(j.gpus_per_pod, j.cpu_m, j.memory_mb, a)
+    cycle.book.add(j.queue, job_request(j, c.gpu_type, c.pods), j.user, -sign)
+
+
+def fits(cycle: Cycle, job: Job) -> Placement | None:
+    pods = max(job.min_size, 1)
+    for t in candidate_gpu_types(cycle.cap, job):
+        reason, _ = cycle.book.check(job.queue, job_request(job, t, pods))
+        if reason is not None:
+            continue
+        if job.gpus_per_pod and not cycle.book.user_ok(job.queue, job.user, pods * job.gpus_per_pod):
+            continue
+        placement = Placer(cycle.cap, job).place(t, pods, pods)
+        if placement is not None:
+            return placement
+    return None
+
+
+def find_plan(cycle: Cycle, job: Job) -> Plan | None:
+    """The fewest, cheapest candidates whose capacity lets ``job`` fit; scratch state left unchanged."""
+    chosen: list[Candidate] = []
+    placement: Placement | None = None
+    for c in candidates(cycle, job):
+        release(cycle, c, +1)
+        chosen.append(c)
+        placement = fits(cycle, job)
+        if placement is not None:
+            break
+    if placement is None:
+        for c in chosen:
+            release(cycle, c, -1)
+        return None
+    for c in reversed(chosen[:-1]):  # drop any that turned out unnecessary, costliest first
+        release(cycle, c, -1)
+        p = fits(cycle, job)
+        if p is not None:
+            chosen.remove(c)
+            placement = p
+        else:
+            release(cycle, c, +1)
+    for c in chosen:
+        release(cycle, c, -1)
+    return Plan(tuple(chosen), placement)
+
+
+def hold_for_preemptor(cycle: Cycle, job: Job, victims: list[RunningJob]) -> float:
+    """Keep capacity for a preemptor whose victims are stopping; returns when they should be gone."""
+    cands = [_whole(cycle, rj, PreemptReason.PRIORITY) for rj in victims]
+    for c in cands:
+        release(cycle, c, +1)
+    placement = fits(cycle, job)
+    for c in cands:
+        release(cycle, c, -1)
+    if placement is not None:
+        hold(cycle, job, cands, placement)
+    return cycle.now + max((rj.job.grace_period_s for rj in victims), default=0.0)
+
+
+def hold(cycle: Cycle, job: Job, chosen: Iterable[Candidate], placement: Placement) -> None:
+    """Take, on the scratch state, the part of ``placement`` that the victims do not free themselves.
+
+    Capacity the victims still hold stays busy, so later jobs of the cycle can neither take the
+    preemptor's share of free capacity nor the victims' capacity before it is really released. Its
+    quota is counted as well (on top of the victims', which is conservative for this cycle).
+    """
+    freed: dict[str, list[int]] = {}
+    for c in chosen:
+        j = c.run.job
+        for a in c.release:
+            f = freed.setdefault(a.node, [0, 0, 0])
+            f[0] += a.pods * j.gpus_per_pod
+            f[1] += a.pods * j.cpu_m
+            f[2] += a.pods * j.memory_mb
+    gpu_type = next((cycle.cap.nodes[a.node].gpu_type for a in placement.nodes if a.node in cycle.cap.nodes), "")
+    need = job_request(job, gpu_type, max(job.min_size, 1))
+    for c in chosen:  # same-queue victims already count against the quota the preemptor will use
+        if c.run.job.queue == job.queue:
+            for res, amount in job_request(c.run.job, c.gpu_type, c.pods).items():
+                if res in need:
+                    need[res] = max(0, need[res] - amount)
+    cycle.book.add(job.queue, need, job.user, +1)
+    for a in placement.nodes:
+        f = freed.get(a.node, [0, 0, 0])
+        gpus = max(0, a.pods * job.gpus_per_pod - f[0])
+        cpu = max(0, a.pods * job.cpu_m - f[1])
+        mem = max(0, a.pods * job.memory_mb - f[2])
+        if gpus or cpu or mem:
+            cycle.cap.take(gpus, cpu, mem, NodeAssignment(a.node, 1, (-1,)))

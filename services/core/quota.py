@@ -1,0 +1,172 @@
+"""Quota book: admitted resources per queue, cohort pools, borrowing and lending limits, user caps.
+
+A queue's nominal quota minus what it may lend is guaranteed to it; the rest of its nominal quota
+goes into the pool of its root cohort (cohorts carry no quota of their own, so a sub-cohort lends
+everything upwards). Usage above the guaranteed part is drawn from that pool. A queue without a
+cohort can only use its nominal quota.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from .model import CPU, MEMORY, CohortSpec, Job, PendingReason, QueueSpec, gpu_resource
+
+Amounts = dict[str, int]
+
+
+def job_request(job: Job, gpu_type: str, pods: int) -> Amounts:
+    """The quota resources ``pods`` pods of ``job`` take on GPUs of ``gpu_type``."""
+    req: Amounts = {}
+    if job.gpus_per_pod:
+        req[gpu_resource(gpu_type)] = job.gpus_per_pod * pods
+    if job.cpu_m:
+        req[CPU] = job.cpu_m * pods
+    if job.memory_mb:
+        req[MEMORY] = job.memory_mb * pods
+    return req
+
+
+def _guaranteed(spec: QueueSpec, resource: str) -> int:
+    q = spec.quotas.get(resource)
+    if q is None:
+        return 0
+    lendable = q.nominal if q.lending_limit is None else min(q.lending_limit, q.nominal)
+    return q.nominal - lendable
+
+
+class QuotaBook:
+    """Mutable quota accounting; ``clone`` gives a scratch copy for one cycle."""
+
+    __slots__ = ("alloc", "cohorts", "pool_cap", "pool_used", "queues", "root_of", "user_gpus")
+
+    def __init__(self) -> None:
+        self.queues: dict[str, QueueSpec] = {}
+        self.cohorts: dict[str, CohortSpec] = {}
+        self.root_of: dict[str, str | None] = {}
+        self.alloc: dict[str, Amounts] = {}
+        self.pool_cap: dict[str, Amounts] = {}
+        self.pool_used: dict[str, Amounts] = {}
+        self.user_gpus: dict[tuple[str, str], int] = {}
+
+    def clone(self) -> QuotaBook:
+        c = QuotaBook.__new__(QuotaBook)
+        c.queues, c.cohorts, c.root_of, c.pool_cap = self.queues, self.cohorts, self.root_of, self.pool_cap
+        c.alloc = {q: dict(a) for q, a in self.alloc.items()}
+        c.pool_used = {r: dict(a) for r, a in self.pool_used.items()}
+        c.user_gpus = dict(self.user_gpus)
+        return c
+
+    # ------------------------------------------------------------------ configuration
+
+    def set_queue(self, spec: QueueSpec) -> None:
+        self.queues[spec.name] = spec
+        self.alloc.setdefault(spec.name, {})
+        self.rebuild()
+
+    def set_cohort(self, spec: CohortSpec) -> None:
+        self.cohorts[spec.name] = spec
+        self.rebuild()
+
+    def root(self, cohort: str | None) -> str | None:
+        seen: set[str] = set()
+        while cohort is not None and cohort not in seen:
+            seen.add(cohort)
+            parent = self.cohorts[cohort].parent if cohort in self.cohorts else None
+            if parent is None:
+                return cohort
+            cohort = parent
+        return cohort
+
+    def ancestors(self, queue: str) -> list[str]:
+        """The cohorts above ``queue``, nearest first."""
+        out: list[str] = []
+        spec = self.queues.get(queue)
+        cohort = spec.cohort if spec else None
+        while cohort is not None and cohort not in out:
+            out.append(cohort)
+            cohort = self.cohorts[cohort].parent if cohort in self.cohorts else None
+        return out
+
+    def rebuild(self) -> None:
+        self.root_of = {name: self.root(spec.cohort) for name, spec in self.queues.items()}
+        self.pool_cap, self.pool_used = {}, {}
+        for name, spec in self.queues.items():
+            root = self.root_of[name]
+            if root is None:
+                continue
+            cap = self.pool_cap.setdefault(root, {})
+            for res, q in spec.quotas.items():
+                cap[res] = cap.get(res, 0) + q.nominal - _guaranteed(spec, res)
+            used = self.pool_used.setdefault(root, {})
+            for res, amount in self.alloc.get(name, {}).items():
+                used[res] = used.get(res, 0) + max(0, amount - _guaranteed(spec, res))
+
+    # ------------------------------------------------------------------ usage
+
+    def add(self, queue: str, req: Mapping[str, int], user: str, sign: int) -> None:
+        spec = self.queues.get(queue)
+        alloc = self.alloc.setdefault(queue, {})
+        root = self.root_of.get(queue)
+        for res, amount in req.items():
+            before = alloc.get(res, 0)
+            after = before + sign * amount
+            alloc[res] = after
+            if spec is not None and root is not None:
+                g = _guaranteed(spec, res)
+                used = self.pool_used.setdefault(root, {})
+                used[res] = used.get(res, 0) + max(0, after - g) - max(0, before - g)
+        gpus = sum(v for r, v in req.items() if r.startswith("gpu:"))
+        if gpus:
+            key = (queue, user)
+            self.user_gpus[key] = self.user_gpus.get(key, 0) + sign * gpus
+
+    def check(self, queue: str, req: Mapping[str, int]) -> tuple[PendingReason | None, bool]:
+        """(blocking reason or None, whether admitting ``req`` borrows from the cohort)."""
+        spec = self.queues[queue]
+        root = self.root_of.get(queue)
+        alloc = self.alloc.get(queue, {})
+        borrowed = False
+        for res, amount in req.items():
+            if amount <= 0:
+                continue
+            q = spec.quotas.get(res)
+            nominal = q.nominal if q is not None else 0
+            used = alloc.get(res, 0)
+            new = used + amount
+            if new <= nominal and root is None:
+                continue
+            if root is None:
+                return PendingReason.QUEUE_QUOTA, False
+            if new > nominal:
+                borrowed = True
+                if q is not None and q.borrowing_limit is not None and new > nominal + q.borrowing_limit:
+                    return PendingReason.QUEUE_QUOTA, False
+            g = _guaranteed(spec, res)
+            delta = max(0, new - g) - max(0, used - g)
+            if delta > 0 and self.pool_used.get(root, {}).get(res, 0) + delta > self.pool_cap.get(root, {}).get(res, 0):
+                return PendingReason.COHORT_QUOTA, borrowed
+        return None, borrowed
+
+    def within_nominal(self, queue: str, req: Mapping[str, int]) -> bool:
+        spec = self.queues[queue]
+        alloc = self.alloc.get(queue, {})
+        for res, amount in req.items():
+            q = spec.quotas.get(res)
+            if alloc.get(res, 0) + amount > (q.nominal if q is not None else 0):
+                return False
+        return True
+
+    def over_nominal(self, queue: str) -> bool:
+        spec = self.queues.get(queue)
+        if spec is None:
+            return False
+        for res, amount in self.alloc.get(queue, {}).items():
+            q = spec.quotas.get(res)
+            if amount > (q.nominal if q is not None else 0):
+                return True
+        return False
+
+    def user_ok(self, queue: str, user: str, gpus: int) -> bool:
+        limit = self.queues[queue].user_limit_gpus
+        return limit is None or self.user_gpus.get((queue, user), 0) + gpus <= limit

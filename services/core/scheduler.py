@@ -1,0 +1,222 @@
+"""The entry point: ``schedule(state, now, config)`` computes one cycle's decisions without mutating state."""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterator
+
+from .backfill import find_reservation
+from .cycle import Cycle
+from .elastic import grow
+from .model import (
+    CycleResult,
+    Job,
+    PendingReason,
+    Preempt,
+    PreemptReason,
+    Reject,
+    Scale,
+    SchedulerConfig,
+)
+from .pending import ordered
+from .policy import resolve
+from .preemption import find_plan, hold, hold_for_preemptor
+from .state import SchedulerState
+
+_QUOTA_REASONS = (
+    PendingReason.QUEUE_QUOTA,
+    PendingReason.COHORT_QUOTA,
+    PendingReason.USER_LIMIT,
+    PendingReason.BUDGET,
+    PendingReason.NO_MATCHING_NODES,
+)
+_PREEMPTABLE_REASONS = (PendingReason.QUEUE_QUOTA, PendingReason.COHORT_QUOTA, PendingReason.CAPACITY)
+
+
+def schedule(state: SchedulerState, now: float, config: SchedulerConfig) -> CycleResult:
+    """One scheduling cycle. Deterministic; the state is only read (fold decisions back with ``apply``)."""
+    cfg = resolve(config)
+    cycle = Cycle(state, now, cfg)
+    _housekeeping(cycle)
+    if cfg.policy == "fifo":
+        _fifo(cycle)
+    else:
+        _ordered(cycle)
+        if cfg.elastic:
+            grow(cycle)
+    _suspended(cycle)
+    return CycleResult(tuple(cycle.decisions), cycle.info)
+
+
+# ---------------------------------------------------------------------- limits and health
+
+
+def _housekeeping(cycle: Cycle) -> None:
+    st, now = cycle.st, cycle.now
+    for job_id, job in sorted(st.orphans.items()):
+        cycle.decisions.append(Reject(job_id, PendingReason.UNKNOWN_QUEUE.value, f"unknown queue {job.queue!r}"))
+    for deadline, job_id in ordered(st.wait_deadlines):
+        if deadline > now:
+            break
+        waiting_job = st.pending.get(job_id) or st.suspended.get(job_id)
+        limit = waiting_job.max_wait_s if waiting_job is not None else None
+        if waiting_job is None or limit is None or waiting_job.submit_time + limit != deadline:
+            continue
+        if job_id not in cycle.rejected:
+            cycle.rejected.add(job_id)
+            msg = f"pending for more than max_wait_s={limit:g}s"
+            cycle.decisions.append(Reject(job_id, PendingReason.MAX_WAIT_EXCEEDED.value, msg))
+    for deadline, job_id in ordered(st.run_deadlines):
+        if deadline > now:
+            break
+        rj = st.running.get(job_id)
+        if rj is None or rj.terminating or job_id in cycle.taken or rj.job.max_runtime_s is None:
+            continue
+        if rj.start_time + rj.job.max_runtime_s != deadline:
+            continue
+        cycle.taken.add(job_id)
+        cycle.decisions.append(
+            Preempt(job_id, rj.job.attempt, PreemptReason.MAX_RUNTIME.value, rj.job.grace_period_s, requeue=False)
+        )
+    for name in sorted(st.lost_nodes):
+        for job_id in st.node_jobs.get(name, {}):
+            rj = st.running[job_id]
+            if rj.terminating or job_id in cycle.taken:
+                continue
+            cycle.taken.add(job_id)
+            cycle.decisions.append(
+                Preempt(job_id, rj.job.attempt, PreemptReason.NODE_UNHEALTHY.value, rj.job.grace_period_s)
+            )
+
+
+# ---------------------------------------------------------------------- the muster order
+
+
+def _next(cycle: Cycle, walker: Iterator[str]) -> Job | None:
+    for job_id in walker:
+        if job_id not in cycle.rejected:
+            return cycle.st.pending[job_id]
+    return None
+
+
+def _ordered(cycle: Cycle) -> None:
+    """Queue heads merged by priority, starvation, fair share, submit time."""
+    st, cfg = cycle.st, cycle.cfg
+    walkers: dict[str, Iterator[str]] = {}
+    heads: list[tuple[tuple[bool, int, int, float, float, str], Job]] = []
+    for queue in st.pq.queue_names():
+        walker = st.pq.walk_queue(queue)
+        job = _next(cycle, walker)
+        if job is not None:
+            walkers[queue] = walker
+            heads.append((cycle.order_key(job), job))
+    heapq.heapify(heads)
+    waiting: dict[str, int] = {}
+    blocked: dict[str, int] = {}
+    while heads:
+        _, job = heapq.heappop(heads)
+        q = job.queue
+        position = waiting.get(q, 0)
+        trying = cycle.admissions < cfg.max_admissions_per_cycle and blocked.get(q, 0) < cfg.backfill_depth
+        if trying:
+            outcome = _consider(cycle, job, position, position < cfg.status_depth)
+            if outcome is not None:
+                blocked[q] = blocked.get(q, 0) + 1
+                waiting[q] = position + 1
+        else:
+            waiting[q] = position + 1
+            cycle.note_wanted(job)
+            if position < cfg.status_depth:
+                cycle.report(job, PendingReason.QUEUED, position, cycle.estimate_start(job))
+        more = (
+            blocked.get(q, 0) < cfg.backfill_depth and cycle.admissions < cfg.max_admissions_per_cycle
+        ) or waiting.get(q, 0) < cfg.status_depth
+        if more:
+            nxt = _next(cycle, walkers[q])
+            if nxt is not None:
+                heapq.heappush(heads, (cycle.order_key(nxt), nxt))
+
+
+def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingReason | None:
+    """Admit, preempt for, or reserve for one job; returns its pending reason (None: admitted)."""
+    st, cfg = cycle.st, cycle.cfg
+    reason = cycle.try_admit(job)
+    if reason is None:
+        return None
+    start: float | None = None
+    victims = st.victims_of.get(job.job_id)
+    if victims:
+        start = hold_for_preemptor(cycle, job, [st.running[v] for v in victims if v in st.running])
+        reason = PendingReason.PREEMPTING
+    elif cfg.preemption and reason in _PREEMPTABLE_REASONS and cycle.preempt_attempts < cfg.max_preemption_attempts:
+        cycle.preempt_attempts += 1
+        plan = find_plan(cycle, job)
+        if plan is not None:
+            for c in plan.chosen:
+                rj = c.run
+                cycle.taken.add(rj.job.job_id)
+                if c.keep is not None:
+                    cycle.decisions.append(Scale(rj.job.job_id, rj.job.attempt, rj.replicas - c.pods, c.keep))
+                else:
+                    cycle.decisions.append(
+                        Preempt(
+                            rj.job.job_id, rj.job.attempt, c.reason.value, rj.job.grace_period_s, preemptor=job.job_id
+                        )
+                    )
+            hold(cycle, job, plan.chosen, plan.placement)
+            reason = PendingReason.PREEMPTING
+            start = cycle.now + max((c.run.job.grace_period_s for c in plan.chosen if c.keep is None), default=0.0)
+    if reason is PendingReason.CAPACITY and cfg.backfill and cycle.reservation is None:
+        res = find_reservation(cycle, job)
+        if res is not None:
+            cycle.reservation = res
+            cycle.estimate_start(job)  # later jobs' estimates queue behind it
+            reason, start = PendingReason.RESERVATION, res.time
+    if reason not in _QUOTA_REASONS:
+        cycle.note_wanted(job)
+    elif reason is not PendingReason.NO_MATCHING_NODES:
+        cycle.note_quota_wanted(job)
+    if report:
+        if start is None and reason is not PendingReason.NO_MATCHING_NODES:
+            start = cycle.estimate_start(job)
+        cycle.report(job, reason, position, start)
+    return reason
+
+
+# ---------------------------------------------------------------------- strict FIFO baseline
+
+
+def _fifo(cycle: Cycle) -> None:
+    st, cfg = cycle.st, cycle.cfg
+    waiting: dict[str, int] = {}
+    head_blocked = False
+    queues = max(len(st.pq.queue_names()), 1)
+    seen_after_block = 0
+    for job_id in st.pq.walk_fifo():
+        if job_id in cycle.rejected:
+            continue
+        job = st.pending[job_id]
+        position = waiting.get(job.queue, 0)
+        if not head_blocked and cycle.admissions < cfg.max_admissions_per_cycle:
+            reason = cycle.try_admit(job)
+            if reason is None:
+                continue
+            head_blocked = True
+        else:
+            reason = PendingReason.QUEUED
+            seen_after_block += 1
+        waiting[job.queue] = position + 1
+        if position < cfg.status_depth:
+            start = None if reason is PendingReason.NO_MATCHING_NODES else cycle.estimate_start(job)
+            cycle.report(job, reason, position, start)
+        if seen_after_block >= cfg.status_depth * queues:
+            break
+
+
+def _suspended(cycle: Cycle) -> None:
+    shown: dict[str, int] = {}
+    for job_id, job in cycle.st.suspended.items():
+        n = shown.get(job.queue, 0)
+        if n < cycle.cfg.status_depth and job_id not in cycle.rejected:
+            shown[job.queue] = n + 1
+            cycle.report(job, PendingReason.SUSPENDED, None, None)

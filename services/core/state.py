@@ -1,0 +1,390 @@
+"""SchedulerState: the mutable scheduling state with its incremental indexes.
+
+Every mutating method keeps the indexes (pending order, free capacity, quota usage, running-job
+indexes, decayed usage) current, so ``schedule`` reads queue heads and bounded candidate sets
+instead of rescanning everything. All lifecycle methods are idempotent.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable, Mapping
+from dataclasses import replace
+from types import MappingProxyType
+
+from .capacity import CapacityIndex
+from .fairshare import integrate
+from .model import (
+    CPU,
+    MEMORY,
+    Admit,
+    CohortSpec,
+    Decision,
+    Job,
+    Node,
+    Preempt,
+    QueueSpec,
+    Reject,
+    RunningJob,
+    Scale,
+    gpu_resource,
+)
+from .pending import PendingQueues
+from .quota import QuotaBook, job_request
+
+DEFAULT_HALF_LIFE_S = 7 * 24 * 3600.0
+
+
+class SchedulerState:
+    """Jobs, nodes, queues and usage; read by ``schedule``, changed only through these methods."""
+
+    def __init__(
+        self,
+        queues: Iterable[QueueSpec] = (),
+        cohorts: Iterable[CohortSpec] = (),
+        nodes: Iterable[Node] = (),
+        *,
+        half_life_s: float = DEFAULT_HALF_LIFE_S,
+    ) -> None:
+        self.half_life_s = half_life_s
+        self.book = QuotaBook()
+        self.cap = CapacityIndex()
+        self.pq = PendingQueues()
+        self.pending: dict[str, Job] = {}  # considered by the scheduler
+        self.suspended: dict[str, Job] = {}
+        self.orphans: dict[str, Job] = {}  # queue unknown
+        self.running: dict[str, RunningJob] = {}
+        self.run_type: dict[str, str] = {}  # job -> GPU type of its placement
+        self.node_jobs: dict[str, dict[str, None]] = {}
+        self.running_by_queue: dict[str, dict[str, None]] = {}
+        self.borrowed_by_root: dict[str, dict[str, None]] = {}
+        self.elastic_running: dict[str, None] = {}
+        self.victims_of: dict[str, dict[str, None]] = {}  # preemptor -> terminating victims
+        self.preemptor_of: dict[str, str] = {}
+        self.wait_deadlines: list[tuple[float, str, int]] = []  # (deadline, job, attempt)
+        self.run_deadlines: list[tuple[float, str, float]] = []  # (deadline, job, start_time)
+        # (gpu type, has estimate) -> heap of (start + estimate or start, job, start)
+        self.ends: dict[tuple[str, bool], list[tuple[float, str, float]]] = {}
+        self.history: dict[str, tuple[float, float]] = {}  # queue -> (decayed GPU-seconds, as_of)
+        self.exhausted: set[str] = set()
+        self.lost_nodes: set[str] = set()  # unhealthy or removed nodes (their jobs must be stopped)
+        self.node_kinds: dict[tuple[object, ...], tuple[Node, int]] = {}  # static shape -> (example, count)
+        self.totals: dict[str, int] = {}  # usable capacity per quota resource (for shares)
+        self.node_version = 0
+        self.cache: dict[object, object] = {}  # derived facts valid for one node_version
+        for c in cohorts:
+            self.set_cohort(c)
+        for q in queues:
+            self.set_queue(q)
+        for n in nodes:
+            self.upsert_node(n)
+
+    # ------------------------------------------------------------------ configuration and capacity
+
+    def set_queue(self, spec: QueueSpec) -> None:
+        self.book.set_queue(spec)
+        for job_id in [j for j, job in self.orphans.items() if job.queue == spec.name]:
+            self._enqueue(self.orphans.pop(job_id))
+
+    def set_cohort(self, spec: CohortSpec) -> None:
+        self.book.set_cohort(spec)
+
+    def upsert_node(self, node: Node) -> None:
+        used = []
+        for job_id in self.node_jobs.get(node.name, {}):
+            rj = self.running[job_id]
+            for a in rj.placement.nodes:
+                if a.node == node.name:
+                    for i in range(a.pods):
+                        group = a.groups[i] if i < len(a.groups) else -1
+                        used.append((rj.job.gpus_per_pod, rj.job.cpu_m, rj.job.memory_mb, group))
+        old = self.cap.nodes.get(node.name)
+        self._count_totals(old, -1)
+        self._count_kind(old, -1)
+        self._count_kind(node, +1)
+        self.cap.add_node(node, used)
+        if node.healthy:
+            self.lost_nodes.discard(node.name)
+        else:
+            self.lost_nodes.add(node.name)
+        self._count_totals(node, +1)
+        if old is None or replace(old, healthy=node.healthy, schedulable=node.schedulable) != node:
+            self.node_version += 1  # static shape changed: facts derived from the node set are stale
+            self.cache.clear()
+
+    def remove_node(self, name: str) -> None:
+        if name not in self.cap.nodes:
+            return
+        self._count_totals(self.cap.nodes[name], -1)
+        self._count_kind(self.cap.nodes[name], -1)
+        self.cap.remove_node(name)
+        self.lost_nodes.add(name)
+        self.node_version += 1
+        self.cache.clear()
+
+    def _count_kind(self, node: Node | None, sign: int) -> None:
+        if node is None:
+            return
+        key = (
+            node.cluster,
+            node.gpu_type,
+            node.gpus,
+            node.cpu_m,
+            node.memory_mb,
+            node.nvlink_groups,
+            frozenset(node.labels.items()),
+            node.taints,
+        )
+        example, count = self.node_kinds.get(key, (node, 0))
+        if count + sign <= 0:
+            self.node_kinds.pop(key, None)
+        else:
+            self.node_kinds[key] = (example, count + sign)
+
+    def _count_totals(self, node: Node | None, sign: int) -> None:
+        if node is None or not CapacityIndex.usable(node):
+            return
+        for res, amount in ((gpu_resource(node.gpu_type), node.gpus), (CPU, node.cpu_m), (MEMORY, node.memory_mb)):
+            self.totals[res] = self.totals.get(res, 0) + sign * amount
+
+    # ------------------------------------------------------------------ job lifecycle
+
+    def submit(self, job: Job) -> None:
+        known = self.job(job.job_id)
+        if known is not None and (job.job_id in self.running or known.attempt >= job.attempt):
+            return
+        self._drop_pending(job.job_id)
+        self._enqueue(job)
+
+    def _enqueue(self, job: Job) -> None:
+        if job.queue not in self.book.queues:
+            self.orphans[job.job_id] = job
+            return
+        self.pending[job.job_id] = job
+        self.pq.push(job)
+        if job.max_wait_s is not None:
+            heapq.heappush(self.wait_deadlines, (job.submit_time + job.max_wait_s, job.job_id, job.attempt))
+
+    def _drop_pending(self, job_id: str) -> Job | None:
+        job = self.pending.pop(job_id, None)
+        if job is not None:
+            self.pq.remove(job_id, job.queue)
+            if len(self.wait_deadlines) > 64:
+                self._compact()
+            return job
+        return self.suspended.pop(job_id, None) or self.orphans.pop(job_id, None)
+
+    def cancel(self, job_id: str) -> None:
+        if job_id in self.running:
+            self._release(job_id, None)
+        else:
+            self._drop_pending(job_id)
+
+    def suspend(self, job_id: str) -> None:
+        job = self.pending.get(job_id)
+        if job is not None:
+            self._drop_pending(job_id)
+            self.suspended[job_id] = job
+
+    def resume(self, job_id: str) -> None:
+        job = self.suspended.pop(job_id, None)
+        if job is not None:
+            self._enqueue(job)
+
+    def set_priority(self, job_id: str, priority: int) -> None:
+        if job_id in self.pending:
+            job = self.pending[job_id]
+            if job.priority != priority:
+                self._drop_pending(job_id)
+                self._enqueue(replace(job, priority=priority))
+        elif job_id in self.suspended:
+            self.suspended[job_id] = replace(self.suspended[job_id], priority=priority)
+        elif job_id in self.orphans:
+            self.orphans[job_id] = replace(self.orphans[job_id], priority=priority)
+        elif job_id in self.running:
+            rj = self.running[job_id]
+            self.running[job_id] = replace(rj, job=replace(rj.job, priority=priority))
+
+    def apply(self, decision: Decision, now: float) -> None:
+        """Fold one of ``schedule``'s decisions back into the state."""
+        if isinstance(decision, Admit):
+            self._admit(decision, now)
+        elif isinstance(decision, Preempt):
+            rj = self.running.get(decision.job_id)
+            if rj is None or rj.job.attempt != decision.attempt or rj.terminating:
+                return
+            self.running[decision.job_id] = replace(rj, terminating=True)
+            self._unindex_candidate(decision.job_id, rj)
+            if decision.preemptor is not None:
+                self.victims_of.setdefault(decision.preemptor, {})[decision.job_id] = None
+                self.preemptor_of[decision.job_id] = decision.preemptor
+        elif isinstance(decision, Scale):
+            rj = self.running.get(decision.job_id)
+            if rj is None or rj.job.attempt != decision.attempt or rj.replicas == decision.replicas:
+                return
+            self._hold(rj, -1, now)
+            borrowed = rj.borrowed
+            new = replace(rj, replicas=decision.replicas, placement=decision.placement)
+            self._hold(new, +1, now)
+            if not borrowed and self.book.over_nominal(rj.job.queue):
+                new = replace(new, borrowed=True)
+                self.running[decision.job_id] = new
+                self._index_candidate(decision.job_id, new)
+        elif isinstance(decision, Reject):
+            self._drop_pending(decision.job_id)
+
+    def _admit(self, d: Admit, now: float) -> None:
+        job = self.pending.get(d.job_id)
+        if job is None or job.attempt != d.attempt:
+            return
+        self._drop_pending(d.job_id)
+        gpu_type = ""
+        for a in d.placement.nodes:
+            node = self.cap.nodes.get(a.node)
+            if node is not None:
+                gpu_type = node.gpu_type
+                break
+        self.run_type[d.job_id] = gpu_type or job.gpu_type
+        rj = RunningJob(job, d.placement, d.replicas, now, borrowed=d.borrowed)
+        self._hold(rj, +1, now)
+        if job.max_runtime_s is not None:
+            heapq.heappush(self.run_deadlines, (now + job.max_runtime_s, d.job_id, now))
+
+    def _hold(self, rj: RunningJob, sign: int, now: float | None) -> None:
+        """Take (+1) or give back (-1) everything a running job holds, and index it."""
+        job = rj.job
+        job_id = job.job_id
+        self._integrate(job.queue, now)
+        for a in rj.placement.nodes:
+            if sign > 0:
+                self.cap.take(job.gpus_per_pod, job.cpu_m, job.memory_mb, a)
+                self.node_jobs.setdefault(a.node, {})[job_id] = None
+            else:
+                self.cap.give(job.gpus_per_pod, job.cpu_m, job.memory_mb, a)
+                self.node_jobs.get(a.node, {}).pop(job_id, None)
+        self.book.add(job.queue, job_request(job, self.run_type[job_id], rj.replicas), job.user, sign)
+        if sign > 0:
+            self.running[job_id] = rj
+            if not rj.terminating:
+                self._index_candidate(job_id, rj)
+            est = job.runtime_estimate
+            heapq.heappush(
+                self.ends.setdefault((self.run_type[job_id], est is not None), []),
+                (rj.start_time + (est or 0.0), job_id, rj.start_time),
+            )
+        else:
+            self.running.pop(job_id, None)
+            self._unindex_candidate(job_id, rj)
+            self._compact()
+
+    def _compact(self) -> None:
+        """Drop stale entries of the lazily cleaned heaps once they outnumber the live ones."""
+        limit = 2 * len(self.running) + 64
+        for key, heap in list(self.ends.items()):
+            if len(heap) > limit:
+                live = [e for e in heap if (rj := self.running.get(e[1])) is not None and rj.start_time == e[2]]
+                heapq.heapify(live)
+                self.ends[key] = live
+        if len(self.run_deadlines) > limit:
+            self.run_deadlines = [
+                e for e in self.run_deadlines if (rj := self.running.get(e[1])) is not None and rj.start_time == e[2]
+            ]
+            heapq.heapify(self.run_deadlines)
+        if len(self.wait_deadlines) > 2 * (len(self.pending) + len(self.suspended)) + 64:
+            self.wait_deadlines = [e for e in self.wait_deadlines if e[1] in self.pending or e[1] in self.suspended]
+            heapq.heapify(self.wait_deadlines)
+        for name in [n for n in self.lost_nodes if n not in self.cap.nodes and not self.node_jobs.get(n)]:
+            self.lost_nodes.discard(name)
+            self.node_jobs.pop(name, None)
+
+    def _index_candidate(self, job_id: str, rj: RunningJob) -> None:
+        self.running_by_queue.setdefault(rj.job.queue, {})[job_id] = None
+        root = self.book.root_of.get(rj.job.queue)
+        if rj.borrowed and root is not None:
+            self.borrowed_by_root.setdefault(root, {})[job_id] = None
+        if rj.job.elastic:
+            self.elastic_running[job_id] = None
+
+    def _unindex_candidate(self, job_id: str, rj: RunningJob) -> None:
+        self.running_by_queue.get(rj.job.queue, {}).pop(job_id, None)
+        for members in self.borrowed_by_root.values():
+            members.pop(job_id, None)
+        self.elastic_running.pop(job_id, None)
+
+    def _release(self, job_id: str, now: float | None) -> RunningJob:
+        rj = self.running[job_id]
+        self._hold(rj, -1, now)
+        self.run_type.pop(job_id, None)
+        preemptor = self.preemptor_of.pop(job_id, None)
+        if preemptor is not None:
+            victims = self.victims_of.get(preemptor, {})
+            victims.pop(job_id, None)
+            if not victims:
+                self.victims_of.pop(preemptor, None)
+        return rj
+
+    def job_finished(self, job_id: str, now: float) -> None:
+        if job_id in self.running:
+            self._release(job_id, now)
+        else:
+            self._drop_pending(job_id)
+
+    def job_stopped(self, job_id: str, now: float, requeue: bool = True) -> None:
+        if job_id not in self.running:
+            return
+        rj = self._release(job_id, now)
+        if requeue:
+            self._enqueue(replace(rj.job, attempt=rj.job.attempt + 1))
+
+    def set_usage(self, queue: str, decayed_gpu_seconds: float, as_of: float) -> None:
+        self.history[queue] = (decayed_gpu_seconds, as_of)
+
+    def set_budget_exhausted(self, tenant: str, exhausted: bool) -> None:
+        if exhausted:
+            self.exhausted.add(tenant)
+        else:
+            self.exhausted.discard(tenant)
+
+    def _integrate(self, queue: str, now: float | None) -> None:
+        if now is None:  # no time given (cancel): keep the history as it is
+            return
+        self.history[queue] = (self.decayed_usage(queue, now), now)
+
+    def decayed_usage(self, queue: str, now: float, half_life_s: float | None = None) -> float:
+        """Decayed GPU-seconds of ``queue`` extrapolated to ``now`` (read-only).
+
+        History is folded in at every allocation change with the state's ``half_life_s``; a different
+        half-life here only applies to the stretch since the last change.
+        """
+        value, as_of = self.history.get(queue, (0.0, now))
+        h = self.half_life_s if half_life_s is None else half_life_s
+        return integrate(value, as_of, self.queue_gpus(queue), now, h)
+
+    def queue_gpus(self, queue: str) -> int:
+        return sum(v for r, v in self.book.alloc.get(queue, {}).items() if r.startswith("gpu:"))
+
+    # ------------------------------------------------------------------ reads
+
+    def job(self, job_id: str) -> Job | None:
+        for table in (self.pending, self.suspended, self.orphans):
+            job = table.get(job_id)
+            if job is not None:
+                return job
+        rj = self.running.get(job_id)
+        return rj.job if rj is not None else None
+
+    @property
+    def pending_count(self) -> int:
+        return len(self.pending) + len(self.suspended) + len(self.orphans)
+
+    def running_jobs(self) -> Mapping[str, RunningJob]:
+        return MappingProxyType(self.running)
+
+    def nodes(self) -> Mapping[str, Node]:
+        return MappingProxyType(self.cap.nodes)
+
+    def free_gpus(self, node: str) -> int:
+        return self.cap.free.get(node, 0)
+
+    def queue_usage(self, queue: str) -> Mapping[str, int]:
+        return MappingProxyType({r: v for r, v in self.book.alloc.get(queue, {}).items() if v})

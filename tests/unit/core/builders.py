@@ -1,0 +1,111 @@
+"""Builders and invariant checks shared by the core tests."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from types import MappingProxyType
+from typing import Any
+
+from services.core import (
+    Admit,
+    CycleResult,
+    Job,
+    Node,
+    QueueSpec,
+    ResourceQuota,
+    SchedulerConfig,
+    SchedulerState,
+    gpu_resource,
+    schedule,
+)
+
+GPU = "a100"
+
+
+def node(
+    name: str,
+    gpus: int = 8,
+    gpu_type: str = GPU,
+    cluster: str = "c1",
+    zone: str = "z1",
+    block: str = "b1",
+    rack: str = "r1",
+    **kw: Any,
+) -> Node:
+    topo = MappingProxyType({"zone": zone, "block": block, "rack": rack})
+    return Node(name=name, cluster=cluster, gpu_type=gpu_type, gpus=gpus, topology=topo, **kw)
+
+
+def quotas(**by_resource: int | tuple[int, int | None, int | None]) -> Mapping[str, ResourceQuota]:
+    """``gpu_a100=8`` or ``gpu_a100=(nominal, borrowing_limit, lending_limit)``; ``cpu``/``memory`` as is."""
+    out: dict[str, ResourceQuota] = {}
+    for key, value in by_resource.items():
+        res = gpu_resource(key[4:]) if key.startswith("gpu_") else key
+        out[res] = ResourceQuota(*value) if isinstance(value, tuple) else ResourceQuota(value)
+    return MappingProxyType(out)
+
+
+def queue(name: str, gpus: int | tuple[int, int | None, int | None] | None = None, **kw: Any) -> QueueSpec:
+    """A queue with ``gpus`` nominal a100 GPUs (or explicit ``quotas=``)."""
+    if gpus is not None and "quotas" not in kw:
+        kw["quotas"] = quotas(gpu_a100=gpus)
+    return QueueSpec(name=name, **kw)
+
+
+def job(job_id: str, queue: str = "q", submit: float = 0.0, **kw: Any) -> Job:
+    return Job(job_id=job_id, queue=queue, submit_time=submit, **kw)
+
+
+def state(queues: Iterable[QueueSpec], nodes: Iterable[Node], jobs: Iterable[Job] = (), **kw: Any) -> SchedulerState:
+    st = SchedulerState(queues=queues, nodes=nodes, **kw)
+    for j in jobs:
+        st.submit(j)
+    return st
+
+
+def cycle(st: SchedulerState, now: float, config: SchedulerConfig | None = None) -> CycleResult:
+    """Run one cycle and fold its decisions back."""
+    result = schedule(st, now, config or SchedulerConfig())
+    for d in result.decisions:
+        st.apply(d, now)
+    return result
+
+
+def admitted(result: CycleResult) -> set[str]:
+    return {d.job_id for d in result.decisions if isinstance(d, Admit)}
+
+
+def check_invariants(st: SchedulerState) -> None:
+    """Capacity per node and NVLink group, quotas, cohort pools and gangs are all respected."""
+    nodes = st.nodes()
+    used: dict[str, int] = {}
+    group_used: dict[tuple[str, int], int] = {}
+    for rj in st.running_jobs().values():
+        assert rj.placement.pods == rj.replicas, rj
+        assert rj.replicas >= rj.job.min_size, rj
+        clusters = {nodes[a.node].cluster for a in rj.placement.nodes if a.node in nodes}
+        assert len(clusters) <= 1, rj
+        for a in rj.placement.nodes:
+            used[a.node] = used.get(a.node, 0) + a.pods * rj.job.gpus_per_pod
+            for g in a.groups:
+                if g >= 0:
+                    group_used[(a.node, g)] = group_used.get((a.node, g), 0) + rj.job.gpus_per_pod
+    for name, amount in used.items():
+        if name in nodes:
+            assert amount <= nodes[name].gpus, (name, amount)
+            assert st.free_gpus(name) == nodes[name].gpus - amount
+    for (name, g), amount in group_used.items():
+        if name in nodes and nodes[name].nvlink_groups:
+            assert amount <= nodes[name].nvlink_groups[g], (name, g, amount)
+    book = st.book
+    for qname, spec in book.queues.items():
+        for res, amount in st.queue_usage(qname).items():
+            q = spec.quotas.get(res)
+            nominal = q.nominal if q else 0
+            if spec.cohort is None:
+                assert amount <= nominal, (qname, res, amount)
+            elif q is not None and q.borrowing_limit is not None:
+                assert amount <= nominal + q.borrowing_limit, (qname, res, amount)
+    for root, used_pool in book.pool_used.items():
+        for res, amount in used_pool.items():
+            assert amount <= book.pool_cap.get(root, {}).get(res, 0), (root, res, amount)

@@ -1,0 +1,155 @@
+"""Priority preemption, quota reclaim, victim choice, protection rules, max runtime and max wait."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+from services.core import Admit, CycleResult, PendingReason, Preempt, PreemptReason, Reject, SchedulerConfig
+
+from .builders import admitted, check_invariants, cycle, job, node, queue, state
+
+CFG = SchedulerConfig(min_runtime_s=100.0, backfill=False)
+
+
+def preempts(result: CycleResult) -> dict[str, Preempt]:
+    return {d.job_id: d for d in result.decisions if isinstance(d, Preempt)}
+
+
+def test_higher_priority_preempts_lower_in_same_queue_then_starts() -> None:
+    st = state([queue("q", 8)], [node("n", 8)], [job("low", gpus_per_pod=8, priority=0, grace_period_s=45)])
+    cycle(st, 0, CFG)
+    st.submit(job("high", gpus_per_pod=8, priority=10, submit=1))
+    result = cycle(st, 200, CFG)
+    assert preempts(result) == {
+        "low": Preempt("low", 0, PreemptReason.PRIORITY.value, 45, preemptor="high", requeue=True)
+    }
+    info = result.pending["high"]
+    assert info.reason is PendingReason.PREEMPTING and info.estimated_start == 245
+    assert st.running_jobs()["low"].terminating
+    again = cycle(st, 210, CFG)  # victim still stopping: nothing new
+    assert preempts(again) == {} and again.pending["high"].reason is PendingReason.PREEMPTING
+    st.job_stopped("low", 240)
+    assert admitted(cycle(st, 241, CFG)) == {"high"}
+    low = st.job("low")
+    assert low is not None and low.attempt == 1 and low.submit_time == 0.0
+    check_invariants(st)
+
+
+def test_no_preemption_of_equal_priority_other_queue_or_protected_jobs() -> None:
+    nodes = [node("n", 8)]
+    st = state(
+        [queue("q", 8, cohort="c"), queue("other", 8, cohort="c")],
+        nodes,
+        [
+            job("same", gpus_per_pod=2, priority=5),
+            job("fixed", gpus_per_pod=2, priority=0, preemptible=False),
+            job("young", gpus_per_pod=2, priority=0, submit=1),
+            job("foreign", "other", gpus_per_pod=2, priority=0),
+        ],
+    )
+    cycle(st, 0, CFG)
+    st.job_finished("young", 150)
+    st.submit(job("young2", gpus_per_pod=2, priority=0, submit=150))
+    cycle(st, 150, CFG)  # young2 starts at 150: protected by min runtime until 250
+    st.submit(job("high", gpus_per_pod=4, priority=5, submit=160))
+    result = cycle(st, 200, CFG)
+    assert preempts(result) == {}
+    assert result.pending["high"].reason in (PendingReason.QUEUE_QUOTA, PendingReason.CAPACITY)
+    late = cycle(st, 260, CFG)  # now young2 is old enough, but alone it is not enough (needs 4)
+    assert preempts(late) == {}
+
+
+def test_victims_are_fewest_and_cheapest() -> None:
+    jobs = [
+        job("p1-old", gpus_per_pod=2, priority=1, submit=0),
+        job("p1-new", gpus_per_pod=2, priority=1, submit=1),
+        job("p0-ckpt", gpus_per_pod=2, priority=0, submit=2, checkpointable=True),
+        job("p0-big", gpus_per_pod=2, replicas=1, priority=0, submit=3),
+    ]
+    st = state([queue("q", 8)], [node("n", 8)], jobs)
+    cycle(st, 0, CFG)
+    st.submit(job("high", gpus_per_pod=4, priority=9, submit=10))
+    assert set(preempts(cycle(st, 500, CFG))) == {"p0-ckpt", "p0-big"}
+
+
+def test_only_enough_victims_are_taken() -> None:
+    jobs = [job("small", gpus_per_pod=2, priority=0), job("large", gpus_per_pod=6, priority=1, submit=1)]
+    st = state([queue("q", 8)], [node("n", 8)], jobs)
+    cycle(st, 0, CFG)
+    st.submit(job("high", gpus_per_pod=6, priority=9, submit=10))
+    # greedy order takes "small" first, but it alone is not enough; pruning drops it again
+    assert set(preempts(cycle(st, 500, CFG))) == {"large"}
+
+
+def test_victim_choice_prefers_checkpointable_then_most_recent() -> None:
+    st = state([queue("q", 8)], [node("n", 8)])
+    for i, (name, ckpt) in enumerate([("a", False), ("b", False), ("c", True), ("d", False)]):
+        st.submit(job(name, gpus_per_pod=2, submit=i, checkpointable=ckpt))
+        cycle(st, float(i), CFG)
+    st.submit(job("high", gpus_per_pod=2, priority=3, submit=10))
+    assert set(preempts(cycle(st, 500, CFG))) == {"c"}
+    st.submit(job("high2", gpus_per_pod=2, priority=3, submit=11))
+    assert set(preempts(cycle(st, 501, CFG))) == {"d"}  # most recently started of the rest
+
+
+def test_reclaim_borrowed_capacity_for_queue_below_nominal() -> None:
+    qs = [queue("lender", 4, cohort="c"), queue("borrower", 4, cohort="c")]
+    st = state(qs, [node("n", 8)], [job("b1", "borrower", gpus_per_pod=4), job("b2", "borrower", gpus_per_pod=4)])
+    result = cycle(st, 0, CFG)
+    assert admitted(result) == {"b1", "b2"}
+    borrowed = [rj.job.job_id for rj in st.running_jobs().values() if rj.borrowed]
+    assert len(borrowed) == 1
+    st.submit(job("mine", "lender", gpus_per_pod=4, priority=-5, submit=1))  # priority does not matter
+    result = cycle(st, 500, CFG)
+    assert {k: v.reason for k, v in preempts(result).items()} == {borrowed[0]: PreemptReason.RECLAIM.value}
+    st.job_stopped(borrowed[0], 510)
+    assert admitted(cycle(st, 511, CFG)) == {"mine"}
+    check_invariants(st)
+
+
+def test_no_reclaim_when_queue_would_exceed_nominal() -> None:
+    qs = [queue("lender", 4, cohort="c"), queue("borrower", 4, cohort="c")]
+    st = state(qs, [node("n", 8)], [job("b1", "borrower", gpus_per_pod=4), job("b2", "borrower", gpus_per_pod=4)])
+    cycle(st, 0, CFG)
+    st.submit(job("big", "lender", gpus_per_pod=8, submit=1))
+    assert preempts(cycle(st, 500, CFG)) == {}
+
+
+def test_preemption_disabled() -> None:
+    st = state([queue("q", 8)], [node("n", 8)], [job("low", gpus_per_pod=8)])
+    cycle(st, 0, CFG)
+    st.submit(job("high", gpus_per_pod=8, priority=10, submit=1))
+    off = SchedulerConfig(preemption=False, min_runtime_s=0)
+    assert preempts(cycle(st, 500, off)) == {}
+
+
+def test_max_runtime_preempts_without_requeue() -> None:
+    st = state([queue("q", 8)], [node("n", 8)], [job("a", max_runtime_s=100.0), job("b", submit=1)])
+    cycle(st, 0)
+    assert preempts(cycle(st, 99)) == {}
+    result = cycle(st, 101)
+    assert preempts(result) == {"a": Preempt("a", 0, PreemptReason.MAX_RUNTIME.value, 30.0, requeue=False)}
+    assert preempts(cycle(st, 102)) == {}  # already terminating
+    st.job_stopped("a", 110, requeue=False)
+    assert st.job("a") is None and "b" in st.running_jobs()
+
+
+def test_max_wait_rejects_pending_job() -> None:
+    st = state([queue("q", 0)], [node("n", 8)], [job("w", max_wait_s=50.0)])
+    assert cycle(st, 49).decisions == ()
+    result = cycle(st, 51)
+    assert result.decisions == (
+        Reject("w", PendingReason.MAX_WAIT_EXCEEDED.value, "pending for more than max_wait_s=50s"),
+    )
+    assert st.job("w") is None and st.pending_count == 0
+
+
+def test_unhealthy_node_preempts_its_jobs_with_requeue() -> None:
+    n = node("n", 8)
+    st = state([queue("q", 8)], [n], [job("a")])
+    cycle(st, 0)
+    st.upsert_node(replace(n, healthy=False))
+    result = cycle(st, 5)
+    (d,) = result.decisions
+    assert isinstance(d, Preempt) and d.reason == PreemptReason.NODE_UNHEALTHY.value and d.requeue
+    assert not any(isinstance(x, Admit) for x in result.decisions)

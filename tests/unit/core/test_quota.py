@@ -1,0 +1,123 @@
+"""Quota, borrowing, lending limits, user limits and cohort trees."""
+
+from __future__ import annotations
+
+import pytest
+
+from services.core import CohortSpec, PendingReason, Reject, SchedulerConfig, SchedulerState
+
+from .builders import admitted, check_invariants, cycle, job, node, queue, quotas, state
+
+NODES = [node(f"n{i}") for i in range(4)]  # 32 a100 GPUs
+
+
+@pytest.mark.parametrize(
+    ("nominal", "jobs", "expected"),
+    [
+        (8, [4, 4], {"j0", "j1"}),
+        (8, [4, 4, 4], {"j0", "j1"}),
+        (8, [4, 8], {"j0"}),
+        (0, [1], set()),
+    ],
+)
+def test_queue_without_cohort_stays_within_nominal(nominal: int, jobs: list[int], expected: set[str]) -> None:
+    st = state([queue("q", nominal)], NODES, [job(f"j{i}", gpus_per_pod=g, submit=i) for i, g in enumerate(jobs)])
+    result = cycle(st, 10)
+    assert admitted(result) == expected
+    blocked = set(result.pending)
+    assert all(result.pending[j].reason is PendingReason.QUEUE_QUOTA for j in blocked)
+    check_invariants(st)
+
+
+@pytest.mark.parametrize(
+    ("borrowing_limit", "lending_limit", "want", "ok", "reason"),
+    [
+        (None, None, 12, True, None),  # borrows 4 idle GPUs from b
+        (2, None, 12, False, PendingReason.QUEUE_QUOTA),  # may borrow only 2
+        (None, 2, 12, False, PendingReason.COHORT_QUOTA),  # b lends only 2
+        (None, 4, 12, True, None),
+        (None, None, 17, False, PendingReason.COHORT_QUOTA),  # more than the whole cohort
+    ],
+)
+def test_borrowing_and_lending(
+    borrowing_limit: int | None, lending_limit: int | None, want: int, ok: bool, reason: PendingReason | None
+) -> None:
+    qa = queue("a", (8, borrowing_limit, None), cohort="c")
+    qb = queue("b", (8, None, lending_limit), cohort="c")
+    st = state([qa, qb], NODES, [job("x", "a", gpus_per_pod=1, replicas=want)])
+    result = cycle(st, 10)
+    if ok:
+        (d,) = result.decisions
+        assert d.job_id == "x" and d.borrowed  # type: ignore[union-attr]
+        assert st.running_jobs()["x"].borrowed
+    else:
+        assert result.pending["x"].reason is reason
+    check_invariants(st)
+
+
+def test_missing_resource_has_zero_nominal_but_can_borrow() -> None:
+    qa = queue("a", quotas=quotas(gpu_h100=8), cohort="c")  # no a100 quota at all
+    qb = queue("b", 8, cohort="c")
+    lonely = queue("solo", quotas=quotas(gpu_h100=8))
+    st = state([qa, qb, lonely], NODES, [job("x", "a", gpus_per_pod=4), job("y", "solo", gpus_per_pod=1)])
+    result = cycle(st, 10)
+    assert admitted(result) == {"x"}
+    assert result.pending["y"].reason is PendingReason.QUEUE_QUOTA
+
+
+def test_cpu_and_memory_quota() -> None:
+    q = queue("q", quotas=quotas(gpu_a100=32, cpu=8000, memory=1000))
+    jobs = [job("a", gpus_per_pod=1, cpu_m=6000), job("b", gpus_per_pod=1, cpu_m=4000, submit=1)]
+    st = state([q], NODES, jobs)
+    result = cycle(st, 10)
+    assert admitted(result) == {"a"}
+    assert result.pending["b"].reason is PendingReason.QUEUE_QUOTA
+    assert st.queue_usage("q") == {"gpu:a100": 1, "cpu": 6000}
+
+
+def test_user_limit() -> None:
+    q = queue("q", 32, user_limit_gpus=4)
+    jobs = [
+        job("a1", user="alice", gpus_per_pod=2),
+        job("a2", user="alice", gpus_per_pod=2, submit=1),
+        job("a3", user="alice", gpus_per_pod=1, submit=2),
+        job("b1", user="bob", gpus_per_pod=4, submit=3),
+    ]
+    st = state([q], NODES, jobs)
+    result = cycle(st, 10)
+    assert admitted(result) == {"a1", "a2", "b1"}
+    assert result.pending["a3"].reason is PendingReason.USER_LIMIT
+
+
+def test_cohort_tree_pools_idle_quota_across_subcohorts() -> None:
+    cohorts = [CohortSpec("root"), CohortSpec("left", parent="root"), CohortSpec("right", parent="root")]
+    qs = [queue("a", 4, cohort="left"), queue("b", 4, cohort="left"), queue("c", 8, cohort="right")]
+    st = SchedulerState(queues=qs, cohorts=cohorts, nodes=NODES)
+    st.submit(job("big", "a", gpus_per_pod=1, replicas=14))
+    st.submit(job("more", "a", gpus_per_pod=1, replicas=4, submit=1))
+    result = cycle(st, 10)
+    assert admitted(result) == {"big"}  # 4 own + 10 borrowed from b (left) and c (right)
+    assert result.pending["more"].reason is PendingReason.COHORT_QUOTA
+    assert st.book.pool_used["root"]["gpu:a100"] == 14  # all of it lendable, so all of it pooled
+    check_invariants(st)
+
+
+def test_unknown_queue_is_rejected_and_removed() -> None:
+    st = state([queue("q", 8)], NODES, [job("x", "nope")])
+    result = cycle(st, 0)
+    assert result.decisions == (Reject("x", PendingReason.UNKNOWN_QUEUE.value, "unknown queue 'nope'"),)
+    assert st.job("x") is None
+
+
+def test_budget_exhausted_blocks_tenant() -> None:
+    st = state([queue("q", 8, tenant="t1")], NODES, [job("x")])
+    st.set_budget_exhausted("t1", True)
+    assert cycle(st, 0).pending["x"].reason is PendingReason.BUDGET
+    st.set_budget_exhausted("t1", False)
+    assert admitted(cycle(st, 1)) == {"x"}
+
+
+def test_config_unknown_policy() -> None:
+    st = state([queue("q", 8)], NODES)
+    with pytest.raises(ValueError, match="unknown scheduling policy"):
+        cycle(st, 0, SchedulerConfig(policy="nope"))
