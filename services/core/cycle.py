@@ -25,6 +25,7 @@ from .model import (
 )
 from .placement import Placer
 from .quota import job_request
+from .quota_estimate import QuotaReleases
 from .state import SchedulerState
 
 # most informative first: the closer a reason is to "would run", the better it explains the wait
@@ -92,6 +93,7 @@ class Cycle:
         self.admitted_runs: dict[str, list[tuple[float, RunningJob]]] = {}  # gpu type -> (est end, run)
         self.fails: dict[tuple[object, ...], PendingReason] = {}
         self.pools: dict[str, Pool] = {}
+        self.quota_releases = QuotaReleases(state, self.book, now, config.default_runtime_estimate_s)
         self.shares: dict[str, float] = {}
         self.wanted: set[str] = set()  # GPU types blocked jobs could use ("" = any)
         self.quota_wanted: set[str] = set()  # queues and "cohort:<root>" that jobs wait on for quota
@@ -146,7 +148,9 @@ class Cycle:
             self._headroom[job.queue] = room
         pods = max(job.min_size, 1)
         cpu, mem = job.cpu_m * pods, job.memory_mb * pods
-        if cpu > room.get(CPU, 0) or mem > room.get(MEMORY, 0):
+        if self.book.is_governed(job.queue, CPU) and cpu > room.get(CPU, 0):
+            return True
+        if self.book.is_governed(job.queue, MEMORY) and mem > room.get(MEMORY, 0):
             return True
         gpus = job.gpus_per_pod * pods
         return all(gpus > room.get(gpu_resource(t), 0) for t in self.types_for(job))
@@ -273,6 +277,13 @@ class Cycle:
         if best is None:
             return None
         return self.pool(best[1]).commit(gpus, self.estimate_of(job))
+
+    def quota_start(self, job: Job, reason: PendingReason, capacity_start: float | None) -> float | None:
+        """The later of the capacity estimate and the time quota frees up; None when quota never does."""
+        released = self.quota_releases.start_time(job, reason, self.types_for(job))
+        if released is None:
+            return None
+        return released if capacity_start is None else max(released, capacity_start)
 
     def report(self, job: Job, reason: PendingReason, position: int | None, start: float | None) -> None:
         self.info[job.job_id] = PendingInfo(job.job_id, reason, describe(reason, job), position, start)

@@ -4,6 +4,11 @@ A queue's nominal quota minus what it may lend is guaranteed to it; the rest of 
 goes into the pool of its root cohort (cohorts carry no quota of their own, so a sub-cohort lends
 everything upwards). Usage above the guaranteed part is drawn from that pool. A queue without a
 cohort can only use its nominal quota.
+
+GPUs are always governed: a GPU type missing from a queue's quotas has nominal 0 (it may still
+borrow it inside its cohort). CPU and memory are governed only where an operator declared them:
+for a queue whose cohort tree (or, without a cohort, the queue itself) declares no ``cpu`` quota
+anywhere, CPU is not limited by quota at all (node capacity still is); the same for ``memory``.
 """
 
 from __future__ import annotations
@@ -38,7 +43,7 @@ def _guaranteed(spec: QueueSpec, resource: str) -> int:
 class QuotaBook:
     """Mutable quota accounting; ``clone`` gives a scratch copy for one cycle."""
 
-    __slots__ = ("alloc", "cohorts", "pool_cap", "pool_used", "queues", "root_of", "user_gpus")
+    __slots__ = ("alloc", "cohorts", "governed", "pool_cap", "pool_used", "queues", "root_of", "user_gpus")
 
     def __init__(self) -> None:
         self.queues: dict[str, QueueSpec] = {}
@@ -48,10 +53,12 @@ class QuotaBook:
         self.pool_cap: dict[str, Amounts] = {}
         self.pool_used: dict[str, Amounts] = {}
         self.user_gpus: dict[tuple[str, str], int] = {}
+        self.governed: dict[str, frozenset[str]] = {}  # queue -> non-GPU resources under quota
 
     def clone(self) -> QuotaBook:
         c = QuotaBook.__new__(QuotaBook)
         c.queues, c.cohorts, c.root_of, c.pool_cap = self.queues, self.cohorts, self.root_of, self.pool_cap
+        c.governed = self.governed
         c.alloc = {q: dict(a) for q, a in self.alloc.items()}
         c.pool_used = {r: dict(a) for r, a in self.pool_used.items()}
         c.user_gpus = dict(self.user_gpus)
@@ -88,8 +95,18 @@ class QuotaBook:
             cohort = self.cohorts[cohort].parent if cohort in self.cohorts else None
         return out
 
+    def is_governed(self, queue: str, resource: str) -> bool:
+        return resource.startswith("gpu:") or resource in self.governed.get(queue, frozenset())
+
     def rebuild(self) -> None:
         self.root_of = {name: self.root(spec.cohort) for name, spec in self.queues.items()}
+        declared: dict[str, set[str]] = {}
+        for name, spec in self.queues.items():
+            group = self.root_of[name] or f"queue:{name}"
+            declared.setdefault(group, set()).update(r for r in spec.quotas if not r.startswith("gpu:"))
+        self.governed = {
+            name: frozenset(declared.get(self.root_of[name] or f"queue:{name}", ())) for name in self.queues
+        }
         self.pool_cap, self.pool_used = {}, {}
         for name, spec in self.queues.items():
             root = self.root_of[name]
@@ -128,7 +145,7 @@ class QuotaBook:
         alloc = self.alloc.get(queue, {})
         borrowed = False
         for res, amount in req.items():
-            if amount <= 0:
+            if amount <= 0 or not self.is_governed(queue, res):
                 continue
             q = spec.quotas.get(res)
             nominal = q.nominal if q is not None else 0
@@ -153,7 +170,7 @@ class QuotaBook:
         alloc = self.alloc.get(queue, {})
         for res, amount in req.items():
             q = spec.quotas.get(res)
-            if alloc.get(res, 0) + amount > (q.nominal if q is not None else 0):
+            if self.is_governed(queue, res) and alloc.get(res, 0) + amount > (q.nominal if q is not None else 0):
                 return False
         return True
 
@@ -163,7 +180,7 @@ class QuotaBook:
             return False
         for res, amount in self.alloc.get(queue, {}).items():
             q = spec.quotas.get(res)
-            if amount > (q.nominal if q is not None else 0):
+            if self.is_governed(queue, res) and amount > (q.nominal if q is not None else 0):
                 return True
         return False
 

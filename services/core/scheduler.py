@@ -179,6 +179,8 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
     if report:
         if start is None and reason is not PendingReason.NO_MATCHING_NODES:
             start = cycle.estimate_start(job)
+        if reason in (PendingReason.QUEUE_QUOTA, PendingReason.COHORT_QUOTA):
+            start = cycle.quota_start(job, reason, start)
         cycle.report(job, reason, position, start)
     return reason
 

@@ -121,3 +121,65 @@ def test_config_unknown_policy() -> None:
     st = state([queue("q", 8)], NODES)
     with pytest.raises(ValueError, match="unknown scheduling policy"):
         cycle(st, 0, SchedulerConfig(policy="nope"))
+
+
+def test_cpu_and_memory_are_not_limited_where_no_quota_declares_them() -> None:
+    """A GPU-only quota: CPU and memory requests are bounded by node capacity, not by quota."""
+    from services.core import SchedulerConfig, SchedulerState, schedule
+    from services.core.model import Admit, Job, Node, QueueSpec, ResourceQuota
+
+    state = SchedulerState(
+        queues=[QueueSpec("a", quotas={"gpu:a100": ResourceQuota(8)})],
+        nodes=[Node("n1", "c1", "a100", 8, cpu_m=64000, memory_mb=512 * 1024)],
+    )
+    state.submit(Job("j1", "a", 0.0, gpus_per_pod=4, gpu_type="a100", cpu_m=16000, memory_mb=65536))
+    result = schedule(state, 1.0, SchedulerConfig())
+    assert [type(d) for d in result.decisions] == [Admit]
+
+
+def test_cpu_quota_declared_in_the_cohort_governs_every_queue_of_it() -> None:
+    from services.core import SchedulerConfig, SchedulerState, schedule
+    from services.core.model import CohortSpec, Job, Node, PendingReason, QueueSpec, ResourceQuota
+
+    state = SchedulerState(
+        queues=[
+            QueueSpec("a", cohort="c", quotas={"gpu:a100": ResourceQuota(8)}),
+            QueueSpec("b", cohort="c", quotas={"gpu:a100": ResourceQuota(8), "cpu": ResourceQuota(8000)}),
+        ],
+        cohorts=[CohortSpec("c")],
+        nodes=[Node("n1", "c1", "a100", 8, cpu_m=64000)],
+    )
+    state.submit(Job("j1", "a", 0.0, gpus_per_pod=1, gpu_type="a100", cpu_m=16000))
+    result = schedule(state, 1.0, SchedulerConfig())
+    assert not result.decisions
+    assert result.pending["j1"].reason in (PendingReason.COHORT_QUOTA, PendingReason.QUEUE_QUOTA)
+
+
+def test_quota_blocked_job_is_estimated_to_start_when_its_queue_frees_quota() -> None:
+    from services.core import SchedulerConfig, SchedulerState, schedule
+    from services.core.model import Job, Node, PendingReason, QueueSpec, ResourceQuota
+
+    state = SchedulerState(
+        queues=[QueueSpec("a", quotas={"gpu:a100": ResourceQuota(8)})],
+        nodes=[Node(f"n{i}", "c1", "a100", 8) for i in range(4)],  # plenty of idle capacity
+    )
+    cfg = SchedulerConfig()
+    state.submit(Job("long", "a", 0.0, gpus_per_pod=4, gpu_type="a100", runtime_estimate=1000.0))
+    state.submit(Job("short", "a", 1.0, gpus_per_pod=4, gpu_type="a100", runtime_estimate=100.0))
+    for d in schedule(state, 10.0, cfg).decisions:
+        state.apply(d, 10.0)
+    state.submit(Job("waiting", "a", 20.0, gpus_per_pod=4, gpu_type="a100"))
+    info = schedule(state, 30.0, cfg).pending["waiting"]
+    assert info.reason is PendingReason.QUEUE_QUOTA
+    assert info.estimated_start == 110.0  # "short" (started at 10, estimate 100) frees 4 GPUs of quota
+
+
+def test_quota_that_never_frees_gives_no_estimate() -> None:
+    from services.core import SchedulerConfig, SchedulerState, schedule
+    from services.core.model import Job, Node, PendingReason, QueueSpec, ResourceQuota
+
+    state = SchedulerState(queues=[QueueSpec("a", quotas={"gpu:a100": ResourceQuota(4)})],
+                           nodes=[Node("n0", "c1", "a100", 8)])
+    state.submit(Job("big", "a", 0.0, gpus_per_pod=8, gpu_type="a100"))
+    info = schedule(state, 1.0, SchedulerConfig()).pending["big"]
+    assert info.reason is PendingReason.QUEUE_QUOTA and info.estimated_start is None
