@@ -12,6 +12,7 @@ from prometheus_client import CollectorRegistry
 
 from services.core import SchedulerConfig
 from services.queue_manager.service import QueueManager
+from services.queue_manager.settings import scheduler_config_from_env
 from services.runtime.options import ServeOptions
 from services.runtime.service import BackgroundTask, ServiceRunner
 
@@ -34,6 +35,6 @@ def build(
 
 async def serve(options: ServeOptions, *, handle_signals: bool = True) -> None:
     """Run the queue manager until SIGTERM (or until its runner is stopped)."""
-    manager, runner = build(options)
+    manager, runner = build(options, scheduler_config=scheduler_config_from_env())
     async with manager.producer:
         await runner.run(handle_signals=handle_signals)
