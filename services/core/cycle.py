@@ -49,6 +49,8 @@ MESSAGES: dict[PendingReason, str] = {
     PendingReason.BEHIND_RESERVATION: "would delay a job holding a reservation",
     PendingReason.NO_MATCHING_NODES: "no node can ever host {need} (GPU type, selector, taints or size)",
     PendingReason.PREEMPTING: "lower-priority or borrowed work is being stopped for it",
+    PendingReason.PROTECTED: "lower-priority or borrowed work will be preempted for it once it has run its minimum "
+    "runtime",
     PendingReason.SUSPENDED: "suspended",
 }
 

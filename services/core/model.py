@@ -250,6 +250,7 @@ class PendingReason(str, Enum):
     UNKNOWN_QUEUE = "unknown_queue"
     MAX_WAIT_EXCEEDED = "max_wait_exceeded"
     PREEMPTING = "waiting_for_preemption"  # victims are being stopped for it
+    PROTECTED = "waiting_for_min_runtime"  # victims exist but are younger than the minimum runtime
     SUSPENDED = "suspended"
 
 

@@ -59,22 +59,23 @@ def shrink_candidate(rj: RunningJob, gpu_type: str) -> Candidate:
 VictimKey = tuple[int, bool, float, str]  # (priority, not checkpointable, -start_time, job_id)
 
 
-def _sorted_victims(cycle: Cycle, scope: str, job_ids: Iterable[str]) -> list[VictimKey]:
+def _sorted_victims(cycle: Cycle, scope: str, job_ids: Iterable[str], min_runtime: float) -> list[VictimKey]:
     """Preemptible, old-enough running jobs of a queue or cohort, cheapest first (cached per cycle)."""
-    cached = cycle.victim_lists.get(scope)
+    key = f"{scope}@{min_runtime}"
+    cached = cycle.victim_lists.get(key)
     if cached is None:
-        st, now, min_runtime = cycle.st, cycle.now, cycle.cfg.min_runtime_s
+        st, now = cycle.st, cycle.now
         cached = []
         for jid in job_ids:
             rj = st.running[jid]
             if rj.job.preemptible and not rj.terminating and now - rj.start_time >= min_runtime:
                 cached.append((rj.job.priority, not rj.job.checkpointable, -rj.start_time, jid))
         cached.sort()
-        cycle.victim_lists[scope] = cached
+        cycle.victim_lists[key] = cached
     return cached
 
 
-def candidates(cycle: Cycle, job: Job) -> list[Candidate]:
+def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list[Candidate]:
     st, book = cycle.st, cycle.book
     types = candidate_gpu_types(cycle.cap, job)
     pods = max(job.min_size, 1)
@@ -93,11 +94,12 @@ def candidates(cycle: Cycle, job: Job) -> list[Candidate]:
                 shrinks.append(shrink_candidate(rj, t))
     shrinks.sort(key=lambda c: (c.run.job.priority, -c.run.start_time, c.run.job.job_id))
     sources: list[Iterator[tuple[VictimKey, PreemptReason]]] = []
-    same_queue = _sorted_victims(cycle, "queue:" + job.queue, st.running_by_queue.get(job.queue, {}))
+    protect = cycle.cfg.min_runtime_s if min_runtime is None else min_runtime
+    same_queue = _sorted_victims(cycle, "queue:" + job.queue, st.running_by_queue.get(job.queue, {}), protect)
     sources.append((k, PreemptReason.PRIORITY) for k in same_queue if k[0] < job.priority)
     root = book.root_of.get(job.queue)
     if root is not None and any(book.within_nominal(job.queue, job_request(job, t, pods)) for t in types):
-        borrowed = _sorted_victims(cycle, "root:" + root, st.borrowed_by_root.get(root, {}))
+        borrowed = _sorted_victims(cycle, "root:" + root, st.borrowed_by_root.get(root, {}), protect)
         sources.append((k, PreemptReason.RECLAIM) for k in borrowed if st.running[k[3]].job.queue != job.queue)
     out = shrinks[:MAX_CANDIDATES]
     shrinking = {c.run.job.job_id for c in out}  # shrunk this cycle, preempted whole in a later one
@@ -144,11 +146,14 @@ def fits(cycle: Cycle, job: Job) -> Placement | None:
     return None
 
 
-def find_plan(cycle: Cycle, job: Job) -> Plan | None:
-    """The fewest, cheapest candidates whose capacity lets ``job`` fit; scratch state left unchanged."""
+def find_plan(cycle: Cycle, job: Job, min_runtime: float | None = None) -> Plan | None:
+    """The fewest, cheapest candidates whose capacity lets ``job`` fit; scratch state left unchanged.
+
+    ``min_runtime`` overrides the configured protection of young jobs (0: ask what would be possible).
+    """
     chosen: list[Candidate] = []
     placement: Placement | None = None
-    for c in candidates(cycle, job):
+    for c in candidates(cycle, job, min_runtime):
         release(cycle, c, +1)
         chosen.append(c)
         placement = fits(cycle, job)
@@ -214,3 +219,14 @@ def hold(cycle: Cycle, job: Job, chosen: Iterable[Candidate], placement: Placeme
         mem = max(0, a.pods * job.memory_mb - f[2])
         if gpus or cpu or mem:
             cycle.cap.take(gpus, cpu, mem, NodeAssignment(a.node, 1, (-1,)))
+
+
+def protected_until(cycle: Cycle, job: Job) -> float | None:
+    """When ``job`` could start if only the minimum runtime of its victims prevents preemption now:
+    the last needed victim's protection ends, then the victims get their grace period. None when no
+    plan exists even without the protection."""
+    plan = find_plan(cycle, job, min_runtime=0.0)
+    if plan is None or any(c.shrink for c in plan.chosen):
+        return None
+    protected = max(c.run.start_time for c in plan.chosen) + cycle.cfg.min_runtime_s
+    return protected + max(c.run.job.grace_period_s for c in plan.chosen)

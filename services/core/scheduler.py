@@ -20,7 +20,7 @@ from .model import (
 )
 from .pending import ordered
 from .policy import resolve
-from .preemption import find_plan, hold, hold_for_preemptor
+from .preemption import find_plan, hold, hold_for_preemptor, protected_until
 from .state import SchedulerState
 
 _QUOTA_REASONS = (
@@ -166,6 +166,11 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
             hold(cycle, job, plan.chosen, plan.placement)
             reason = PendingReason.PREEMPTING
             start = cycle.now + max((c.run.job.grace_period_s for c in plan.chosen if c.keep is None), default=0.0)
+        elif cfg.min_runtime_s > 0:
+            until = protected_until(cycle, job)
+            if until is not None:
+                reason = PendingReason.PROTECTED
+                start = until
     if reason is PendingReason.CAPACITY and cfg.backfill and cycle.reservation is None:
         res = find_reservation(cycle, job)
         if res is not None:

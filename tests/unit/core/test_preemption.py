@@ -153,3 +153,23 @@ def test_unhealthy_node_preempts_its_jobs_with_requeue() -> None:
     (d,) = result.decisions
     assert isinstance(d, Preempt) and d.reason == PreemptReason.NODE_UNHEALTHY.value and d.requeue
     assert not any(isinstance(x, Admit) for x in result.decisions)
+
+
+def test_young_victims_make_the_preemptor_wait_with_a_precise_reason_and_estimate() -> None:
+    from services.core import SchedulerConfig, SchedulerState, schedule
+    from services.core.model import Job, Node, PendingReason, Preempt, QueueSpec, ResourceQuota
+
+    state = SchedulerState(queues=[QueueSpec("a", quotas={"gpu:a100": ResourceQuota(8)})],
+                           nodes=[Node("n0", "c1", "a100", 8)])
+    cfg = SchedulerConfig(min_runtime_s=300.0)
+    state.submit(Job("low", "a", 0.0, gpus_per_pod=8, gpu_type="a100", priority=1, grace_period_s=30.0))
+    for d in schedule(state, 100.0, cfg).decisions:
+        state.apply(d, 100.0)
+    state.submit(Job("high", "a", 110.0, gpus_per_pod=8, gpu_type="a100", priority=10))
+    result = schedule(state, 120.0, cfg)
+    assert not result.decisions
+    info = result.pending["high"]
+    assert info.reason is PendingReason.PROTECTED
+    assert info.estimated_start == 100.0 + 300.0 + 30.0  # protection ends, then the victim's grace
+    later = schedule(state, 401.0, cfg)
+    assert [type(d) for d in later.decisions] == [Preempt]
