@@ -1,1 +1,1 @@
-"""simulator."""
+"""Discrete-event simulator: replays workloads and public traces through ``services.core.schedule``."""
