@@ -88,7 +88,12 @@ async def _release(ctx: Context, decision: JobAdmitted, event_id: str, correlati
                    source: tuple[str, str]) -> KubeObject | None:
     """The kube-native path: pin the user's suspended Job to the placement and unsuspend it."""
     namespace, name = source
-    return await ctx.ops.patch_job(namespace, name, source_job_patch(decision, event_id, correlation))
+    current = await ctx.ops.get_job(namespace, name)
+    if current is None:
+        return None
+    template_spec = ((current.get("spec") or {}).get("template") or {}).get("spec") or {}
+    body = source_job_patch(decision, event_id, correlation, template_spec.get("tolerations"))
+    return await ctx.ops.patch_job(namespace, name, body)
 
 
 async def scale(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:

@@ -26,7 +26,7 @@ from services.runtime.kube import (
 )
 from services.runtime.kube import planned_nodes as nodes_of_placement
 from services.runtime.kube.names import MAX_JOB_NAME
-from services.runtime.kube.render import HOSTNAME_LABEL
+from services.runtime.kube.render import GPU_RESOURCE, HOSTNAME_LABEL
 from services.spec.core_types import placement_from_plan
 
 KubeObject = dict[str, Any]
@@ -143,16 +143,34 @@ def _placement_annotations(placement: PlacementPlan) -> dict[str, str]:
             ann.CLUSTER: placement.cluster}
 
 
-def source_job_patch(decision: JobAdmitted, event_id: str, correlation_id: str) -> KubeObject:
+def gpu_tolerations(existing: list[KubeObject] | None, gpus: int) -> list[KubeObject] | None:
+    """The pod template's tolerations plus one of the GPU taint when GPUs are requested and it is missing.
+
+    None when nothing is to change (a merge patch replaces the whole list, so the user's entries are kept).
+    """
+    current = list(existing or [])
+    if gpus <= 0 or any(t.get("key") == GPU_RESOURCE or (not t.get("key") and t.get("operator") == "Exists")
+                        for t in current):
+        return None
+    return [*current, {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+
+
+def source_job_patch(decision: JobAdmitted, event_id: str, correlation_id: str,
+                     existing_tolerations: list[KubeObject] | None = None) -> KubeObject:
     """A merge patch that adopts a user-created suspended Job: Muster's labels, pinning, ``suspend: false``.
 
-    Only what Kubernetes lets one change on a suspended Job is touched (labels, annotations and node
-    affinity of the pod template); the MUSTER_* environment is therefore not added on this path.
+    Only what Kubernetes lets one change on a suspended Job is touched (labels, annotations, node
+    affinity and tolerations of the pod template); the MUSTER_* environment is therefore not added on
+    this path. GPU pods get the toleration of the GPU taint, as the dispatcher's own Jobs have.
     """
     identity_labels = {ann.JOB_ID: label_value(decision.job_id), ann.ATTEMPT: str(decision.attempt),
                        ann.QUEUE: label_value(decision.queue)}
     identity = {ann.JOB_ID: decision.job_id, ann.ATTEMPT: str(decision.attempt), ann.QUEUE: decision.queue}
     placement = _placement_annotations(decision.placement)
+    pod_spec: KubeObject = {"affinity": node_affinity(decision.placement)}
+    tolerations = gpu_tolerations(existing_tolerations, decision.spec.template.resources.gpus)
+    if tolerations is not None:
+        pod_spec["tolerations"] = tolerations
     return {
         "metadata": {
             "labels": identity_labels,
@@ -162,7 +180,7 @@ def source_job_patch(decision: JobAdmitted, event_id: str, correlation_id: str) 
             "suspend": False,
             "template": {
                 "metadata": {"labels": identity_labels, "annotations": {**identity, **placement}},
-                "spec": {"affinity": node_affinity(decision.placement)},
+                "spec": pod_spec,
             },
         },
     }

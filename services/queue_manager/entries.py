@@ -50,6 +50,16 @@ class JobEntry:
         return self.submission.spec
 
     @property
+    def grace_period_s(self) -> float:
+        """How long a preemption waits for the job's checkpoint: its grace period if it checkpoints, else 0.
+
+        A job that does not checkpoint never acknowledges one, so waiting would only hold its GPUs idle;
+        its pods still get the grace period as their termination grace when deleted.
+        """
+        checkpoint = self.spec.checkpoint
+        return float(checkpoint.grace_period_s) if checkpoint.enabled else 0.0
+
+    @property
     def terminal(self) -> bool:
         return self.state in TERMINAL_STATES
 
@@ -106,6 +116,7 @@ class JobEntry:
             submit_time=self.submission.submitted_at.timestamp(),
             attempt=self.attempt,
         )
+        job = replace(job, grace_period_s=self.grace_period_s)
         return job if class_preemptible else replace(job, preemptible=False)
 
     def finish(self, state: JobState, now: float, reason: str, message: str = "") -> None:

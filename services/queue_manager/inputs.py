@@ -40,6 +40,6 @@ def resend(qs: QueueState, message: Message, now: float) -> list[Out]:
         return []
     outs = [Out(JOBS_TOPIC, entry.recorded())]
     if entry.state == "preempting" and entry.placement is not None:
-        outs.append(qs.preemption(entry, float(entry.spec.checkpoint.grace_period_s)))
+        outs.append(qs.preemption(entry, entry.grace_period_s))
     outs.append(Out(STATUS_TOPIC, build_status(entry, now)))
     return outs

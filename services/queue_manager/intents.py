@@ -67,7 +67,7 @@ def cancel(qs: QueueState, entry: JobEntry, msg: CancelJob, now: float) -> list[
         qs.sched.cancel(entry.job_id)
         entry.finish("cancelled", now, "cancelled", text)
         return [qs.record(entry)]
-    grace = float(entry.spec.checkpoint.grace_period_s)
+    grace = entry.grace_period_s
     if entry.state == "preempting" and entry.reason == "cancelled":
         return [qs.preemption(entry, grace)]  # repeated: the same request again, harmless downstream
     if entry.state != "preempting":

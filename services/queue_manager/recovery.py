@@ -50,7 +50,7 @@ def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> 
         if entry.state == "admitted":
             republish.append(qs.admitted(entry))
         elif entry.state == "preempting":
-            grace = float(entry.spec.checkpoint.grace_period_s)
+            grace = entry.grace_period_s
             preempt = Preempt(entry.job_id, entry.attempt, entry.reason, grace, requeue=entry.requeue_on_stop)
             qs.sched.apply(preempt, admitted_at)
             republish.append(qs.preemption(entry, grace))

@@ -47,8 +47,6 @@ class ServiceRunner:
     async def _serve_http(self) -> web.AppRunner | None:
         if self.http_port is None:
             return None
-        up = Gauge("muster_service_up", "1 while the service runs", ["service"], registry=self.registry)
-        up.labels(self.name).set(1)
 
         async def metrics(_: web.Request) -> web.Response:
             return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
@@ -74,6 +72,8 @@ class ServiceRunner:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
                 installed.append(sig)
+        up = Gauge("muster_service_up", "1 while the service runs", ["service"], registry=self.registry)
+        up.labels(self.name).set(1)
         http = await self._serve_http()
         try:
             async with asyncio.TaskGroup() as group:
