@@ -1,0 +1,135 @@
+"""``muster sim``: replay a workload through the scheduling core and report how it went."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import click
+
+from schemas.config import MusterConfig
+from services.simulator.engine import SimOptions, simulate
+from services.simulator.plots import write_plot
+from services.simulator.policies import POLICIES, policy_config
+from services.simulator.report import build_report
+from services.simulator.sources import parse_duration, parse_window, resolve
+from services.simulator.traces.common import TRACES_ENV, default_traces_dir
+from services.simulator.workload import Workload, subset, write_workload_csv
+
+_SUMMARY = ("avg_jct_s", "p99_jct_s", "avg_queue_s", "p99_queue_s", "gpu_allocation", "jain_fairness")
+
+
+def _summary_line(report: dict[str, Any]) -> str:
+    parts = [f"{k}={report[k]:.3f}" if isinstance(report[k], float) else f"{k}={report[k]}" for k in _SUMMARY]
+    return (
+        f"{report['policy']}: jobs {report['jobs_completed']}/{report['jobs']} completed, "
+        f"{report['preemptions']} preemptions, {report['cycles']} cycles, {report['wall_s']:.1f}s wall; "
+        + " ".join(parts)
+    )
+
+
+def load_subset(
+    workload_spec: str,
+    cluster: str | None,
+    *,
+    seed: int = 0,
+    limit: int | None = None,
+    window: str | None = None,
+    sample: float | None = None,
+    traces_dir: Path | None = None,
+) -> tuple[Workload, MusterConfig]:
+    """The workload and cluster named on the command line, cut down by window, sample and limit."""
+    workload, config = resolve(workload_spec, cluster, traces_dir or default_traces_dir())
+    workload = subset(workload, window=parse_window(window) if window else None, limit=limit, sample=sample, seed=seed)
+    return workload, config
+
+
+@click.command(name="sim")
+@click.option(
+    "--workload", "workload_spec", required=True, help="CSV path, or a trace: philly, alibaba[:variant], gavel[:vc]."
+)
+@click.option("--cluster", type=click.Path(exists=True, dir_okay=False), help="Cluster YAML (a trace has a default).")
+@click.option(
+    "--policy",
+    "policies",
+    multiple=True,
+    default=("muster",),
+    show_default=True,
+    type=click.Choice(sorted(POLICIES)),
+    help="Repeat to compare policies in one report and one plot.",
+)
+@click.option("--report", "report_path", required=True, type=click.Path(dir_okay=False), help="Report JSON to write.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="PNG with allocation and delay CDF.")
+@click.option("--seed", default=0, show_default=True, help="Seed of the simulator's random choices.")
+@click.option("--limit", type=int, help="Replay only the first N jobs (after --window).")
+@click.option("--window", help="Replay jobs submitted in START:END after the first arrival, e.g. 0:14d.")
+@click.option("--sample", type=click.FloatRange(0.0, 1.0, min_open=True), help="Keep each job with this probability.")
+@click.option("--tick", "tick", default="60", show_default=True, help="Cycle period while jobs are pending.")
+@click.option("--checkpoint", "checkpoint", default="30", show_default=True, help="Time to checkpoint on preemption.")
+@click.option(
+    "--traces-dir",
+    type=click.Path(file_okay=False, path_type=Path),
+    envvar=TRACES_ENV,
+    help="Folder holding the public traces.",
+)
+@click.option(
+    "--status-depth",
+    type=click.IntRange(min=0),
+    help="Pending jobs per queue whose status the core computes each cycle (default: the policy's).",
+)
+@click.option("--write-workload", type=click.Path(dir_okay=False), help="Also write the replayed workload as CSV.")
+def sim(
+    workload_spec: str,
+    cluster: str | None,
+    policies: tuple[str, ...],
+    report_path: str,
+    plot_path: str | None,
+    seed: int,
+    limit: int | None,
+    window: str | None,
+    sample: float | None,
+    tick: str,
+    checkpoint: str,
+    traces_dir: Path | None,
+    status_depth: int | None,
+    write_workload: str | None,
+) -> None:
+    """Replay a workload through the scheduling core in virtual time and write a report."""
+    try:
+        options = SimOptions(
+            tick_s=parse_duration(tick), checkpoint_s=parse_duration(checkpoint), status_depth=status_depth
+        )
+        workload, config = load_subset(
+            workload_spec,
+            cluster,
+            seed=seed,
+            limit=limit,
+            window=window,
+            sample=sample,
+            traces_dir=traces_dir,
+        )
+    except (ValueError, FileNotFoundError) as exc:
+        raise click.UsageError(str(exc)) from exc
+    if write_workload:
+        write_workload_csv(workload, write_workload)
+    unique = tuple(dict.fromkeys(policies))
+    results = []
+    for name in unique:
+        result = simulate(workload, config, policy_config(name), seed=seed, options=options, policy_name=name)
+        results.append(result)
+        click.echo(_summary_line(build_report(result)))
+    reports = [build_report(r) for r in results]
+    payload: dict[str, Any] = (
+        reports[0]
+        if len(reports) == 1
+        else {
+            "workload": workload.name,
+            "seed": seed,
+            "policies": list(unique),
+            "runs": {r["policy"]: r for r in reports},
+        }
+    )
+    Path(report_path).write_text(json.dumps(payload, indent=2, sort_keys=True) + "\n", encoding="utf-8")
+    if plot_path:
+        write_plot(results, plot_path)

@@ -1,0 +1,365 @@
+"""Discrete-event driver of ``services.core.schedule`` in virtual time.
+
+Events live in one heap ordered by (time, sequence): arrivals, completions, preemption stops and
+periodic ticks. After every batch of events sharing a timestamp the simulator runs one scheduling
+cycle (the very same ``schedule`` the queue manager runs) and folds each decision back with
+``SchedulerState.apply``. The state integrates each queue's decayed GPU usage itself as jobs start
+and stop, so the quota accountant's ``set_usage`` feed is not needed in virtual time.
+
+While jobs are pending the simulator also runs a cycle on a tick: ``tick_s`` after the last
+event, doubling after each tick that changed nothing, up to ``max_tick_s``, so a blocked queue
+does not cost a cycle per minute over months of trace.
+
+Work model: a job's work is ``duration x GPUs`` GPU-seconds at its full size; it progresses at a
+rate equal to the GPUs it currently holds (linear scaling), so an elastic job running at half size
+takes twice as long, and ``Scale`` only changes the rate. A preempted job keeps running until its
+stop time ``now + min(grace period, checkpoint_s)``; then a checkpointable job keeps the progress
+made so far and a non-checkpointable one restarts from zero when it is admitted again. A job that
+completes during its grace period simply completes.
+"""
+
+from __future__ import annotations
+
+import heapq
+import time
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from enum import IntEnum
+
+from schemas.config import MusterConfig
+from services.core import SchedulerState, schedule
+from services.core.model import (
+    ANY_GPU,
+    Admit,
+    Decision,
+    Job,
+    Node,
+    Preempt,
+    Reject,
+    Scale,
+    SchedulerConfig,
+)
+from services.simulator.estimates import HistoryEstimator
+from services.simulator.workload import Workload, WorkloadJob, min_replicas, pod_shape
+from services.spec.cluster_file import core_cohorts, core_nodes, core_queues
+
+
+class EventKind(IntEnum):
+    COMPLETE = 0
+    STOP = 1
+    ARRIVAL = 2
+    TICK = 3
+
+
+@dataclass(frozen=True, slots=True)
+class SimOptions:
+    """Knobs of the simulation itself (the policy's knobs are in ``SchedulerConfig``)."""
+
+    tick_s: float = 60.0
+    max_tick_s: float = 3600.0
+    checkpoint_s: float = 30.0  # time a job needs to write a checkpoint once asked to stop
+    grace_period_s: float = 30.0
+    history_estimates: bool = True  # fill missing runtime estimates from completed jobs
+    idle_ticks_limit: int = 48  # stop after this many fruitless max-interval ticks with nothing running
+    max_time_s: float | None = None  # stop the clock here (virtual seconds)
+    # per-queue depth of pending status (position, start estimate) the core computes each cycle;
+    # None keeps the policy's value. Status is informational, so 0 speeds long replays up.
+    status_depth: int | None = None
+
+
+@dataclass(slots=True)
+class JobRecord:
+    """What happened to one job during a run."""
+
+    spec: WorkloadJob
+    job: Job
+    work: float  # GPU-seconds at full size
+    remaining: float
+    unit: int  # GPUs per pod (at least 1 for progress)
+    rate: int = 0  # GPUs held now
+    since: float = 0.0
+    version: int = 0  # bumps whenever a scheduled completion becomes stale
+    run: int = 0  # bumps on every admission
+    first_start: float | None = None
+    end: float | None = None
+    preemptions: int = 0
+    restarts_from_zero: int = 0
+    gpu_seconds: float = 0.0
+    rejected: str | None = None
+    killed: bool = False
+    stopping: bool = False
+    requeue_on_stop: bool = True
+
+
+@dataclass(slots=True)
+class SimResult:
+    """Everything a report needs: per-job records, the allocation timeline and run counters."""
+
+    policy: str
+    seed: int
+    workload: str
+    capacity_gpus: int
+    records: dict[str, JobRecord]
+    timeline: list[tuple[float, str, int]] = field(default_factory=list)  # (time, queue, delta GPUs)
+    cycles: int = 0
+    decisions: int = 0
+    preemptions: int = 0
+    wall_s: float = 0.0
+    cycle_wall_s: float = 0.0
+    end_time: float = 0.0
+
+
+def _gpus_per_node(nodes: list[Node], gpu_type: str) -> int:
+    sizes = [n.gpus for n in nodes if gpu_type in (ANY_GPU, n.gpu_type)]
+    return max(sizes, default=0)
+
+
+class Simulator:
+    """One run of one policy over one workload on one cluster."""
+
+    def __init__(
+        self,
+        workload: Workload,
+        cluster: MusterConfig,
+        config: SchedulerConfig,
+        *,
+        seed: int = 0,
+        options: SimOptions | None = None,
+        policy_name: str | None = None,
+    ) -> None:
+        self._opts = options or SimOptions()
+        if self._opts.status_depth is not None:
+            config = replace(config, status_depth=self._opts.status_depth)
+        self._config = config
+        nodes = core_nodes(cluster)
+        queues = core_queues(cluster)
+        tenants = {q.name: q.tenant for q in queues}
+        self._state = SchedulerState(
+            queues=queues, cohorts=core_cohorts(cluster), nodes=nodes, half_life_s=config.fair_share_half_life_s
+        )
+        self._estimator = HistoryEstimator(config.default_runtime_estimate_s)
+        self._heap: list[tuple[float, int, EventKind, str, int]] = []
+        self._seq = 0
+        self._tick_token = 0
+        self._tick_interval = self._opts.tick_s
+        self._arrivals_left = 0
+        self._running = 0
+        self._result = SimResult(
+            policy=policy_name or config.policy,
+            seed=seed,
+            workload=workload.name,
+            capacity_gpus=sum(n.gpus for n in nodes),
+            records={},
+        )
+        tolerations = frozenset(t for n in nodes for t in n.taints)
+        node_sizes = {t: _gpus_per_node(nodes, t) for t in {j.gpu_type for j in workload.jobs}}
+        for spec in workload.jobs:
+            replicas, per_pod = pod_shape(spec.num_gpus, node_sizes[spec.gpu_type])
+            job = Job(
+                job_id=spec.job_id,
+                queue=spec.queue,
+                submit_time=spec.submit_time,
+                replicas=replicas,
+                gpus_per_pod=per_pod,
+                gpu_type=spec.gpu_type,
+                min_replicas=min_replicas(spec.min_gpus, per_pod, replicas),
+                priority=spec.priority,
+                tenant=tenants.get(spec.queue, ""),
+                runtime_estimate=spec.runtime_estimate,
+                preemptible=spec.preemptible,
+                checkpointable=spec.checkpointable,
+                grace_period_s=self._opts.grace_period_s,
+                tolerations=tolerations,
+            )
+            unit = max(per_pod, 1)
+            work = spec.duration * replicas * unit
+            self._result.records[spec.job_id] = JobRecord(spec, job, work, work, unit)
+            self._push(spec.submit_time, EventKind.ARRIVAL, spec.job_id, 0)
+            self._arrivals_left += 1
+
+    # ------------------------------------------------------------------ event plumbing
+
+    def _push(self, at: float, kind: EventKind, job_id: str, token: int) -> None:
+        heapq.heappush(self._heap, (at, self._seq, kind, job_id, token))
+        self._seq += 1
+
+    def _schedule_tick(self, now: float) -> None:
+        self._tick_token += 1
+        self._push(now + self._tick_interval, EventKind.TICK, "", self._tick_token)
+
+    def _progress(self, rec: JobRecord, now: float) -> None:
+        elapsed = now - rec.since
+        if elapsed > 0 and rec.rate > 0:
+            rec.remaining = max(0.0, rec.remaining - elapsed * rec.rate)
+            rec.gpu_seconds += elapsed * rec.rate
+        rec.since = now
+
+    def _set_rate(self, rec: JobRecord, gpus: int, now: float) -> None:
+        delta = gpus - rec.rate
+        if delta:
+            self._result.timeline.append((now, rec.spec.queue, delta))
+        rec.rate = gpus
+
+    def _schedule_completion(self, rec: JobRecord, now: float) -> None:
+        rec.version += 1
+        speed = max(rec.rate, 1)
+        self._push(now + rec.remaining / speed, EventKind.COMPLETE, rec.spec.job_id, rec.version)
+
+    # ------------------------------------------------------------------ event handlers
+
+    def _on_arrival(self, rec: JobRecord) -> None:
+        self._arrivals_left -= 1
+        job = rec.job
+        if job.runtime_estimate is None and self._opts.history_estimates:
+            job = _with_estimate(job, self._estimator.estimate(job.queue))
+            rec.job = job
+        self._state.submit(job)
+
+    def _on_complete(self, rec: JobRecord, token: int, now: float) -> bool:
+        if token != rec.version or rec.end is not None or rec.rate == 0:
+            return False
+        self._progress(rec, now)
+        rec.remaining = 0.0
+        rec.end = now
+        rec.stopping = False
+        self._set_rate(rec, 0, now)
+        self._running -= 1
+        self._state.job_finished(rec.spec.job_id, now)
+        self._estimator.observe(rec.spec.queue, rec.spec.duration)
+        return True
+
+    def _on_stop(self, rec: JobRecord, token: int, now: float) -> bool:
+        if token != rec.run or not rec.stopping or rec.end is not None:
+            return False
+        self._progress(rec, now)
+        rec.stopping = False
+        rec.version += 1  # the pending completion no longer applies
+        if not rec.spec.checkpointable:
+            rec.remaining = rec.work
+            rec.restarts_from_zero += 1
+        self._set_rate(rec, 0, now)
+        self._running -= 1
+        self._state.job_stopped(rec.spec.job_id, now, requeue=rec.requeue_on_stop)
+        if not rec.requeue_on_stop:
+            rec.killed = True
+            rec.end = now
+        return True
+
+    # ------------------------------------------------------------------ decisions
+
+    def _apply(self, decision: Decision, now: float) -> None:
+        rec = self._result.records[decision.job_id]
+        self._state.apply(decision, now)
+        self._result.decisions += 1
+        if isinstance(decision, Admit):
+            rec.since = now
+            rec.run += 1
+            if rec.first_start is None:
+                rec.first_start = now
+            self._running += 1
+            self._set_rate(rec, decision.replicas * rec.unit, now)
+            self._schedule_completion(rec, now)
+        elif isinstance(decision, Scale):
+            self._progress(rec, now)
+            self._set_rate(rec, decision.replicas * rec.unit, now)
+            self._schedule_completion(rec, now)
+        elif isinstance(decision, Preempt):
+            rec.preemptions += 1
+            self._result.preemptions += 1
+            rec.stopping = True
+            rec.requeue_on_stop = decision.requeue
+            wait = min(decision.grace_period_s, self._opts.checkpoint_s)
+            self._push(now + wait, EventKind.STOP, rec.spec.job_id, rec.run)
+        elif isinstance(decision, Reject):
+            rec.rejected = decision.reason
+
+    def _cycle(self, now: float) -> int:
+        started = time.perf_counter()
+        result = schedule(self._state, now, self._config)
+        self._result.cycle_wall_s += time.perf_counter() - started
+        self._result.cycles += 1
+        for decision in result.decisions:
+            self._apply(decision, now)
+        return len(result.decisions)
+
+    # ------------------------------------------------------------------ main loop
+
+    def run(self) -> SimResult:
+        """Run to the end of the workload; returns the records of every job."""
+        started = time.perf_counter()
+        idle_ticks = 0
+        now = 0.0
+        limit = self._opts.max_time_s
+        while self._heap:
+            now = self._heap[0][0]
+            if limit is not None and now > limit:
+                break
+            changed = False
+            ticked = False
+            while self._heap and self._heap[0][0] == now:
+                _, _, kind, job_id, token = heapq.heappop(self._heap)
+                if kind is EventKind.TICK:
+                    ticked = ticked or token == self._tick_token
+                    continue
+                rec = self._result.records[job_id]
+                if kind is EventKind.ARRIVAL:
+                    self._on_arrival(rec)
+                    changed = True
+                elif kind is EventKind.COMPLETE:
+                    changed = self._on_complete(rec, token, now) or changed
+                else:
+                    changed = self._on_stop(rec, token, now) or changed
+            if not (changed or ticked):
+                continue
+            if changed:
+                self._tick_interval = self._opts.tick_s
+            made = self._cycle(now)
+            while made >= self._config.max_admissions_per_cycle:
+                made = self._cycle(now)
+            if ticked and not changed and made == 0:
+                self._tick_interval = min(self._tick_interval * 2, self._opts.max_tick_s)
+                quiet = self._running == 0 and self._arrivals_left == 0
+                idle_ticks = idle_ticks + 1 if quiet and self._tick_interval >= self._opts.max_tick_s else 0
+                if idle_ticks >= self._opts.idle_ticks_limit:
+                    break
+            else:
+                idle_ticks = 0
+            if self._state.pending_count > 0:
+                self._schedule_tick(now)
+            else:
+                self._tick_token += 1  # nothing pending: no tick until the next event
+        self._result.end_time = now
+        self._result.wall_s = time.perf_counter() - started
+        return self._result
+
+    @property
+    def state(self) -> SchedulerState:
+        return self._state
+
+
+def _with_estimate(job: Job, estimate: float) -> Job:
+    return replace(job, runtime_estimate=estimate)
+
+
+def simulate(
+    workload: Workload,
+    cluster: MusterConfig,
+    config: SchedulerConfig,
+    *,
+    seed: int = 0,
+    options: SimOptions | None = None,
+    policy_name: str | None = None,
+) -> SimResult:
+    """Run one policy over a workload; a convenience around ``Simulator``."""
+    return Simulator(workload, cluster, config, seed=seed, options=options, policy_name=policy_name).run()
+
+
+def queue_names(result: SimResult) -> list[str]:
+    return sorted({r.spec.queue for r in result.records.values()})
+
+
+def records_by_queue(result: SimResult) -> Mapping[str, list[JobRecord]]:
+    out: dict[str, list[JobRecord]] = {}
+    for rec in result.records.values():
+        out.setdefault(rec.spec.queue, []).append(rec)
+    return out

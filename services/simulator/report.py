@@ -1,0 +1,125 @@
+"""Scheduling-quality figures of one simulation run.
+
+Definitions (all times in seconds, over completed jobs unless stated):
+
+- JCT = completion time - submit time.
+- queueing delay = first start - submit time (the wait before the job first ran; time lost to
+  preemption shows up in JCT, not here).
+- slowdown = JCT / max(duration, 1 s), where duration is the job's true run time.
+- ``makespan_s`` = last completion - first submission.
+- ``gpu_allocation`` = GPU-seconds held by jobs (terminating ones included) / (cluster GPUs x makespan).
+- ``jain_fairness`` = Jain's index (sum x)^2 / (n sum x^2) over the per-queue mean slowdowns of the
+  queues that completed jobs: 1.0 when every queue is slowed down equally, 1/n at worst.
+- percentiles interpolate linearly (numpy's default).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+from services.simulator.engine import JobRecord, SimResult, records_by_queue
+
+
+def _pct(values: Sequence[float], q: float) -> float:
+    return float(np.percentile(values, q)) if values else 0.0
+
+
+def _mean(values: Sequence[float]) -> float:
+    return float(np.mean(values)) if values else 0.0
+
+
+def completed(records: Sequence[JobRecord]) -> list[JobRecord]:
+    return [r for r in records if r.end is not None and not r.killed and r.rejected is None]
+
+
+def jct(rec: JobRecord) -> float:
+    assert rec.end is not None
+    return rec.end - rec.spec.submit_time
+
+
+def queue_delay(rec: JobRecord) -> float:
+    assert rec.first_start is not None
+    return rec.first_start - rec.spec.submit_time
+
+
+def slowdown(rec: JobRecord) -> float:
+    return jct(rec) / max(rec.spec.duration, 1.0)
+
+
+def jain_index(values: Sequence[float]) -> float:
+    """Jain's fairness index of non-negative values; 1.0 for an empty or all-zero list."""
+    total = sum(values)
+    squares = sum(v * v for v in values)
+    if not values or squares == 0:
+        return 1.0
+    return total * total / (len(values) * squares)
+
+
+def queue_delays(result: SimResult) -> list[float]:
+    """Queueing delays of all completed jobs, for CDF plots."""
+    return [queue_delay(r) for r in completed(list(result.records.values()))]
+
+
+def _queue_stats(records: Sequence[JobRecord]) -> dict[str, Any]:
+    done = completed(records)
+    jcts = [jct(r) for r in done]
+    waits = [queue_delay(r) for r in done]
+    return {
+        "jobs": len(records),
+        "jobs_completed": len(done),
+        "avg_jct_s": _mean(jcts),
+        "avg_queue_s": _mean(waits),
+        "p99_queue_s": _pct(waits, 99),
+        "avg_slowdown": _mean([slowdown(r) for r in done]),
+        "gpu_hours": sum(r.gpu_seconds for r in records) / 3600.0,
+        "preemptions": sum(r.preemptions for r in records),
+    }
+
+
+def build_report(result: SimResult) -> dict[str, Any]:
+    """The JSON-ready report of one run (keys documented in the module docstring)."""
+    records = list(result.records.values())
+    done = completed(records)
+    jcts = [jct(r) for r in done]
+    waits = [queue_delay(r) for r in done]
+    first_submit = min((r.spec.submit_time for r in records), default=0.0)
+    last_end = max((r.end for r in records if r.end is not None), default=first_submit)
+    makespan = last_end - first_submit
+    held = sum(r.gpu_seconds for r in records)
+    capacity = result.capacity_gpus * makespan
+    per_queue = {q: _queue_stats(rs) for q, rs in sorted(records_by_queue(result).items())}
+    fairness_inputs = [s["avg_slowdown"] for s in per_queue.values() if s["jobs_completed"]]
+    rejected = sum(1 for r in records if r.rejected is not None)
+    killed = sum(1 for r in records if r.killed)
+    return {
+        "policy": result.policy,
+        "seed": result.seed,
+        "workload": result.workload,
+        "jobs": len(records),
+        "jobs_completed": len(done),
+        "jobs_rejected": rejected,
+        "jobs_killed": killed,
+        "jobs_unfinished": len(records) - len(done) - rejected - killed,
+        "avg_jct_s": _mean(jcts),
+        "p50_jct_s": _pct(jcts, 50),
+        "p99_jct_s": _pct(jcts, 99),
+        "avg_queue_s": _mean(waits),
+        "p50_queue_s": _pct(waits, 50),
+        "p99_queue_s": _pct(waits, 99),
+        "avg_slowdown": _mean([slowdown(r) for r in done]),
+        "makespan_s": makespan,
+        "capacity_gpus": result.capacity_gpus,
+        "gpu_allocation": held / capacity if capacity > 0 else 0.0,
+        "jain_fairness": jain_index(fairness_inputs),
+        "jain_fairness_over": "per-queue mean slowdown",
+        "preemptions": result.preemptions,
+        "restarts_from_zero": sum(r.restarts_from_zero for r in records),
+        "decisions": result.decisions,
+        "cycles": result.cycles,
+        "wall_s": result.wall_s,
+        "cycle_wall_s": result.cycle_wall_s,
+        "per_queue": per_queue,
+    }

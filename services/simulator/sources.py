@@ -1,0 +1,67 @@
+"""Resolve ``--workload`` / ``--cluster`` into a workload and a cluster configuration.
+
+``--workload`` is a CSV path or a trace name: ``philly`` (``philly:<scale>`` multiplies every VC's
+node count by ``scale``, e.g. ``philly:0.25``), ``alibaba`` (``alibaba:<variant>`` picks
+another openb pod list, e.g. ``alibaba:multigpu50``) or ``gavel`` (``gavel:<vc>`` for one VC).
+A trace brings its own cluster; ``--cluster`` overrides it. A CSV workload needs ``--cluster``.
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+from schemas.config import MusterConfig
+from services.simulator.traces.alibaba import load_alibaba
+from services.simulator.traces.common import Trace
+from services.simulator.traces.gavel import load_gavel
+from services.simulator.traces.philly import load_philly
+from services.simulator.workload import Workload, read_workload_csv
+from services.spec.cluster_file import load_cluster_file
+
+TRACE_NAMES = ("philly", "alibaba", "gavel")
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in ``text``: a number with an optional unit s, m, h, d or w (``90m``, ``7d``)."""
+    match = _DURATION.match(text)
+    if not match:
+        raise ValueError(f"not a duration: {text!r} (use e.g. 3600, 90m, 12h, 7d)")
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def parse_window(text: str) -> tuple[float, float]:
+    """``START:END`` (durations after the first arrival; END may be empty for "to the end")."""
+    start, sep, end = text.partition(":")
+    if not sep:
+        raise ValueError(f"window must be START:END, got {text!r}")
+    lo = parse_duration(start) if start.strip() else 0.0
+    hi = parse_duration(end) if end.strip() else float("inf")
+    if hi <= lo:
+        raise ValueError(f"window end must be after its start: {text!r}")
+    return lo, hi
+
+
+def load_trace(name: str, traces_dir: Path) -> Trace:
+    """A named trace with its default cluster."""
+    base, _, variant = name.partition(":")
+    if base == "philly":
+        return load_philly(traces_dir, node_scale=float(variant) if variant else 1.0)
+    if base == "alibaba":
+        return load_alibaba(traces_dir, variant or "default")
+    if base == "gavel":
+        return load_gavel(traces_dir, vc=variant or None)
+    raise ValueError(f"unknown trace {name!r}; known: {', '.join(TRACE_NAMES)}")
+
+
+def resolve(workload: str, cluster: str | None, traces_dir: Path) -> tuple[Workload, MusterConfig]:
+    """The workload and cluster named on the command line."""
+    if workload.partition(":")[0] in TRACE_NAMES and not Path(workload).exists():
+        trace = load_trace(workload, traces_dir)
+        config = load_cluster_file(cluster) if cluster else trace.cluster
+        return trace.workload, config
+    if cluster is None:
+        raise ValueError("a CSV workload needs --cluster FILE")
+    return read_workload_csv(workload), load_cluster_file(cluster)

@@ -1,0 +1,1 @@
+"""Loaders that turn public GPU-cluster traces into a workload and a matching cluster."""

@@ -1,0 +1,216 @@
+"""The workload representation every loader produces, and its CSV form.
+
+A workload CSV has the columns ``job_id,submit_time,duration,num_gpus,queue`` and, optionally,
+``gpu_type,priority,min_gpus,runtime_estimate,preemptible,checkpointable``. ``submit_time`` and
+``duration`` are seconds; ``duration`` is what the job really takes at its full size and is never
+shown to the scheduling policy, which sees only ``runtime_estimate``.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import random
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, replace
+from pathlib import Path
+
+from services.core.model import ANY_GPU
+
+REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time", "duration", "num_gpus", "queue")
+OPTIONAL_COLUMNS: tuple[str, ...] = (
+    "gpu_type",
+    "priority",
+    "min_gpus",
+    "runtime_estimate",
+    "preemptible",
+    "checkpointable",
+)
+_TRUE = {"1", "true", "yes", "y", "t"}
+_FALSE = {"0", "false", "no", "n", "f"}
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadJob:
+    """One job of a workload: when it arrives, how long it really runs, what it asks for."""
+
+    job_id: str
+    submit_time: float
+    duration: float
+    num_gpus: int
+    queue: str
+    gpu_type: str = ANY_GPU
+    priority: int = 0
+    min_gpus: int | None = None  # elastic jobs may run with as few as this many GPUs
+    runtime_estimate: float | None = None
+    preemptible: bool = True
+    checkpointable: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class Workload:
+    """An arrival-ordered list of jobs with a name for reports."""
+
+    name: str
+    jobs: tuple[WorkloadJob, ...]
+
+    @property
+    def queues(self) -> list[str]:
+        return sorted({j.queue for j in self.jobs})
+
+
+def _parse_bool(value: str, column: str, line: int) -> bool:
+    v = value.strip().lower()
+    if v in _TRUE:
+        return True
+    if v in _FALSE:
+        return False
+    raise ValueError(f"line {line}: {column} must be a boolean, got {value!r}")
+
+
+def _optional(row: dict[str, str], column: str) -> str | None:
+    value = row.get(column)
+    if value is None:
+        return None
+    value = value.strip()
+    return value or None
+
+
+def _job_from_row(row: dict[str, str], line: int) -> WorkloadJob:
+    try:
+        job = WorkloadJob(
+            job_id=row["job_id"].strip(),
+            submit_time=float(row["submit_time"]),
+            duration=float(row["duration"]),
+            num_gpus=int(row["num_gpus"]),
+            queue=row["queue"].strip(),
+        )
+        gpu_type = _optional(row, "gpu_type")
+        priority = _optional(row, "priority")
+        min_gpus = _optional(row, "min_gpus")
+        estimate = _optional(row, "runtime_estimate")
+        preemptible = _optional(row, "preemptible")
+        checkpointable = _optional(row, "checkpointable")
+        job = replace(
+            job,
+            gpu_type=gpu_type if gpu_type is not None else ANY_GPU,
+            priority=int(priority) if priority is not None else 0,
+            min_gpus=int(min_gpus) if min_gpus is not None else None,
+            runtime_estimate=float(estimate) if estimate is not None else None,
+            preemptible=_parse_bool(preemptible, "preemptible", line) if preemptible is not None else True,
+            checkpointable=(
+                _parse_bool(checkpointable, "checkpointable", line) if checkpointable is not None else False
+            ),
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"line {line}: {exc}") from exc
+    if job.duration < 0 or job.num_gpus < 0 or job.submit_time < 0:
+        raise ValueError(f"line {line}: submit_time, duration and num_gpus must not be negative")
+    if job.min_gpus is not None and not 0 < job.min_gpus <= job.num_gpus:
+        raise ValueError(f"line {line}: min_gpus must be between 1 and num_gpus")
+    return job
+
+
+def read_workload_csv(path: str | Path) -> Workload:
+    """Read a workload CSV; raises ``ValueError`` naming the file and line on bad input."""
+    p = Path(path)
+    with p.open(newline="", encoding="utf-8") as fh:
+        reader = csv.DictReader(fh)
+        missing = [c for c in REQUIRED_COLUMNS if c not in (reader.fieldnames or [])]
+        if missing:
+            raise ValueError(f"{p}: missing columns {missing}")
+        try:
+            jobs = [_job_from_row(row, i + 2) for i, row in enumerate(reader)]
+        except ValueError as exc:
+            raise ValueError(f"{p}: {exc}") from exc
+    ids = [j.job_id for j in jobs]
+    if len(set(ids)) != len(ids):
+        raise ValueError(f"{p}: duplicate job_id values")
+    return Workload(name=p.stem, jobs=sort_jobs(jobs))
+
+
+def _fmt(value: float) -> str:
+    return repr(float(value)) if not float(value).is_integer() else str(int(value))
+
+
+def write_workload_csv(workload: Workload, path: str | Path) -> None:
+    """Write a workload in the CSV form ``read_workload_csv`` reads back unchanged."""
+    with Path(path).open("w", newline="", encoding="utf-8") as fh:
+        writer = csv.writer(fh)
+        writer.writerow(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
+        for j in workload.jobs:
+            writer.writerow(
+                [
+                    j.job_id,
+                    _fmt(j.submit_time),
+                    _fmt(j.duration),
+                    j.num_gpus,
+                    j.queue,
+                    j.gpu_type,
+                    j.priority,
+                    "" if j.min_gpus is None else j.min_gpus,
+                    "" if j.runtime_estimate is None else _fmt(j.runtime_estimate),
+                    str(j.preemptible).lower(),
+                    str(j.checkpointable).lower(),
+                ]
+            )
+
+
+def sort_jobs(jobs: Iterable[WorkloadJob]) -> tuple[WorkloadJob, ...]:
+    """Arrival order; jobs submitted at the same second keep their input order."""
+    return tuple(sorted(jobs, key=lambda j: j.submit_time))
+
+
+def subset(
+    workload: Workload,
+    *,
+    window: tuple[float, float] | None = None,
+    limit: int | None = None,
+    sample: float | None = None,
+    seed: int = 0,
+) -> Workload:
+    """Jobs submitted in ``window`` (seconds after the first arrival), optionally sampled, first ``limit``.
+
+    Submit times are shifted so the first kept job arrives at 0. Sampling keeps each job with
+    probability ``sample`` using ``random.Random(seed)``.
+    """
+    jobs: Sequence[WorkloadJob] = workload.jobs
+    if not jobs:
+        return workload
+    origin = jobs[0].submit_time
+    if window is not None:
+        start, end = window
+        jobs = [j for j in jobs if start <= j.submit_time - origin < end]
+    if sample is not None:
+        rng = random.Random(seed)
+        jobs = [j for j in jobs if rng.random() < sample]
+    if limit is not None:
+        jobs = list(jobs)[:limit]
+    if not jobs:
+        return Workload(workload.name, ())
+    shift = jobs[0].submit_time
+    return Workload(workload.name, tuple(replace(j, submit_time=j.submit_time - shift) for j in jobs))
+
+
+def pod_shape(num_gpus: int, gpus_per_node: int) -> tuple[int, int]:
+    """Split a job of ``num_gpus`` GPUs into ``(replicas, gpus_per_pod)`` pods.
+
+    A pod gets the largest divisor of ``num_gpus`` that fits on one node, so the gang asks for
+    exactly ``num_gpus`` GPUs: 8 -> 1x8, 16 -> 2x8, 12 -> 2x6, 20 -> 4x5 on 8-GPU nodes. A job
+    without GPUs is one pod with none.
+    """
+    if num_gpus <= 0:
+        return 1, 0
+    cap = max(1, gpus_per_node)
+    if num_gpus <= cap:
+        return 1, num_gpus
+    per_pod = max(d for d in range(1, cap + 1) if num_gpus % d == 0)
+    return num_gpus // per_pod, per_pod
+
+
+def min_replicas(min_gpus: int | None, gpus_per_pod: int, replicas: int) -> int | None:
+    """The elastic lower bound in pods for a job that may run with ``min_gpus`` GPUs."""
+    if min_gpus is None or gpus_per_pod == 0:
+        return None
+    low = max(1, math.ceil(min_gpus / gpus_per_pod))
+    return low if low < replicas else None
