@@ -138,11 +138,22 @@ class QuotaBook:
             key = (queue, user)
             self.user_gpus[key] = self.user_gpus.get(key, 0) + sign * gpus
 
-    def check(self, queue: str, req: Mapping[str, int]) -> tuple[PendingReason | None, bool]:
-        """(blocking reason or None, whether admitting ``req`` borrows from the cohort)."""
+    def check(
+        self,
+        queue: str,
+        req: Mapping[str, int],
+        *,
+        alloc: Mapping[str, int] | None = None,
+        pool_used: Mapping[str, int] | None = None,
+    ) -> tuple[PendingReason | None, bool]:
+        """(blocking reason or None, whether admitting ``req`` borrows from the cohort).
+
+        ``alloc`` and ``pool_used`` replace the queue's allocation and its root pool's usage (what-if).
+        """
         spec = self.queues[queue]
         root = self.root_of.get(queue)
-        alloc = self.alloc.get(queue, {})
+        if alloc is None:
+            alloc = self.alloc.get(queue, {})
         borrowed = False
         for res, amount in req.items():
             if amount <= 0 or not self.is_governed(queue, res):
@@ -161,7 +172,8 @@ class QuotaBook:
                     return PendingReason.QUEUE_QUOTA, False
             g = _guaranteed(spec, res)
             delta = max(0, new - g) - max(0, used - g)
-            if delta > 0 and self.pool_used.get(root, {}).get(res, 0) + delta > self.pool_cap.get(root, {}).get(res, 0):
+            used_pool = self.pool_used.get(root, {}) if pool_used is None else pool_used
+            if delta > 0 and used_pool.get(res, 0) + delta > self.pool_cap.get(root, {}).get(res, 0):
                 return PendingReason.COHORT_QUOTA, borrowed
         return None, borrowed
 

@@ -4,15 +4,24 @@ Running jobs in the same scope (the queue for ``queue_quota_exhausted``, every q
 root cohort for ``cohort_quota_exhausted``) end by their runtime estimates; the job can start once
 enough of them have ended for its request to pass the quota check. Jobs ahead of it in line are not
 modelled here (the capacity estimate accounts for them), so the later of the two estimates is used.
+
+Per (scope, queue) the releases are walked at most once per cycle, lazily, keeping after each one
+the queue's allocation and its root pool's usage; a request binary-searches the snapshots already
+taken (the check is monotone: releasing more never makes it fail) and extends the walk only when
+none of them passes.
 """
 
 from __future__ import annotations
+
+from collections.abc import Mapping
 
 from .model import Job, PendingReason, RunningJob
 from .quota import QuotaBook, job_request
 from .state import SchedulerState
 
 MAX_RELEASES = 512  # bound the walk; beyond it the estimate is unknown
+
+Snapshot = tuple[float, dict[str, int], dict[str, int]]  # (time, queue allocation, root pool usage)
 
 
 def _end(rj: RunningJob, now: float, default_estimate: float) -> float:
@@ -22,8 +31,38 @@ def _end(rj: RunningJob, now: float, default_estimate: float) -> float:
     return max(now, rj.start_time + (default_estimate if est is None else est))
 
 
+class _Walker:
+    """Releases of one scope applied one by one to a scratch book, for one queue's point of view."""
+
+    __slots__ = ("book", "ends", "next", "queue", "root", "snapshots", "st")
+
+    def __init__(self, st: SchedulerState, book: QuotaBook, queue: str, ends: list[tuple[float, str]]) -> None:
+        self.st = st
+        self.book = book.clone()
+        self.queue = queue
+        self.root = book.root_of.get(queue)
+        self.ends = ends
+        self.next = 0
+        self.snapshots: list[Snapshot] = []
+
+    def extend(self) -> bool:
+        """Apply the next release; False when there is none left."""
+        while self.next < len(self.ends):
+            end, job_id = self.ends[self.next]
+            self.next += 1
+            rj = self.st.running.get(job_id)
+            run_type = self.st.run_type.get(job_id)
+            if rj is None or run_type is None:
+                continue
+            self.book.add(rj.job.queue, job_request(rj.job, run_type, rj.replicas), rj.job.user, -1)
+            pool: Mapping[str, int] = self.book.pool_used.get(self.root, {}) if self.root is not None else {}
+            self.snapshots.append((end, dict(self.book.alloc.get(self.queue, {})), dict(pool)))
+            return True
+        return False
+
+
 class QuotaReleases:
-    """Per-cycle cache of running jobs by estimated end, per scope (queue or root cohort)."""
+    """Per-cycle cache of quota snapshots as running jobs end, per (scope, queue)."""
 
     def __init__(self, state: SchedulerState, book: QuotaBook, now: float, default_estimate: float) -> None:
         self._st = state
@@ -31,6 +70,7 @@ class QuotaReleases:
         self._now = now
         self._default = default_estimate
         self._ends: dict[str, list[tuple[float, str]]] = {}
+        self._walkers: dict[tuple[str, str], _Walker] = {}
         self._answers: dict[tuple[object, ...], float | None] = {}
 
     def _scope(self, job: Job, reason: PendingReason) -> str | None:
@@ -43,14 +83,14 @@ class QuotaReleases:
         ends = self._ends.get(scope)
         if ends is None:
             kind, name = scope.split(":", 1)
-            members = (
-                {name} if kind == "queue" else {q for q, r in self._book.root_of.items() if r == name}
-            )
+            members = {name} if kind == "queue" else {q for q, r in self._book.root_of.items() if r == name}
+            running = self._st.running
             ends = sorted(
-                (_end(rj, self._now, self._default), job_id)
-                for job_id, rj in self._st.running.items()
-                if rj.job.queue in members
-            )
+                (_end(running[job_id], self._now, self._default), job_id)
+                for queue in sorted(members)
+                for job_id in self._st.running_by_queue.get(queue, {})
+                if job_id in running
+            )[:MAX_RELEASES]
             self._ends[scope] = ends
         return ends
 
@@ -59,21 +99,38 @@ class QuotaReleases:
         scope = self._scope(job, reason)
         if scope is None:
             return None
+        key = (scope, job.queue)
+        walker = self._walkers.get(key)
+        if walker is None:
+            walker = self._walkers[key] = _Walker(self._st, self._book, job.queue, self._sorted_ends(scope))
         pods = max(job.min_size, 1)
-        requests = [job_request(job, t, pods) for t in gpu_types]
-        key = (scope, job.queue, tuple(tuple(sorted(r.items())) for r in requests))
-        if key not in self._answers:
-            self._answers[key] = self._walk(job.queue, scope, requests)
-        return self._answers[key]
+        best: float | None = None
+        for gpu_type in gpu_types:
+            req = job_request(job, gpu_type, pods)
+            answer_key = (scope, job.queue, tuple(sorted(req.items())))
+            if answer_key not in self._answers:
+                self._answers[answer_key] = self._first_passing(walker, job.queue, req)
+            found = self._answers[answer_key]
+            if found is not None and (best is None or found < best):
+                best = found
+        return best
 
-    def _walk(self, queue: str, scope: str, requests: list[dict[str, int]]) -> float | None:
-        book = self._book.clone()
-        for end, job_id in self._sorted_ends(scope)[:MAX_RELEASES]:
-            rj = self._st.running.get(job_id)
-            run_type = self._st.run_type.get(job_id)
-            if rj is None or run_type is None:
-                continue
-            book.add(rj.job.queue, job_request(rj.job, run_type, rj.replicas), rj.job.user, -1)
-            if any(book.check(queue, req)[0] is None for req in requests):
-                return end
-        return None
+    def _first_passing(self, walker: _Walker, queue: str, req: Mapping[str, int]) -> float | None:
+        def passes(i: int) -> bool:
+            _, alloc, pool = walker.snapshots[i]
+            return self._book.check(queue, req, alloc=alloc, pool_used=pool)[0] is None
+
+        snaps = walker.snapshots
+        if not snaps or not passes(len(snaps) - 1):
+            while walker.extend():  # walk further only as far as this request needs
+                if passes(len(snaps) - 1):
+                    return snaps[-1][0]
+            return None
+        lo, hi = 0, len(snaps) - 1  # the last snapshot passes: binary search the first that does
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if passes(mid):
+                hi = mid
+            else:
+                lo = mid + 1
+        return snaps[lo][0]
