@@ -168,19 +168,23 @@ class QueueManager:
         return len(outcome)
 
     async def run_cycles(self, stop: asyncio.Event) -> None:
-        """Cycle after changes (at most every ``debounce_s``) and every ``period_s`` for time-based rules."""
-        last = 0.0
+        """Cycle ``debounce_s`` after a change and every ``period_s`` for time-based rules.
+
+        The pause after a change gathers inputs that arrive together: submissions made in one burst land
+        on different partitions and may be consumed out of order, and a cycle run on the first of them
+        alone would admit it ahead of earlier submissions still in flight.
+        """
         while not stop.is_set():
+            changed = False
             with contextlib.suppress(TimeoutError):
                 async with asyncio.timeout(self.period_s):
                     await self._changed.wait()
+                    changed = True
+            if changed and not stop.is_set():
+                await asyncio.sleep(self.debounce_s)
             if stop.is_set():
                 return
-            delay = self.debounce_s - (time.monotonic() - last)
-            if delay > 0:
-                await asyncio.sleep(delay)
             self._changed.clear()
-            last = time.monotonic()
             await self.cycle()
 
     # ------------------------------------------------------------ the whole service

@@ -1,0 +1,48 @@
+"""Fixtures of the end-to-end tests: the whole system on a broker of its own, started per test.
+
+A module picks its cluster file by overriding the ``e2e_config`` fixture.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+from collections.abc import AsyncIterator, Iterator
+from pathlib import Path
+
+import pytest
+
+from schemas.config import MusterConfig
+from services.runtime.broker import BOOTSTRAP_ENV, resolve_broker
+from services.runtime.kafka import KafkaSettings
+from services.runtime.kafka.topics import ensure_registry_topics
+from tests.e2e.builders import gpu_cluster, muster_config
+from tests.e2e.system import System, running_system
+
+
+@pytest.fixture
+def e2e_config() -> MusterConfig:
+    """One cluster of two 8-GPU nodes; each tenant's queue holds all 16 GPUs."""
+    return muster_config([gpu_cluster("east", nodes=2, gpus_per_node=8)], nominal=16)
+
+
+@pytest.fixture
+def e2e_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSettings]:
+    """A broker of this test alone, with every registry topic: no job of another test is in sight.
+
+    With ``MUSTER_KAFKA_BOOTSTRAP`` set, that broker is used instead (its topics are then shared).
+    """
+    broker = resolve_broker(os.environ.get(BOOTSTRAP_ENV), log_dir=tmp_path_factory.mktemp("kafka"))
+    try:
+        settings = KafkaSettings(bootstrap=broker.bootstrap, client_id="muster-e2e", request_timeout_ms=15_000)
+        asyncio.run(ensure_registry_topics(settings))
+        yield settings
+    finally:
+        broker.close()
+
+
+@pytest.fixture
+async def system(e2e_settings: KafkaSettings, e2e_config: MusterConfig, tmp_path: Path) -> AsyncIterator[System]:
+    async with running_system(e2e_settings, e2e_config, tmp_path) as running:
+        yield running
+    assert running.log.dead_letters == [], "messages went to a dead-letter topic"

@@ -1,0 +1,290 @@
+"""The whole system in this event loop: kubesim clusters, the five services, an HTTP client and a topic log."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import httpx
+import yaml
+
+from schemas.config import MusterConfig
+from services.core import SchedulerConfig
+from services.dispatcher import main as dispatcher_main
+from services.dispatcher.dispatcher import Dispatcher
+from services.dispatcher.plans import DispatchSettings
+from services.gateway.main import GatewayServer
+from services.kubesim import KubeSim
+from services.node_watcher import main as watcher_main
+from services.node_watcher.watcher import NodeWatcher
+from services.queue_manager.main import build as build_queue_manager
+from services.quota_accountant.accountant import AccountantSettings
+from services.quota_accountant.main import build as build_accountant
+from services.runtime.kafka import KafkaSettings
+from services.runtime.kube import JOBS, PODS, Backoff, KubeObject, KubeRest, RetryPolicy, build_api_client
+from services.runtime.options import ServeOptions
+from services.runtime.service import ServiceRunner
+from tests.e2e.builders import ADMIN_TOKEN, member_token, tokens
+from tests.e2e.log import TopicLog
+
+SCHEDULER = SchedulerConfig(min_runtime_s=0.0)
+DISPATCH = DispatchSettings(restart_backoff_s=0.2, restart_backoff_max_s=0.5, handshake_poll_s=0.05)
+ACCOUNTANT = AccountantSettings(publish_interval_s=1.0)
+CYCLE_PERIOD_S = 0.5
+START_TIMEOUT_S = 60.0
+STOP_TIMEOUT_S = 30.0
+KUBE_RETRY = RetryPolicy(attempts=8, backoff=Backoff(initial=0.05, maximum=0.5))
+
+
+@dataclass
+class Service:
+    """One service running as a task of this loop; ``stop`` asks its runner to end and waits for the task."""
+
+    name: str
+    task: asyncio.Task[None]
+    stopper: Callable[[], None] | None = None
+
+    async def started(self, ready: Callable[[], Awaitable[object]]) -> None:
+        """Wait for ``ready()`` unless the task ends first (its error is raised)."""
+        waiter = asyncio.ensure_future(ready())
+        try:
+            async with asyncio.timeout(START_TIMEOUT_S):
+                await asyncio.wait({waiter, self.task}, return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not waiter.done():
+                waiter.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await waiter
+        if self.task.done():
+            self.task.result()
+            raise AssertionError(f"{self.name} stopped while starting")
+
+    async def stop(self) -> None:
+        if self.stopper is not None:
+            self.stopper()
+        elif not self.task.done():
+            self.task.cancel()
+        async with asyncio.timeout(STOP_TIMEOUT_S):
+            with contextlib.suppress(asyncio.CancelledError):
+                await self.task
+
+
+class Api:
+    """The gateway's HTTP API as one tenant member, or the administrator (``tenant=None``)."""
+
+    def __init__(self, http: httpx.AsyncClient) -> None:
+        self.http = http
+
+    @staticmethod
+    def _auth(tenant: str | None) -> dict[str, str]:
+        return {"Authorization": f"Bearer {member_token(tenant) if tenant else ADMIN_TOKEN}"}
+
+    async def submit(self, spec: dict[str, Any], *, tenant: str = "team-a") -> str:
+        r = await self.http.post("/v1/jobs", json=spec, headers=self._auth(tenant))
+        assert r.status_code == 202, r.text
+        job_id: str = r.json()["job_id"]
+        return job_id
+
+    async def job(self, job_id: str, *, tenant: str | None = None) -> dict[str, Any]:
+        r = await self.http.get(f"/v1/jobs/{job_id}", headers=self._auth(tenant))
+        assert r.status_code == 200, r.text
+        body: dict[str, Any] = r.json()
+        return body
+
+    async def cancel(self, job_id: str, *, tenant: str = "team-a") -> None:
+        r = await self.http.post(f"/v1/jobs/{job_id}/cancel", json={"reason": "e2e"}, headers=self._auth(tenant))
+        assert r.status_code == 202, r.text
+
+    async def wait_state(self, job_id: str, *states: str, within: float = 60.0) -> dict[str, Any]:
+        """Poll the job through the API until its state is one of ``states``."""
+        return await self.wait_job(job_id, lambda job: job["state"] in states, within=within, what=f"in {states}")
+
+    async def wait_job(self, job_id: str, condition: Callable[[dict[str, Any]], bool], *, within: float = 60.0,
+                       what: str = "") -> dict[str, Any]:
+        """Poll the job through the API until ``condition`` holds for it."""
+        body: dict[str, Any] = {}
+        try:
+            async with asyncio.timeout(within):
+                while True:
+                    r = await self.http.get(f"/v1/jobs/{job_id}", headers=self._auth(None))
+                    if r.status_code == 200:
+                        body = r.json()
+                        if condition(body):
+                            return body
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            raise AssertionError(f"job {job_id} not {what} within {within}s; last seen {body}") from None
+
+
+@dataclass
+class Cluster:
+    """One simulated cluster, its URL and a Kubernetes client of it."""
+
+    name: str
+    sim: KubeSim
+    url: str
+    rest: KubeRest
+
+    async def jobs(self, job_id: str | None = None, namespace: str | None = None) -> list[KubeObject]:
+        selector = f"muster.dev/job-id={job_id}" if job_id else None
+        items, _ = await self.rest.list(JOBS, namespace, label_selector=selector)
+        return items
+
+    async def pods(self, job_id: str, namespace: str | None = None) -> list[KubeObject]:
+        items, _ = await self.rest.list(PODS, namespace, label_selector=f"muster.dev/job-id={job_id}")
+        return items
+
+    async def wait_no_jobs(self, job_id: str, *, within: float = 20.0) -> None:
+        """Wait until no Job object of ``job_id`` is left on the cluster."""
+        left: list[KubeObject] = []
+        try:
+            async with asyncio.timeout(within):
+                while True:
+                    left = await self.jobs(job_id)
+                    if not left:
+                        return
+                    await asyncio.sleep(0.1)
+        except TimeoutError:
+            names = [j["metadata"]["name"] for j in left]
+            raise AssertionError(f"Jobs of {job_id} still on {self.name} after {within}s: {names}") from None
+
+
+@dataclass
+class System:
+    """Everything that runs; ``services`` by name (``dispatcher/<cluster>``, ``node-watcher/<cluster>``...)."""
+
+    settings: KafkaSettings
+    config: MusterConfig
+    config_file: Path
+    tokens_file: Path
+    clusters: dict[str, Cluster]
+    log: TopicLog
+    scheduler: SchedulerConfig = SCHEDULER
+    services: dict[str, Service] = field(default_factory=dict)
+    gateway_url: str | None = None
+    _api: Api | None = None
+
+    @property
+    def api(self) -> Api:
+        assert self._api is not None, "the gateway has not started"
+        return self._api
+
+    def options(self, **changes: Any) -> ServeOptions:
+        base = ServeOptions(kafka=self.settings, http_port=0, config_file=self.config_file,
+                            tokens_file=self.tokens_file)
+        return dataclasses.replace(base, **changes)
+
+    def _spawn(self, name: str, coro: Coroutine[Any, Any, None]) -> Service:
+        service = Service(name, asyncio.create_task(coro, name=f"e2e {name}"))
+        self.services[name] = service
+        return service
+
+    async def start_gateway(self, kube_server: str | None) -> str:
+        server = GatewayServer(self.options(kube_server=kube_server))
+        service = self._spawn("gateway", server.run(handle_signals=False))
+        service.stopper = server.stop
+        await service.started(server.ready.wait)
+        assert server.url is not None
+        self.gateway_url = server.url
+        return server.url
+
+    async def start_queue_manager(self) -> None:
+        manager, runner = build_queue_manager(self.options(), scheduler_config=self.scheduler,
+                                              period_s=CYCLE_PERIOD_S)
+
+        async def main() -> None:
+            async with manager.producer:
+                await runner.run(handle_signals=False)
+
+        service = self._spawn("queue-manager", main())
+        service.stopper = runner.stop
+        await service.started(manager.ready.wait)
+
+    async def start_accountant(self) -> None:
+        runner, accountant = build_accountant(self.options(), settings=ACCOUNTANT)
+        service = self._spawn("quota-accountant", runner.run(handle_signals=False))
+        service.stopper = runner.stop
+        await service.started(accountant.ready.wait)
+
+    async def start_dispatcher(self, cluster: str) -> None:
+        registered = asyncio.Event()
+        holder: list[ServiceRunner] = []
+
+        def ready(runner: ServiceRunner, _: Dispatcher) -> None:
+            holder.append(runner)
+            service.stopper = runner.stop
+            registered.set()
+
+        options = self.options(cluster=cluster, kube_server=self.clusters[cluster].url, instance=cluster)
+        service = self._spawn(f"dispatcher/{cluster}", dispatcher_main.serve(
+            options, settings=DISPATCH, handle_signals=False, on_ready=ready))
+        await service.started(registered.wait)
+        await service.started(holder[0].loops[0].wait_assigned)
+
+    async def start_watcher(self, cluster: str) -> None:
+        registered = asyncio.Event()
+        holder: list[NodeWatcher] = []
+
+        def ready(runner: ServiceRunner, watcher: NodeWatcher) -> None:
+            holder.append(watcher)
+            service.stopper = runner.stop
+            registered.set()
+
+        options = self.options(cluster=cluster, kube_server=self.clusters[cluster].url, instance=cluster)
+        service = self._spawn(f"node-watcher/{cluster}", watcher_main.serve(
+            options, handle_signals=False, on_ready=ready))
+        await service.started(registered.wait)
+        await service.started(holder[0].ready.wait)
+
+    async def stop(self, name: str) -> None:
+        await self.services.pop(name).stop()
+
+    async def stop_all(self) -> None:
+        errors: list[BaseException] = []
+        for name in reversed(list(self.services)):
+            try:
+                await self.stop(name)
+            except Exception as exc:  # keep stopping the others; raised below
+                errors.append(exc)
+        if errors:
+            raise errors[0]
+
+    def first_cluster(self) -> Cluster:
+        return next(iter(self.clusters.values()))
+
+
+@contextlib.asynccontextmanager
+async def running_system(settings: KafkaSettings, config: MusterConfig, tmp_path: Path, *,
+                         scheduler: SchedulerConfig = SCHEDULER) -> AsyncIterator[System]:
+    """Start kubesim per cluster, then gateway, node watchers, accountant, queue manager and dispatchers."""
+    config_file = tmp_path / "cluster.yaml"
+    config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
+    tokens_file = tmp_path / "tokens.yaml"
+    tokens_file.write_text(yaml.safe_dump(tokens(tuple(t.name for t in config.tenants))), encoding="utf-8")
+    async with contextlib.AsyncExitStack() as stack:
+        clusters: dict[str, Cluster] = {}
+        for cluster in config.clusters:
+            sim = KubeSim(config, cluster_name=cluster.name, profile="zero")
+            url = await stack.enter_async_context(sim.serve(port=0))
+            api = await stack.enter_async_context(await build_api_client(url))
+            clusters[cluster.name] = Cluster(cluster.name, sim, url, KubeRest(api, retry=KUBE_RETRY,
+                                                                               request_timeout=10.0))
+        log = TopicLog(settings)
+        await log.start()
+        stack.push_async_callback(log.stop)
+        system = System(settings, config, config_file, tokens_file, clusters, log, scheduler)
+        stack.push_async_callback(system.stop_all)
+        url = await system.start_gateway(kube_server=system.first_cluster().url)
+        system._api = Api(await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=10)))
+        for name in clusters:
+            await system.start_watcher(name)
+        await system.start_accountant()
+        await system.start_queue_manager()
+        for name in clusters:
+            await system.start_dispatcher(name)
+        yield system

@@ -1,0 +1,124 @@
+"""One job through the whole system: submitted over HTTP, queued, admitted, run on kubesim, finished."""
+
+from __future__ import annotations
+
+import pytest
+
+from schemas.decisions import JobAdmitted
+from schemas.runs import DispatchFailed, JobDispatched, RunAllPodsReady, RunFailed, RunStarted, RunSucceeded
+from services.dispatcher.plans import object_name
+from services.gateway.ids import kube_job_id
+from services.runtime.kube import JOBS
+from tests.e2e.builders import job_spec, suspended_kube_job
+from tests.e2e.system import System
+
+pytestmark = pytest.mark.e2e
+
+
+async def test_single_job_runs_to_success(system: System) -> None:
+    job_id = await system.api.submit(job_spec("single", gpus=2, duration_s=1.0))
+
+    done = await system.api.wait_state(job_id, "succeeded", "failed", within=60)
+    assert done["state"] == "succeeded"
+    assert done["cluster"] == "east"
+    states = system.log.states(job_id)
+    assert states[0] == "pending" and states[-1] == "succeeded"
+    assert states.index("pending") < states.index("running") < states.index("succeeded")
+
+    [admitted] = system.log.messages(JobAdmitted, job_id=job_id)
+    assert admitted.attempt == 0 and admitted.placement.cluster == "east"
+    assert system.log.messages(RunStarted, job_id=job_id)
+    assert system.log.messages(RunSucceeded, job_id=job_id, attempt=0)
+    pods = await system.first_cluster().pods(job_id, "team-a")
+    assert [p["status"]["phase"] for p in pods] == ["Succeeded"]
+    assert pods[0]["spec"]["nodeName"] in {n["node"] for n in admitted.placement.model_dump()["nodes"]}
+
+
+async def test_gang_waits_until_it_fits_whole_then_starts_all_pods(system: System) -> None:
+    cluster = system.first_cluster()
+    blocker = await system.api.submit(job_spec("blocker", queue="team-b", gpus=1, duration_s=4.0), tenant="team-b")
+    await system.api.wait_state(blocker, "running", within=30)
+    gang = await system.api.submit(job_spec("gang", gpus=8, replicas=2, duration_s=1.0))
+
+    # while the blocker holds a node, the 16-GPU gang stays pending and nothing of it reaches the cluster
+    pending = await system.api.wait_job(gang, lambda j: j["state"] == "pending" and j["reason"] != "", within=20)
+    assert pending["reason"] in {"insufficient_capacity", "waiting_for_reservation"}, pending
+    assert not system.log.messages(RunSucceeded, job_id=blocker)
+    assert not system.log.messages(JobAdmitted, job_id=gang)
+    assert await cluster.pods(gang) == []
+
+    await system.api.wait_state(gang, "succeeded", within=60)
+    assert (await system.api.job(blocker))["state"] == "succeeded"
+    [admitted] = system.log.messages(JobAdmitted, job_id=gang)
+    assert admitted.replicas == 2 and admitted.placement.pods == 2
+    assert sorted(n.pods for n in admitted.placement.nodes) == [1, 1]
+    # the gang was admitted only once the blocker had finished
+    blocker_done = system.log.messages(RunSucceeded, job_id=blocker)[0].observed_at
+    gang_started = system.log.messages(RunStarted, job_id=gang)
+    assert min(s.observed_at for s in gang_started) >= blocker_done
+    [ready] = system.log.messages(RunAllPodsReady, job_id=gang)
+    assert ready.pods_total == 2
+    # one Job of two pods, each on its own planned node, both run to the end
+    [kube_job] = await cluster.jobs(gang)
+    assert kube_job["spec"]["parallelism"] == 2
+    pods = await cluster.pods(gang)
+    assert len(pods) == 2 and all(p["status"]["phase"] == "Succeeded" for p in pods)
+    assert {p["spec"]["nodeName"] for p in pods} == {n.node for n in admitted.placement.nodes}
+
+
+async def test_failing_pod_restarts_whole_gang_then_gives_up(system: System) -> None:
+    job_id = await system.api.submit(job_spec("crashy", gpus=1, replicas=2, duration_s=0.5, exit_code=3,
+                                              max_restarts=1))
+
+    failed = await system.api.wait_state(job_id, "failed", "succeeded", within=60)
+    assert failed["state"] == "failed"
+    # the gang ran twice under the same attempt: the first Job, then one whole-gang restart
+    names = [d.object_name for d in system.log.messages(JobDispatched, job_id=job_id)]
+    assert list(dict.fromkeys(names)) == [object_name(job_id, 0), object_name(job_id, 0, 1)]
+    failures = system.log.messages(RunFailed, job_id=job_id, attempt=0)
+    assert {f.exit_code for f in failures} == {3}
+    failed_jobs = {f.pod.rsplit("-", 2)[0] for f in failures if f.pod}
+    assert failed_jobs == {object_name(job_id, 0), object_name(job_id, 0, 1)}
+    [gave_up] = system.log.messages(DispatchFailed, job_id=job_id)
+    assert gave_up.reason == "restarts_exhausted" and not gave_up.retryable
+    assert len(system.log.messages(JobAdmitted, job_id=job_id)) == 1
+    await system.first_cluster().wait_no_jobs(job_id)
+
+
+async def test_cancel_pending_and_running_jobs(system: System) -> None:
+    cluster = system.first_cluster()
+    running = await system.api.submit(job_spec("long", gpus=8, replicas=2, duration_s=60.0))
+    await system.api.wait_state(running, "running", within=30)
+    waiting = await system.api.submit(job_spec("waiting", gpus=1, duration_s=1.0))
+    await system.api.wait_state(waiting, "pending", within=20)
+
+    await system.api.cancel(waiting)
+    assert (await system.api.wait_state(waiting, "cancelled", within=20))["state"] == "cancelled"
+    assert not system.log.messages(JobAdmitted, job_id=waiting)
+
+    assert len(await cluster.jobs(running)) == 1
+    await system.api.cancel(running)
+    await system.api.wait_state(running, "cancelled", within=30)
+    await cluster.wait_no_jobs(running)
+    assert not system.log.messages(RunSucceeded, job_id=running)
+    # the freed GPUs are not handed to the cancelled pending job
+    assert not system.log.messages(JobAdmitted, job_id=waiting)
+
+
+async def test_labelled_suspended_kube_job_becomes_a_muster_job(system: System) -> None:
+    cluster = system.first_cluster()
+    created = await cluster.rest.create(JOBS, suspended_kube_job("resnet-sweep-7", gang=2, gpus=4), "team-a")
+    meta = created["metadata"]
+    job_id = kube_job_id(meta["namespace"], meta["name"], meta["uid"])
+
+    done = await system.api.wait_state(job_id, "succeeded", "failed", within=60)
+    assert done["state"] == "succeeded" and done["replicas"] == 2 and done["gpus"] == 8
+    [admitted] = system.log.messages(JobAdmitted, job_id=job_id)
+    assert admitted.placement.pods == 2
+    kube_job = await cluster.rest.get(JOBS, "resnet-sweep-7", "team-a")
+    assert kube_job["metadata"]["uid"] == meta["uid"]  # the user's own object ran, not a copy
+    assert kube_job["spec"]["suspend"] is False
+    assert kube_job["status"].get("succeeded") == 2
+    pods = await cluster.pods(job_id, "team-a")
+    assert len(pods) == 2 and all(p["status"]["phase"] == "Succeeded" for p in pods)
+
