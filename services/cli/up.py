@@ -55,7 +55,9 @@ def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, urls: d
     env = {"MUSTER_KAFKA_BOOTSTRAP": bootstrap}
     logs = state_dir / "logs"
     children = [
-        Child("gateway", ["gateway", "--config", str(config_file), "--tokens", str(state_dir / "tokens.yaml")],
+        # the gateway also turns labelled, suspended batch/v1 Jobs of the first cluster into submissions
+        Child("gateway", ["gateway", "--config", str(config_file), "--tokens", str(state_dir / "tokens.yaml"),
+                          "--kube-server", next(iter(urls.values()))],
               gateway_port, logs / "gateway.log", env),
         Child("queue-manager", ["queue-manager"], free_port(), logs / "queue-manager.log", env),
         Child("quota-accountant", ["quota-accountant"], free_port(), logs / "quota-accountant.log", env),

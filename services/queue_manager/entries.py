@@ -116,7 +116,6 @@ class JobEntry:
             submit_time=self.submission.submitted_at.timestamp(),
             attempt=self.attempt,
         )
-        job = replace(job, grace_period_s=self.grace_period_s)
         return job if class_preemptible else replace(job, preemptible=False)
 
     def finish(self, state: JobState, now: float, reason: str, message: str = "") -> None:

@@ -63,7 +63,8 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
         runtime_estimate=spec.runtime_estimate_s,
         preemptible=spec.preemptible,
         checkpointable=spec.checkpoint.enabled,
-        grace_period_s=float(spec.checkpoint.grace_period_s),
+        # how long a preemption waits for a checkpoint: nothing to wait for when the job cannot checkpoint
+        grace_period_s=float(spec.checkpoint.grace_period_s) if spec.checkpoint.enabled else 0.0,
         topology=topology,
         cluster=spec.cluster,
         node_selector=MappingProxyType(dict(spec.node_selector)),

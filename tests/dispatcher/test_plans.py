@@ -88,6 +88,22 @@ def test_source_job_patch_pins_and_unsuspends() -> None:
     assert body["metadata"]["annotations"]["muster.dev/decision-event"] == "evt"
 
 
+GPU_TOLERATION = {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}
+
+
+def test_source_job_patch_adds_the_gpu_toleration_and_keeps_the_users() -> None:
+    decision = admitted("kube-2", 0, plan=placement("east-t4-0", pods_per_node=2))
+    theirs = {"key": "dedicated", "operator": "Equal", "value": "ml", "effect": "NoSchedule"}
+    body = source_job_patch(decision, "evt", "corr", [theirs])
+    assert body["spec"]["template"]["spec"]["tolerations"] == [theirs, GPU_TOLERATION]
+
+
+def test_source_job_patch_leaves_an_existing_gpu_toleration_alone() -> None:
+    decision = admitted("kube-3", 0, plan=placement("east-t4-0", pods_per_node=2))
+    body = source_job_patch(decision, "evt", "corr", [GPU_TOLERATION])
+    assert "tolerations" not in body["spec"]["template"]["spec"]
+
+
 def served(manifest: dict) -> dict:  # type: ignore[type-arg]
     """``manifest`` as the API server returns it after the Job controller saw it."""
     job: dict = json.loads(json.dumps(manifest))  # type: ignore[type-arg]

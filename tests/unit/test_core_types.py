@@ -20,6 +20,9 @@ def test_submit_to_core_job() -> None:
     assert (job.replicas, job.min_size, job.gpus_per_pod, job.gpu_type) == (4, 2, 8, "a100")
     assert job.cpu_m == 16000 and job.memory_mb == 128 * 1024
     assert job.checkpointable and job.grace_period_s == 120.0 and job.runtime_estimate == 6 * 3600
+    no_ckpt = msg.spec.model_copy(update={"checkpoint": msg.spec.checkpoint.model_copy(update={"enabled": False})})
+    plain = job_from_submit(msg.model_copy(update={"spec": no_ckpt}), priority=0, submit_time=0)
+    assert plain.grace_period_s == 0.0 and not plain.checkpointable  # no checkpoint to wait for
     assert job.topology is not None and job.topology.level == "rack" and job.topology.mode is TopologyMode.PREFERRED
     assert "nvidia.com/gpu" in job.tolerations and job.user == "alice" and job.tenant == "team-a"
 
