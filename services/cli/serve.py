@@ -16,7 +16,8 @@ from services.runtime.options import SERVICES, ServeOptions
 @click.argument("service", type=click.Choice([s.replace("_", "-") for s in SERVICES]))
 @click.option("--bootstrap", envvar="MUSTER_KAFKA_BOOTSTRAP", default=None, help="Kafka host:port")
 @click.option("--http-host", envvar="MUSTER_HTTP_HOST", default="127.0.0.1", show_default=True)
-@click.option("--http-port", envvar="MUSTER_HTTP_PORT", type=int, default=0, show_default=True, help="/metrics, /healthz (and the API)")
+@click.option("--http-port", envvar="MUSTER_HTTP_PORT", type=int, default=0, show_default=True,
+              help="/metrics, /healthz (and the API)")
 @click.option("--config", "config_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               envvar="MUSTER_CONFIG_FILE", default=None, help="cluster file with queues, cohorts, tenants")
 @click.option("--cluster", envvar="MUSTER_CLUSTER", default="default", show_default=True,
