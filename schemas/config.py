@@ -8,9 +8,10 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
 
 from schemas.envelope import Message, Name
+from schemas.jobspec import JobSpec
 
 ResourceName = Annotated[str, Field(min_length=1, max_length=80, pattern=r"^(cpu|memory|gpu:[a-z0-9][-a-z0-9.]*)$")]
 
@@ -186,9 +187,37 @@ class TenantDefined(_Defined):
     item: TenantConfig
 
 
+class RecurringJobConfig(_Strict):
+    """A job spec submitted again on its cron ``spec.schedule`` (UTC), like a Kubernetes CronJob.
+
+    ``name`` is unique across tenants (the gateway uses ``<tenant>.<spec name>``). Each firing becomes a
+    ``SubmitJob`` whose job id is derived from (name, firing time), so replicas and restarts that fire
+    the same time produce the same job, which the queue manager admits once.
+    """
+
+    name: Name
+    tenant: Name
+    user: Annotated[str, Field(min_length=1, max_length=128)]
+    spec: JobSpec
+    suspended: bool = False
+    created_at: AwareDatetime
+
+    @model_validator(mode="after")
+    def _has_schedule(self) -> RecurringJobConfig:
+        if self.spec.schedule is None:
+            raise ValueError("a recurring job needs spec.schedule (a cron expression)")
+        return self
+
+
+class RecurringJobDefined(_Defined):
+    TYPE: ClassVar[str] = "RecurringJobDefined"
+    KIND: ClassVar[str] = "recurring-job"
+    item: RecurringJobConfig
+
+
 class ConfigItemDeleted(Message):
     TYPE: ClassVar[str] = "ConfigItemDeleted"
-    kind: Literal["queue", "cohort", "priority-class", "gpu-type", "pool", "tenant"]
+    kind: Literal["queue", "cohort", "priority-class", "gpu-type", "pool", "tenant", "recurring-job"]
     name: Name
 
     def key(self) -> str:
@@ -196,5 +225,6 @@ class ConfigItemDeleted(Message):
 
 
 CONFIG: tuple[type[Message], ...] = (
-    QueueDefined, CohortDefined, PriorityClassDefined, GpuTypeDefined, PoolDefined, TenantDefined, ConfigItemDeleted,
+    QueueDefined, CohortDefined, PriorityClassDefined, GpuTypeDefined, PoolDefined, TenantDefined,
+    RecurringJobDefined, ConfigItemDeleted,
 )

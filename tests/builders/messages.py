@@ -17,6 +17,8 @@ from schemas.config import (
     PriorityClassDefined,
     QueueConfig,
     QueueDefined,
+    RecurringJobConfig,
+    RecurringJobDefined,
     ResourceQuotaConfig,
     TenantConfig,
     TenantDefined,
@@ -119,6 +121,9 @@ def example_messages() -> list[Message]:
         GpuTypeDefined(item=GpuTypeConfig(name="a100", memory_gb=80, mig_profiles=["1g.10gb", "3g.40gb"])),
         PoolDefined(item=PoolConfig(name="training", node_labels={"pool": "training"})),
         TenantDefined(item=TenantConfig(name="team-a", namespace="team-a", gpu_hour_budget=500)),
+        RecurringJobDefined(item=RecurringJobConfig(
+            name="team-a.nightly", tenant="team-a", user="alice", created_at=T0,
+            spec=job_spec(name="nightly").model_copy(update={"schedule": "0 2 * * *"}))),
         ConfigItemDeleted(kind="queue", name="old-queue"),
         JobRecorded(job_id=job, queue="team-a", record=JobRecord(
             submission=SubmitJob(job_id=job, tenant="team-a", user="alice", spec=job_spec(), submitted_at=T0),
