@@ -146,3 +146,20 @@ class GatewayClient:
     def queues(self) -> list[dict[str, Any]]:
         items: list[dict[str, Any]] = self._call("GET", "/v1/queues")["items"]
         return items
+
+    def recurring_jobs(self, tenant: str | None = None) -> list[dict[str, Any]]:
+        params = {"tenant": tenant} if tenant else {}
+        items: list[dict[str, Any]] = self._call("GET", "/v1/recurring", params=params)["items"]
+        return items
+
+    def recurring(self, name: str) -> dict[str, Any]:
+        result: dict[str, Any] = self._call("GET", f"/v1/recurring/{name}")
+        return result
+
+    def recurring_action(self, name: str, action: str) -> dict[str, Any]:
+        """``suspend``, ``resume`` or ``delete`` a recurring job."""
+        if action == "delete":
+            result: dict[str, Any] = self._call("DELETE", f"/v1/recurring/{name}")
+        else:
+            result = self._call("POST", f"/v1/recurring/{name}/{action}")
+        return result

@@ -1,5 +1,5 @@
 """The ``muster`` job commands, talking to the gateway: submit, get, list, describe, cancel, suspend,
-resume, set-priority, scale, queues, top."""
+resume, set-priority, scale, queues, top, and the ``recurring`` group (list, get, suspend, resume, delete)."""
 
 from __future__ import annotations
 
@@ -25,7 +25,7 @@ JOB_COMMANDS: dict[str, str] = {
     name: f"services.cli.jobs:{attr}" for name, attr in (
         ("submit", "submit"), ("get", "get"), ("list", "list_jobs"), ("describe", "describe"),
         ("cancel", "cancel"), ("suspend", "suspend"), ("resume", "resume"), ("set-priority", "set_priority"),
-        ("scale", "scale"), ("queues", "queues"), ("top", "top"),
+        ("scale", "scale"), ("queues", "queues"), ("top", "top"), ("recurring", "recurring"),
     )
 }
 
@@ -144,6 +144,44 @@ def top_view(client: GatewayClient, now: datetime) -> Group:
     return Group(title, Text(""), queues_table(queues), Text(""), jobs_table(active[:40], now))
 
 
+def recurring_accepted_text(result: dict[str, Any], now: datetime) -> str:
+    """What ``submit`` prints for a spec with ``schedule``: the recurring job and its next firings."""
+    verb = "created" if result["created"] else ("updated" if result["changed"] else "unchanged")
+    state = " (suspended)" if result.get("suspended") else ""
+    lines = [f"recurring job {result['name']} {verb}{state}: schedule {result['schedule']!r} (UTC)"]
+    lines += [f"  next: {_in(at, now)}" for at in result.get("next_firings") or []]
+    return "\n".join(lines)
+
+
+def recurring_table(items: list[dict[str, Any]], now: datetime) -> Table:
+    table = Table(box=None, pad_edge=False, header_style="bold")
+    for column in ("NAME", "QUEUE", "SCHEDULE", "STATE", "NEXT FIRING", "LAST JOB"):
+        table.add_column(column)
+    for item in items:
+        upcoming = item.get("next_firings") or []
+        recent = item.get("recent_firings") or []
+        last = f"{recent[0]['job_id']} ({recent[0]['state']})" if recent else "-"
+        table.add_row(item["name"], item["queue"], item["schedule"], "suspended" if item["suspended"] else "active",
+                      _in(upcoming[0], now) if upcoming else "-", last)
+    return table
+
+
+def recurring_text(item: dict[str, Any], now: datetime) -> str:
+    """One recurring job: schedule, next firings, the jobs recent firings submitted."""
+    lines = [
+        f"Recurring job:  {item['name']}",
+        f"Tenant / queue: {item['tenant']} / {item['queue']}  (defined by {item['user']})",
+        f"Schedule:       {item['schedule']} (UTC){'  SUSPENDED' if item['suspended'] else ''}",
+        f"Created:        {item['created_at']}",
+        "Next firings:",
+    ]
+    lines += [f"  {_in(at, now)}" for at in item.get("next_firings") or []] or ["  none (suspended)"]
+    lines.append("Recent firings:")
+    lines += [f"  {f['fired_at']}  {f['job_id']}  {f['state']}" for f in item.get("recent_firings") or []] \
+        or ["  none seen yet"]
+    return "\n".join(lines)
+
+
 def _print_json(data: Any) -> None:
     click.echo(json.dumps(data, indent=2, sort_keys=True))
 
@@ -170,6 +208,9 @@ def submit(file: Path, idempotency_key: str | None) -> None:
         raise click.ClickException(f"{file}: a job spec is a mapping")
     with gateway() as client:
         result = client.submit(spec, idempotency_key)
+    if "job_id" not in result:
+        click.echo(recurring_accepted_text(result, _now()))
+        return
     note = " (already submitted with this key)" if result.get("duplicate") else ""
     click.echo(f"{result['job_id']} {result['state']}{note}")
 
@@ -295,3 +336,64 @@ def top(interval: float, once: bool) -> None:
                     live.update(top_view(client, _now()), refresh=True)
         except KeyboardInterrupt:
             pass
+
+
+@click.group(invoke_without_command=True)
+@_output
+@click.pass_context
+def recurring(ctx: click.Context, output: str) -> None:
+    """Recurring jobs (specs with `schedule`): lists them; subcommands get, suspend, resume, delete."""
+    if ctx.invoked_subcommand is None:
+        ctx.invoke(recurring_list, output=output)
+
+
+@recurring.command("list")
+@click.option("--tenant", default=None, help="administrators: another tenant's recurring jobs")
+@_output
+def recurring_list(output: str, tenant: str | None = None) -> None:
+    """List your recurring jobs with their next firing."""
+    with gateway() as client:
+        items = client.recurring_jobs(tenant)
+    if output == "json":
+        _print_json(items)
+    elif not items:
+        click.echo("no recurring jobs")
+    else:
+        _console().print(recurring_table(items, _now()))
+
+
+@recurring.command("get")
+@click.argument("name")
+@_output
+def recurring_get(name: str, output: str) -> None:
+    """Show one recurring job: next firings and the jobs recent firings submitted."""
+    with gateway() as client:
+        item = client.recurring(name)
+    click.echo(json.dumps(item, indent=2, sort_keys=True) if output == "json" else recurring_text(item, _now()))
+
+
+def _recurring_action(name: str, action: str, done: str) -> None:
+    with gateway() as client:
+        result = client.recurring_action(name, action)
+    click.echo(f"recurring job {name} {'' if result.get('changed', True) else 'already '}{done}")
+
+
+@recurring.command("suspend")
+@click.argument("name")
+def recurring_suspend(name: str) -> None:
+    """Stop firing NAME (jobs it already submitted are not touched)."""
+    _recurring_action(name, "suspend", "suspended")
+
+
+@recurring.command("resume")
+@click.argument("name")
+def recurring_resume(name: str) -> None:
+    """Fire NAME again (a firing missed while suspended fires only within the starting deadline)."""
+    _recurring_action(name, "resume", "resumed")
+
+
+@recurring.command("delete")
+@click.argument("name")
+def recurring_delete(name: str) -> None:
+    """Delete NAME (jobs it already submitted are not touched)."""
+    _recurring_action(name, "delete", "deleted")

@@ -25,6 +25,7 @@ SUBCOMMANDS: dict[str, str] = {
     "scale": "services.cli.jobs:scale",
     "queues": "services.cli.jobs:queues",
     "top": "services.cli.jobs:top",
+    "recurring": "services.cli.jobs:recurring",
 }
 
 

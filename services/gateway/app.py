@@ -66,6 +66,7 @@ def create_app(ctx: GatewayContext, registry: CollectorRegistry) -> FastAPI:
     """The API wired to ``ctx``; ``registry`` is served at /metrics."""
     from services.gateway.routes_config import router as config_router
     from services.gateway.routes_jobs import router as jobs_router
+    from services.gateway.routes_recurring import router as recurring_router
 
     app = FastAPI(
         title="Muster gateway",
@@ -81,6 +82,7 @@ def create_app(ctx: GatewayContext, registry: CollectorRegistry) -> FastAPI:
     app.add_exception_handler(ValidationError, request_validation_handler)
     app.include_router(jobs_router)
     app.include_router(config_router)
+    app.include_router(recurring_router)
 
     @app.middleware("http")
     async def count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

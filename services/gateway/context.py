@@ -108,17 +108,18 @@ class GatewayContext:
 
     # ---------------------------------------------------------------- configuration
 
-    async def define(self, kind: ConfigKind, item: ConfigItem, *, origin: str = "api") -> Envelope | None:
-        """Publish ``item`` unless the config view already holds an equal one; the envelope, or None."""
-        if self.config.item(kind, item.name) == item:
-            return None
-        envelope = make_envelope(defined_message(kind, item), SERVICE)
+    async def publish_config(self, message: Message, kind: str, origin: str) -> Envelope:
+        """Publish a message onto the config topic (503 when the broker does not take it)."""
+        envelope = make_envelope(message, SERVICE)
         await self._publish(CONFIG_TOPIC, envelope)
         self.metrics.config_changes.labels(kind, origin).inc()
         return envelope
 
+    async def define(self, kind: ConfigKind, item: ConfigItem, *, origin: str = "api") -> Envelope | None:
+        """Publish ``item`` unless the config view already holds an equal one; the envelope, or None."""
+        if self.config.item(kind, item.name) == item:
+            return None
+        return await self.publish_config(defined_message(kind, item), kind, origin)
+
     async def undefine(self, kind: ConfigKind, name: str) -> Envelope:
-        envelope = make_envelope(ConfigItemDeleted(kind=kind, name=name), SERVICE)
-        await self._publish(CONFIG_TOPIC, envelope)
-        self.metrics.config_changes.labels(kind, "delete").inc()
-        return envelope
+        return await self.publish_config(ConfigItemDeleted(kind=kind, name=name), kind, "delete")

@@ -1,5 +1,6 @@
 """The gateway's composition root: views of the compacted topics, the producer, config seeding, the HTTP
-API and (with a Kubernetes API at hand) the watch of labelled ``batch/v1`` Jobs."""
+API, the firing loop of recurring jobs and (with a Kubernetes API at hand) the watch of labelled
+``batch/v1`` Jobs."""
 
 from __future__ import annotations
 
@@ -7,15 +8,18 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
+from datetime import datetime
 
 from prometheus_client import CollectorRegistry
 
+from schemas.envelope import Envelope
 from schemas.topics import CONFIG_TOPIC, STATUS_TOPIC, USAGE_TOPIC
 from services.gateway.app import create_app
 from services.gateway.auth import TokenTable
 from services.gateway.configs import file_items
-from services.gateway.context import GatewayContext
+from services.gateway.context import GatewayContext, utc_now
+from services.gateway.firing_loop import FiringLoop
 from services.gateway.http import bind, serve_app, socket_url
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.publisher import KafkaPublisher
@@ -70,12 +74,14 @@ async def unless_stopped(stop: asyncio.Event, awaitable: Awaitable[object]) -> b
 class GatewayServer:
     """The whole gateway process; ``url`` is set and ``ready`` fires once the API listens."""
 
-    def __init__(self, options: ServeOptions) -> None:
+    def __init__(self, options: ServeOptions, *, clock: Callable[[], datetime] = utc_now) -> None:
         self.options = options
+        self.clock = clock
         self.registry = CollectorRegistry()
         self.ready = asyncio.Event()
         self.url: str | None = None
         self.context: GatewayContext | None = None
+        self.firing: FiringLoop | None = None
         self._runner: ServiceRunner | None = None
 
     def stop(self) -> None:
@@ -85,15 +91,21 @@ class GatewayServer:
     async def run(self, *, handle_signals: bool = True) -> None:
         options = self.options
         status, config, usage = StatusView(), ConfigView(), UsageView()
-        tables = [CompactedTable(options.kafka, STATUS_TOPIC, on_change=status.apply),
-                  CompactedTable(options.kafka, CONFIG_TOPIC, on_change=config.apply),
-                  CompactedTable(options.kafka, USAGE_TOPIC, on_change=usage.apply)]
         producer = EnvelopeProducer(options.kafka)
         tokens = await asyncio.to_thread(load_tokens, options)
-        ctx = GatewayContext(tokens=tokens, publisher=KafkaPublisher(producer),
-                             metrics=GatewayMetrics(self.registry, lambda: len(status)),
-                             status=status, config=config, usage=usage)
+        metrics = GatewayMetrics(self.registry, lambda: len(status), lambda: len(config.recurring_jobs()))
+        ctx = GatewayContext(tokens=tokens, publisher=KafkaPublisher(producer), metrics=metrics,
+                             status=status, config=config, usage=usage, now=self.clock)
         self.context = ctx
+        firing = self.firing = FiringLoop(ctx)
+
+        def config_changed(key: str, envelope: Envelope | None) -> None:
+            config.apply(key, envelope)
+            firing.wake()
+
+        tables = [CompactedTable(options.kafka, STATUS_TOPIC, on_change=status.apply),
+                  CompactedTable(options.kafka, CONFIG_TOPIC, on_change=config_changed),
+                  CompactedTable(options.kafka, USAGE_TOPIC, on_change=usage.apply)]
         sock = bind(options.http_host, options.http_port)
         app = create_app(ctx, self.registry)
 
@@ -112,8 +124,12 @@ class GatewayServer:
         async def usage_caught_up(stop: asyncio.Event) -> None:
             usage.caught_up = await unless_stopped(stop, tables[2].wait_caught_up())
 
+        async def fire_recurring(stop: asyncio.Event) -> None:
+            if await unless_stopped(stop, self.ready.wait()):
+                await firing.run(stop)
+
         tasks: list[BackgroundTask] = [t.run for t in tables]
-        tasks += [http, usage_caught_up]
+        tasks += [http, usage_caught_up, fire_recurring]
         kube = self._kube_task(ctx)
         if kube is not None:
             tasks.append(kube)

@@ -8,9 +8,10 @@ from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 
 
 class GatewayMetrics:
-    """Requests by route and code, submissions by outcome, the status view's size."""
+    """Requests by route and code, submissions by outcome, the status view's size, recurring job firings."""
 
-    def __init__(self, registry: CollectorRegistry, status_size: Callable[[], int]) -> None:
+    def __init__(self, registry: CollectorRegistry, status_size: Callable[[], int],
+                 recurring_count: Callable[[], int] | None = None) -> None:
         self.requests = Counter("muster_gateway_requests_total", "HTTP requests answered",
                                 ["method", "route", "code"], registry=registry)
         self.latency = Histogram("muster_gateway_request_seconds", "HTTP request duration",
@@ -24,3 +25,14 @@ class GatewayMetrics:
         self.status_jobs = Gauge("muster_gateway_status_view_jobs", "jobs in the gateway's status view",
                                  registry=registry)
         self.status_jobs.set_function(lambda: float(status_size()))
+        self.recurring_firings = Counter("muster_gateway_recurring_firings_total",
+                                         "firings of recurring jobs by outcome (submitted, already_submitted, "
+                                         "missed, rejected, failed)", ["outcome"], registry=registry)
+        self.firing_delay = Histogram("muster_gateway_recurring_firing_delay_seconds",
+                                      "time from a firing time to the publication of its submission",
+                                      buckets=(0.1, 0.5, 1, 2, 5, 10, 30, 60, 120, 300), registry=registry)
+        self.recurring_jobs = Gauge("muster_gateway_recurring_jobs", "recurring jobs in the configuration",
+                                    registry=registry)
+        if recurring_count is not None:
+            count = recurring_count
+            self.recurring_jobs.set_function(lambda: float(count()))

@@ -18,6 +18,7 @@ from schemas.config import (
     TenantConfig,
 )
 from schemas.envelope import Name, Text
+from schemas.jobspec import JobSpec
 from schemas.status import JobState
 
 ViewState = JobState | Literal["submitted"]
@@ -133,4 +134,48 @@ class ConfigChange(_Body):
     kind: str
     name: str
     changed: bool = Field(description="false when the item already had this value (nothing was published)")
+    event_id: Annotated[str, Field(description="the published event; empty when unchanged")] = ""
+
+
+class RecurringAccepted(_Body):
+    """The answer to a submission with ``schedule``: the recurring job it defines."""
+
+    name: str = Field(description="`<tenant>.<spec name>`: re-posting the same spec names the same recurring job")
+    tenant: str
+    schedule: str
+    suspended: bool
+    next_firings: list[datetime] = Field(description="the next firing times (UTC); empty while suspended")
+    location: str
+    created: bool = Field(description="false when a recurring job of this name already existed")
+    changed: bool = Field(description="false when it already had this spec (nothing was published)")
+
+
+class FiringView(_Body):
+    job_id: str
+    fired_at: datetime
+    state: ViewState
+
+
+class RecurringView(_Body):
+    name: str
+    tenant: str
+    user: str
+    queue: str
+    schedule: str
+    suspended: bool
+    created_at: datetime
+    next_firings: list[datetime] = Field(description="the next firing times (UTC); empty while suspended")
+    recent_firings: list[FiringView] = Field(description="firings the status view shows, newest first")
+    spec: JobSpec
+
+
+class RecurringList(_Body):
+    items: list[RecurringView]
+    total: int
+
+
+class RecurringChange(_Body):
+    name: str
+    action: Literal["suspend", "resume", "delete"]
+    changed: bool = Field(description="false when it already was in that state (nothing was published)")
     event_id: Annotated[str, Field(description="the published event; empty when unchanged")] = ""

@@ -18,11 +18,13 @@ from services.gateway.models import (
     JobList,
     JobView,
     PriorityPatch,
+    RecurringAccepted,
     ScaleRequest,
     SubmitAccepted,
     ViewState,
 )
 from services.gateway.presenters import explanation
+from services.gateway.routes_recurring import define_recurring
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 
@@ -31,11 +33,20 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_lengt
                                               description="retries with the same key are the same job")]
 
 
-@router.post("", status_code=202, response_model=SubmitAccepted, openapi_extra={BODY_NAME_KEY: "spec"},
-             responses={200: {"model": SubmitAccepted, "description": "a repeat of an earlier submission"}})
+@router.post("", status_code=202, response_model=SubmitAccepted | RecurringAccepted,
+             openapi_extra={BODY_NAME_KEY: "spec"},
+             responses={200: {"model": SubmitAccepted | RecurringAccepted,
+                              "description": "a repeat of an earlier submission or recurring job"},
+                        201: {"model": RecurringAccepted, "description": "a new recurring job (`schedule` set)"}})
 async def submit_job(spec: JobSpec, ctx: Context, caller: Caller, response: Response,
-                     idempotency_key: IdempotencyKey = None) -> SubmitAccepted:
-    """Queue a job. With ``Idempotency-Key`` a retried submission returns the same job id and publishes nothing."""
+                     idempotency_key: IdempotencyKey = None) -> SubmitAccepted | RecurringAccepted:
+    """Queue a job. With ``Idempotency-Key`` a retried submission returns the same job id and publishes nothing.
+
+    A spec with ``schedule`` (a cron expression, UTC) is not queued now: it defines the recurring job
+    ``<tenant>.<spec name>``, which submits the spec at every firing; re-posting it changes nothing.
+    """
+    if spec.schedule is not None:
+        return await define_recurring(ctx, spec, caller, response)
     plan, job = await ctx.submit(spec, caller, idempotency_key)
     location = f"/v1/jobs/{plan.job_id}"
     response.headers["Location"] = location

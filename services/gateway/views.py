@@ -18,6 +18,8 @@ from schemas.config import (
     PoolConfig,
     PriorityClassConfig,
     QueueConfig,
+    RecurringJobConfig,
+    RecurringJobDefined,
     TenantConfig,
 )
 from schemas.envelope import Envelope
@@ -83,10 +85,11 @@ class StatusView:
 
 
 class ConfigView:
-    """The current configuration items by kind and name, as the config topic holds them."""
+    """The current configuration items by kind and name, and the recurring jobs, as the config topic holds them."""
 
     def __init__(self) -> None:
         self._items: dict[str, dict[str, ConfigItem]] = {kind: {} for kind in CONFIG_KINDS}
+        self._recurring: dict[str, RecurringJobConfig] = {}
         self.caught_up = False
 
     def apply(self, key: str, envelope: Envelope | None) -> None:
@@ -94,6 +97,11 @@ class ConfigView:
         if envelope is None or isinstance(envelope.payload, ConfigItemDeleted):
             if kind in self._items:
                 self._items[kind].pop(name, None)
+            elif kind == RecurringJobDefined.KIND:
+                self._recurring.pop(name, None)
+            return
+        if isinstance(envelope.payload, RecurringJobDefined):
+            self._recurring[envelope.payload.item.name] = envelope.payload.item
             return
         item = getattr(envelope.payload, "item", None)
         payload_kind = getattr(envelope.payload, "KIND", "")
@@ -105,6 +113,13 @@ class ConfigView:
 
     def items(self, kind: ConfigKind) -> list[ConfigItem]:
         return [self._items[kind][name] for name in sorted(self._items[kind])]
+
+    def recurring(self, name: str) -> RecurringJobConfig | None:
+        return self._recurring.get(name)
+
+    def recurring_jobs(self) -> list[RecurringJobConfig]:
+        """Every recurring job, by name."""
+        return [self._recurring[name] for name in sorted(self._recurring)]
 
     def queue(self, name: str) -> QueueConfig | None:
         item = self._items["queue"].get(name)

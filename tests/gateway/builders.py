@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime, timedelta
 from itertools import count
@@ -15,6 +16,7 @@ from schemas.config import (
     MusterConfig,
     PriorityClassConfig,
     QueueConfig,
+    RecurringJobConfig,
     ResourceQuotaConfig,
     TenantConfig,
 )
@@ -119,7 +121,7 @@ class Harness:
     registry: CollectorRegistry
 
 
-def harness(config: MusterConfig | None = None) -> Harness:
+def harness(config: MusterConfig | None = None, clock: Callable[[], datetime] | None = None) -> Harness:
     """A context with the test configuration loaded, an in-memory publisher and the app around it."""
     status, cfg_view, usage = StatusView(), ConfigView(), UsageView()
     for kind, item in file_items(config or muster_config()):
@@ -127,7 +129,27 @@ def harness(config: MusterConfig | None = None) -> Harness:
     publisher = FakePublisher(views={STATUS_TOPIC: status, CONFIG_TOPIC: cfg_view, USAGE_TOPIC: usage})
     registry = CollectorRegistry()
     ids = count(1)
-    ctx = GatewayContext(tokens=token_table(), publisher=publisher,
-                         metrics=GatewayMetrics(registry, lambda: len(status)), status=status, config=cfg_view,
-                         usage=usage, now=lambda: T0, fresh_id=lambda name: f"{name}-{next(ids):08x}")
+    metrics = GatewayMetrics(registry, lambda: len(status), lambda: len(cfg_view.recurring_jobs()))
+    ctx = GatewayContext(tokens=token_table(), publisher=publisher, metrics=metrics, status=status, config=cfg_view,
+                         usage=usage, now=clock or (lambda: T0), fresh_id=lambda name: f"{name}-{next(ids):08x}")
     return Harness(ctx, create_app(ctx, registry), publisher, registry)
+
+
+@dataclass
+class FakeClock:
+    """A clock the test moves by hand."""
+
+    at: datetime = T0
+
+    def __call__(self) -> datetime:
+        return self.at
+
+    def advance(self, **delta: float) -> datetime:
+        self.at += timedelta(**delta)
+        return self.at
+
+
+def recurring_job(name: str = "nightly", schedule: str = "* * * * *", *, tenant: str = "team-a",
+                  queue: str = "team-a", created_at: datetime = T0, suspended: bool = False) -> RecurringJobConfig:
+    return RecurringJobConfig(name=f"{tenant}.{name}", tenant=tenant, user="alice", suspended=suspended,
+                              spec=job_spec(name, queue, schedule=schedule), created_at=created_at)

@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import asyncio
 import json
-import threading
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
@@ -27,28 +24,9 @@ from services.cli.jobs import (
     suspend,
     top,
 )
-from services.gateway.http import EmbeddedServer, bind, socket_url
-from tests.gateway.builders import TOKENS, Harness, feed, harness, status_changed
+from tests.gateway.builders import Harness, feed, status_changed
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "jobs"
-
-
-@pytest.fixture
-def served() -> Iterator[tuple[Harness, dict[str, str]]]:
-    """The app on 127.0.0.1:<free port> in a thread of its own; the CLI's environment to reach it as alice."""
-    import uvicorn
-
-    gw = harness()
-    sock = bind("127.0.0.1", 0)
-    server = EmbeddedServer(uvicorn.Config(gw.app, lifespan="off", log_config=None, access_log=False))
-    thread = threading.Thread(target=lambda: asyncio.run(server.serve(sockets=[sock])), daemon=True)
-    thread.start()
-    try:
-        yield gw, {"MUSTER_URL": socket_url(sock), "MUSTER_TOKEN": TOKENS["alice"], "MUSTER_CLI_CONFIG": ""}
-    finally:
-        server.should_exit = True
-        thread.join(timeout=10)
-        sock.close()
 
 
 def run(command: object, args: list[str], env: dict[str, str]) -> tuple[int, str]:
