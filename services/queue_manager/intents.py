@@ -16,6 +16,9 @@ from services.queue_manager.state import Out, QueueState
 log = logging.getLogger(__name__)
 
 UNKNOWN_PRIORITY_CLASS = "unknown_priority_class"
+FORBIDDEN_QUEUE = "forbidden_queue"
+PRIVILEGED_NOT_ALLOWED = "privileged_not_allowed"
+_ELEVATED_FIELDS = ("privileged", "run_as_root", "host_network", "host_pid", "host_ipc", "host_path_volumes")
 
 
 def on_intent(qs: QueueState, message: Message, now: float) -> list[Out]:
@@ -52,13 +55,34 @@ def submit(qs: QueueState, msg: SubmitJob, now: float) -> list[Out]:
     priority = qs.config.priority_value(msg.spec.priority_class)
     entry = JobEntry(submission=msg, priority=priority or 0, state="pending")
     qs.jobs[msg.job_id] = entry
-    if priority is None:
-        text = f"unknown priority class {msg.spec.priority_class!r}"
-        entry.finish("rejected", now, UNKNOWN_PRIORITY_CLASS, text)
-        rejected = JobRejected(job_id=msg.job_id, attempt=0, reason=UNKNOWN_PRIORITY_CLASS, message=text)
+    refusal = refuse(qs, msg)
+    if refusal is None and priority is None:
+        refusal = UNKNOWN_PRIORITY_CLASS, f"unknown priority class {msg.spec.priority_class!r}"
+    if refusal is not None:
+        reason, text = refusal
+        log.warning("rejecting submission %s: %s", msg.job_id, text)
+        entry.finish("rejected", now, reason, text)
+        rejected = JobRejected(job_id=msg.job_id, attempt=0, reason=reason, message=text)
         return [qs.record(entry), Out(DECISIONS_TOPIC, rejected)]
     qs.sched.submit(entry.core_job(class_preemptible=qs.config.class_preemptible(msg.spec.priority_class)))
     return [qs.record(entry)]
+
+
+def refuse(qs: QueueState, msg: SubmitJob) -> tuple[str, str] | None:
+    """Why a submission must not be queued, checked again here because external producers write the
+    intents topic directly: the queue belongs to another tenant (whose namespace the job would run
+    in), or the pod asks for elevated security the queue does not allow. Unknown queues are left to
+    the scheduler, which rejects them."""
+    queue = qs.config.queues.get(msg.spec.queue)
+    if queue is None:
+        return None
+    if queue.tenant != msg.tenant:
+        return FORBIDDEN_QUEUE, f"queue {queue.name!r} belongs to tenant {queue.tenant!r}, not {msg.tenant!r}"
+    security = msg.spec.template.security
+    if security.elevated and not queue.allow_privileged:
+        fields = ", ".join(name for name in _ELEVATED_FIELDS if getattr(security, name))
+        return PRIVILEGED_NOT_ALLOWED, f"queue {queue.name!r} does not allow {fields}"
+    return None
 
 
 def cancel(qs: QueueState, entry: JobEntry, msg: CancelJob, now: float) -> list[Out]:

@@ -21,9 +21,15 @@ DLQ_PARTITION = "muster-dlq-partition"
 DLQ_OFFSET = "muster-dlq-offset"
 DLQ_GROUP = "muster-dlq-group"
 DLQ_ATTEMPTS = "muster-dlq-attempts"
-DLQ_HEADERS = frozenset({DLQ_REASON, DLQ_DETAIL, DLQ_TOPIC, DLQ_PARTITION, DLQ_OFFSET, DLQ_GROUP, DLQ_ATTEMPTS})
+DLQ_ORIGINAL_BYTES = "muster-dlq-original-bytes"  # set when the dead letter keeps only a prefix of the value
+DLQ_HEADERS = frozenset({DLQ_REASON, DLQ_DETAIL, DLQ_TOPIC, DLQ_PARTITION, DLQ_OFFSET, DLQ_GROUP, DLQ_ATTEMPTS,
+                         DLQ_ORIGINAL_BYTES})
 
 MAX_DETAIL_BYTES = 2048
+#: original headers kept on a dead letter, in bytes; later ones are dropped so the dead letter stays writable
+MAX_KEPT_HEADER_BYTES = 16 * 1024
+#: value bytes kept on a dead letter: a compressed record may decompress far beyond what a producer may send
+MAX_DEAD_VALUE_BYTES = 512 * 1024
 
 
 def envelope_headers(envelope: Envelope) -> Headers:
@@ -48,7 +54,15 @@ def dead_letter_headers(
     attempts: int,
 ) -> Headers:
     """The original headers (minus earlier DLQ headers) plus why and where the record failed."""
-    kept = [(name, value) for name, value in original if name not in DLQ_HEADERS]
+    kept: Headers = []
+    size = 0
+    for name, value in original:
+        if name in DLQ_HEADERS:
+            continue
+        size += len(name) + len(value)
+        if size > MAX_KEPT_HEADER_BYTES:
+            break
+        kept.append((name, value))
     return [
         *kept,
         (DLQ_REASON, reason.encode()),
@@ -59,6 +73,18 @@ def dead_letter_headers(
         (DLQ_GROUP, (group or "").encode()),
         (DLQ_ATTEMPTS, str(attempts).encode()),
     ]
+
+
+def dead_letter_value(value: bytes | None) -> tuple[bytes | None, Headers]:
+    """The value a dead letter carries (at most ``MAX_DEAD_VALUE_BYTES``) and the header noting a cut."""
+    if value is None or len(value) <= MAX_DEAD_VALUE_BYTES:
+        return value, []
+    return value[:MAX_DEAD_VALUE_BYTES], [(DLQ_ORIGINAL_BYTES, str(len(value)).encode())]
+
+
+def dead_letter_key(key: bytes | None) -> bytes | None:
+    """The key a dead letter carries: at most ``MAX_KEPT_HEADER_BYTES`` of the original."""
+    return key if key is None else key[:MAX_KEPT_HEADER_BYTES]
 
 
 def header_value(headers: Sequence[tuple[str, bytes]] | None, name: str) -> str | None:

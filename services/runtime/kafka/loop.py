@@ -16,7 +16,7 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from schemas.codec import DecodeError, decode
 from schemas.topics import dlq_topic
 from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, TombstoneHandler
-from services.runtime.kafka.headers import dead_letter_headers
+from services.runtime.kafka.headers import dead_letter_headers, dead_letter_key, dead_letter_value
 from services.runtime.kafka.producer import EnvelopeProducer
 from services.runtime.kafka.settings import KafkaSettings
 
@@ -62,7 +62,8 @@ class ConsumerLoop:
     """Runs one consumer-group member: each record is decoded, handled, its outputs acknowledged,
     and only then its offset committed (at-least-once; handlers must be idempotent).
 
-    A record that cannot be decoded or validated goes to ``<topic>.dlq`` at once; a handler that keeps
+    A record that cannot be decoded or validated goes to ``<topic>.dlq`` at once (values over
+    ``MAX_DEAD_VALUE_BYTES``, possible when a compressed record expands, keep only their prefix); a handler that keeps
     failing goes there after ``retry.attempts`` tries with reason ``handler_error``. Either way the
     consumer moves on. If a dead letter itself cannot be written the loop stops with the error, leaving
     the record uncommitted. On revocation the processed offsets of the revoked partitions are committed.
@@ -220,8 +221,9 @@ class ConsumerLoop:
             group=self.group_id,
             attempts=attempts,
         )
+        value, cut = dead_letter_value(record.value)
         future = await self._producer.send_raw(
-            dlq_topic(record.topic), record.value, key=record.key, headers=headers
+            dlq_topic(record.topic), value, key=dead_letter_key(record.key), headers=[*headers, *cut]
         )
         await future
         self.stats.dead_lettered += 1
