@@ -26,6 +26,7 @@ SUBCOMMANDS: dict[str, str] = {
     "queues": "services.cli.jobs:queues",
     "top": "services.cli.jobs:top",
     "recurring": "services.cli.jobs:recurring",
+    "bench": "services.cli.bench:bench",
 }
 
 

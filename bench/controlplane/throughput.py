@@ -1,0 +1,119 @@
+"""Benchmark 1: submissions at fixed rates and as a burst -> admissions per second and latencies.
+
+Each scenario first measures the raw broker round trip of the very same encoded submissions at the
+same pace (the baseline), then produces them onto ``muster.intents`` and waits until every job is
+admitted. Latencies use this process's clock: submit -> decision is the ``JobAdmitted`` envelope's
+``occurred_at`` minus the ``SubmitJob``'s ``submitted_at``; submit -> Job created is the moment the
+fake cluster consumed the ``JobAdmitted``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+
+from bench.controlplane.baseline import round_trip
+from bench.controlplane.measure import Spread, Table, rate
+from bench.controlplane.pacing import paced
+from bench.controlplane.stack import SUBMITTER, Broker, Stack, running_stack
+from bench.controlplane.workload import Fleet, QueueLayout, submission
+from schemas.codec import encode
+from schemas.envelope import make_envelope
+from services.core import SchedulerConfig
+
+RUNTIME_S = 0.5  # every job runs this long on the fake cluster
+QUEUES = 10
+QUIET_S = 1.0  # pause between scenarios, after the last job of one has finished
+
+
+@dataclass(frozen=True)
+class Scenario:
+    name: str
+    count: int
+    rate: float | None  # None: a burst, all produced as fast as possible
+
+
+FULL = (Scenario("100/s", 1_000, 100), Scenario("500/s", 5_000, 500), Scenario("2000/s", 20_000, 2_000),
+        Scenario("burst", 50_000, None))
+QUICK = (Scenario("100/s", 100, 100), Scenario("500/s", 500, 500), Scenario("2000/s", 1_000, 2_000),
+         Scenario("burst", 1_000, None))
+
+
+@dataclass(frozen=True)
+class Outcome:
+    scenario: Scenario
+    admitted: int
+    seconds: float  # first submission to last decision
+    decision: Spread
+    created: Spread
+    baseline_per_s: float
+    baseline: Spread
+
+
+async def run_scenario(stack: Stack, scenario: Scenario, index: int, *, within_s: float) -> Outcome:
+    queues = [f"q-0-{q}" for q in range(QUEUES)]
+    jobs = [submission(f"t{index}-{i}", queues[i % QUEUES], runtime_s=RUNTIME_S) for i in range(scenario.count)]
+    payloads = [encode(make_envelope(j, SUBMITTER)) for j in jobs]
+    base = await round_trip(stack.settings, payloads, scenario.rate)
+    ids = {j.job_id for j in jobs}
+    started = time.time()
+    futures = []
+    async for due in paced(scenario.count, scenario.rate):
+        for i in due:
+            job = jobs[i].model_copy(update={"submitted_at": datetime.now(UTC)})
+            futures.append(await stack.submit(job))
+    await asyncio.gather(*futures)
+    timeline = stack.timeline
+    await stack.cluster.wait_until(lambda: ids <= timeline.decided.keys() | stack.cluster.rejected.keys(),
+                                   within=within_s)
+    admitted = [j for j in ids if j in timeline.decided]
+    await settle(stack, ids)
+    last = max((timeline.decided[j] for j in admitted), default=started)
+    return Outcome(scenario, len(admitted), last - started,
+                   Spread.of(timeline.delays(timeline.submitted, timeline.decided, admitted)),
+                   Spread.of(timeline.delays(timeline.submitted, timeline.created, admitted)),
+                   base.per_second, base.latency)
+
+
+async def settle(stack: Stack, ids: set[str], *, within_s: float = 60.0) -> None:
+    """Let the jobs of a scenario finish and the queue manager take that in, so the next one starts quiet."""
+    timeline = stack.timeline
+    await stack.cluster.wait_until(lambda: ids <= timeline.finished.keys() | stack.cluster.rejected.keys(),
+                                   within=within_s)
+    await asyncio.sleep(QUIET_S)
+
+
+async def throughput(broker: Broker, *, quick: bool, debounce_s: float | None = None) -> Table:
+    """Run every scenario on one stack (10,000 nodes; 1,000 with ``quick``) and tabulate them."""
+    fleet = Fleet(nodes=1_000 if quick else 10_000)
+    layout = QueueLayout(cohorts=1, queues_per_cohort=QUEUES, nominal=fleet.gpus)
+    scheduler = SchedulerConfig(min_runtime_s=0.0)
+    async with running_stack(broker, fleet, layout, lambda _: RUNTIME_S, scheduler=scheduler) as stack:
+        if debounce_s is not None:
+            stack.manager.debounce_s = debounce_s
+        outcomes = []
+        for index, scenario in enumerate(QUICK if quick else FULL):
+            outcomes.append(await run_scenario(stack, scenario, index, within_s=60 + scenario.count / 200))
+        setup = dict(stack.setup_s)
+    table = Table(
+        f"throughput: {fleet.nodes:,} nodes x {fleet.gpus_per_node} GPUs, {QUEUES} queues, 1-GPU jobs of "
+        f"{RUNTIME_S:g} s, 1 queue-manager shard",
+        ["scenario", "jobs", "admitted", "admissions/s", "submit->decision p50/p95/p99 ms",
+         "submit->Job created p50/p95/p99 ms", "raw broker msgs/s", "raw round trip p50/p95/p99 ms",
+         "vs raw"])
+    for o in outcomes:
+        ratio = (o.admitted / o.seconds) / o.baseline_per_s if o.seconds > 0 and o.baseline_per_s else 0.0
+        table.add(o.scenario.name, f"{o.scenario.count:,}", f"{o.admitted:,}", rate(o.admitted, o.seconds),
+                  o.decision.ms(), o.created.ms(), f"{o.baseline_per_s:,.0f}/s", o.baseline.ms(), f"{ratio:.2f}")
+    debounce = stack.manager.debounce_s
+    table.notes += [
+        "capacity is published straight onto muster.capacity.v1 and a fake cluster answers JobAdmitted with "
+        "RunStarted / RunSucceeded (kubesim is not built for 10,000 nodes); 'Job created' = the fake cluster "
+        "consumed JobAdmitted",
+        f"the queue manager cycles {debounce:g} s after a change (debounce): that bounds submit->decision "
+        "from below",
+        "setup: " + ", ".join(f"{k} {v:.1f} s" for k, v in setup.items()),
+    ]
+    return table

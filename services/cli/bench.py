@@ -1,0 +1,67 @@
+"""``muster bench <name> [--quick]``: the control-plane benchmarks through a real Kafka broker.
+
+The programs live in ``bench/controlplane`` of the source tree (they are not installed with the
+package); the command finds them next to ``services/``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import logging
+import sys
+from pathlib import Path
+from typing import Any
+
+import click
+
+# name -> module of bench.controlplane whose ``main(quick=..., bootstrap=..., **options)`` runs it
+BENCHMARKS: dict[str, str] = {
+    "throughput": "bench.controlplane.run_throughput",
+    "largescale": "bench.controlplane.largescale",
+    "gang": "bench.controlplane.gang",
+    "reclaim": "bench.controlplane.reclaim",
+    "shards": "bench.controlplane.shards",
+}
+
+
+def _load(module: str) -> Any:
+    root = Path(__file__).resolve().parents[2]
+    if not (root / "bench" / "controlplane").is_dir():
+        raise click.ClickException(f"the benchmark programs are not here: {root / 'bench'} (run from a source tree)")
+    if str(root) not in sys.path:
+        sys.path.insert(0, str(root))
+    return importlib.import_module(module)
+
+
+@click.command("bench")
+@click.argument("name", type=click.Choice(sorted(BENCHMARKS)))
+@click.option("--quick", is_flag=True, help="A small run for a smoke check (well under a minute).")
+@click.option("--bootstrap", default=None, help="Use this Kafka broker instead of starting a private one.")
+@click.option("--debounce", type=float, default=None,
+              help="throughput only: the queue manager's pause after a change, seconds (default 0.2).")
+@click.option("--profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help="Write a cProfile of the run to this file.")
+@click.option("-v", "--verbose", is_flag=True, help="Log the services' INFO messages.")
+def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None, profile: Path | None,
+          verbose: bool) -> None:
+    """Run the benchmark NAME and print its figures next to a baseline measured in the same run."""
+    logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    if not verbose:  # a fresh broker's leader elections and new topics make the client log retried errors
+        logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    module = _load(BENCHMARKS[name])
+    options: dict[str, Any] = {"quick": quick, "bootstrap": bootstrap}
+    if name == "throughput":
+        options["debounce_s"] = debounce
+    elif debounce is not None:
+        raise click.UsageError("--debounce applies to the throughput benchmark only")
+    if profile is None:
+        text = asyncio.run(module.main(**options))
+    else:
+        import cProfile
+
+        with cProfile.Profile() as profiler:
+            text = asyncio.run(module.main(**options))
+        profiler.dump_stats(profile)
+    click.echo(text)

@@ -1,0 +1,60 @@
+"""``muster bench <name> --quick`` runs each benchmark end to end on a private broker and prints its table."""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+from click.testing import CliRunner
+
+from services.cli.bench import bench
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(120)]
+
+
+def run_quick(name: str) -> str:
+    result = CliRunner().invoke(bench, [name, "--quick"], catch_exceptions=False)
+    assert result.exit_code == 0, result.output
+    return result.output
+
+
+def rows(output: str) -> list[list[str]]:
+    """The data rows of the printed table(s), split into cells."""
+    lines = [ln for ln in output.splitlines() if ln.startswith("| ") and not ln.startswith("|--")]
+    return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[1:]]
+
+
+def test_throughput_admits_every_submission_of_every_scenario() -> None:
+    table = rows(run_quick("throughput"))
+    assert [r[0] for r in table] == ["100/s", "500/s", "2000/s", "burst"]
+    for scenario, jobs, admitted, per_s, *_ in table:
+        assert admitted == jobs, scenario
+        assert re.fullmatch(r"[\d,]+/s", per_s)
+
+
+def test_largescale_completes_every_workload_of_the_three_sizes() -> None:
+    output = run_quick("largescale")
+    table = rows(output)
+    assert [r[0] for r in table] == ["small", "medium", "large"]
+    assert all(r[3] == r[4] for r in table)  # workloads == completed
+    assert "wall time until all complete" in output
+
+
+def test_gang_places_each_gang_inside_one_rack() -> None:
+    table = rows(run_quick("gang"))
+    assert len(table) == 3
+    for _, decided, _, placement in table:
+        assert decided.endswith(" ms")
+        assert re.fullmatch(r"512 pods on \d+ nodes in rack\(s\) r\d+", placement)
+
+
+def test_reclaim_preempts_one_victim_per_urgent_job() -> None:
+    table = rows(run_quick("reclaim"))
+    assert len(table) == 5
+    assert all(r[3] == "1" and r[2].endswith(" ms") for r in table)
+
+
+def test_shards_reports_the_refusal_and_the_single_shard_run() -> None:
+    output = run_quick("shards")
+    assert "sharding refused by the queue manager" in output
+    assert len(rows(output)) == 4
