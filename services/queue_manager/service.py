@@ -194,7 +194,11 @@ class QueueManager:
     async def run(self, stop: asyncio.Event, *, loop_group: str = GROUP_ID) -> None:
         """Recover, then consume inputs and run cycles until ``stop`` (a ``ServiceRunner`` task)."""
         await self.recover()
-        loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=loop_group)
+        # batch settle: a fetched batch's records and statuses are acknowledged together before the
+        # commit (one broker round trip per batch); a failed output stops the service, which then
+        # recovers from muster.jobs and re-reads the uncommitted batch
+        loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=loop_group,
+                            settle="batch")
 
         async def stopper() -> None:
             await stop.wait()

@@ -264,3 +264,48 @@ async def test_tombstones_reach_the_tombstone_handler_or_the_dlq(
             await eventually(lambda: without.stats.dead_lettered == 1)
     (dead,) = await read_all(kafka_settings, dlq, idle_s=0.4)
     assert header_value(dead.headers, "muster-dlq-reason") == "malformed"
+
+
+async def test_batch_settle_forwards_everything_and_commits_after_the_outputs(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    source = await topics.create("source")
+    sink = await topics.create("sink")
+    examples = [envelope for _, envelope in example_envelopes()[:20]]
+    group_id = group()
+
+    async def forward(envelope: Envelope, delivery: Delivery) -> None:
+        await delivery.emit(sink, envelope)
+
+    async with EnvelopeProducer(kafka_settings) as producer:
+        for envelope in examples:
+            await producer.send(source, envelope)
+        await producer.flush()
+        loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id, settle="batch")
+        async with running(loop):
+            await eventually(lambda: loop.stats.handled == len(examples) and loop.stats.commits > 0)
+    assert await committed(kafka_settings, group_id, TopicPartition(source, 0)) == len(examples)
+    forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
+    assert [record.value for record in forwarded] == [encode(envelope) for envelope in examples]
+
+
+async def test_batch_settle_never_commits_a_batch_whose_outputs_failed(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    source = await topics.create("source")
+    examples = [envelope for _, envelope in example_envelopes()[:3]]
+    group_id = group()
+
+    async def emit_to_nowhere(envelope: Envelope, delivery: Delivery) -> None:
+        failed: asyncio.Future[object] = asyncio.get_running_loop().create_future()
+        failed.set_exception(RuntimeError("broker refused the output"))
+        delivery._pending.append(failed)  # type: ignore[arg-type]  # an output the broker did not take
+
+    async with EnvelopeProducer(kafka_settings) as producer:
+        for envelope in examples:
+            await producer.send(source, envelope)
+        await producer.flush()
+        loop = ConsumerLoop(kafka_settings, [source], emit_to_nowhere, producer, group_id=group_id, settle="batch")
+        with pytest.raises(RuntimeError, match="broker refused"):
+            await asyncio.wait_for(loop.run(), 30)
+    assert await committed(kafka_settings, group_id, TopicPartition(source, 0)) in (None, 0)

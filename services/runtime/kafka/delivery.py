@@ -37,6 +37,11 @@ class Delivery:
         """Produce ``envelope`` to ``topic`` as part of handling this record."""
         self._pending.append(await self._producer.send(topic, envelope, key=key))
 
+    def take_pending(self) -> list[DeliveryFuture]:
+        """Hand the emitted messages' futures to the caller, who then owns waiting for them."""
+        pending, self._pending = self._pending, []
+        return pending
+
     async def settle(self) -> None:
         """Wait for every emitted message to be acknowledged (raises the first failure)."""
         pending, self._pending = self._pending, []

@@ -8,7 +8,7 @@ import logging
 import signal
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Literal, TypeAlias
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -17,7 +17,7 @@ from schemas.codec import DecodeError, decode
 from schemas.topics import dlq_topic
 from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, TombstoneHandler
 from services.runtime.kafka.headers import dead_letter_headers, dead_letter_key, dead_letter_value
-from services.runtime.kafka.producer import EnvelopeProducer
+from services.runtime.kafka.producer import DeliveryFuture, EnvelopeProducer
 from services.runtime.kafka.settings import KafkaSettings
 
 log = logging.getLogger(__name__)
@@ -67,6 +67,13 @@ class ConsumerLoop:
     failing goes there after ``retry.attempts`` tries with reason ``handler_error``. Either way the
     consumer moves on. If a dead letter itself cannot be written the loop stops with the error, leaving
     the record uncommitted. On revocation the processed offsets of the revoked partitions are committed.
+
+    ``settle="record"`` (the default) waits for each record's outputs to be acknowledged before the
+    next record, and retries the handler when they are not. ``settle="batch"`` lets the outputs of a
+    whole fetched batch be in flight together and waits for all of them before the commit: much higher
+    throughput (one broker round trip per batch, not per record), still never a commit ahead of its
+    outputs; a failed output then stops the loop with the error (the batch stays uncommitted and is
+    delivered again), so a handler retried in this mode must be idempotent across restarts.
     Tombstones (null values, deletes on compacted topics) go to ``on_tombstone`` with their key when it
     is given, otherwise to the dead-letter topic as ``malformed``.
     """
@@ -87,6 +94,7 @@ class ConsumerLoop:
         auto_offset_reset: str = "earliest",
         max_records: int = 100,
         poll_timeout_ms: int = 200,
+        settle: Literal["record", "batch"] = "record",
     ) -> None:
         group = group_id or settings.group_id
         if not group:
@@ -103,6 +111,8 @@ class ConsumerLoop:
         self._isolation_level = isolation_level
         self._auto_offset_reset = auto_offset_reset
         self._max_records = max_records
+        self._settle_batch = settle == "batch"
+        self._in_flight: list[DeliveryFuture] = []
         self._poll_timeout_ms = poll_timeout_ms
         self._consumer: AIOKafkaConsumer | None = None
         self._owned: set[TopicPartition] = set()
@@ -151,9 +161,11 @@ class ConsumerLoop:
                         if self._stopping.is_set():
                             break
                         await self._process(record)
+                await self._settle_in_flight()
                 await self._commit_processed()
         finally:
             with contextlib.suppress(Exception):
+                await self._settle_in_flight()
                 await self._commit_processed()
             await consumer.stop()
             self._consumer = None
@@ -193,7 +205,10 @@ class ConsumerLoop:
             )
             try:
                 await call(delivery)
-                await delivery.settle()
+                if self._settle_batch:
+                    self._in_flight.extend(delivery.take_pending())
+                else:
+                    await delivery.settle()
             except DecodeError as exc:
                 await self._dead_letter(record, exc.reason, exc.detail, attempts=attempt)
                 return
@@ -229,6 +244,16 @@ class ConsumerLoop:
         self.stats.dead_lettered += 1
         log.warning("dead-lettered %s: %s (%s)", _where(record), reason, detail[:200])
 
+    async def _settle_in_flight(self) -> None:
+        """Wait for the outputs of the batch in hand (batch mode); raises the first failure."""
+        pending, self._in_flight = self._in_flight, []
+        if pending:
+            try:
+                await asyncio.gather(*pending)
+            except BaseException:
+                self._processed.clear()  # never commit a batch whose outputs may be missing
+                raise
+
     async def _commit_processed(self, only: Collection[TopicPartition] | None = None) -> None:
         consumer = self._consumer
         selected = {
@@ -246,6 +271,7 @@ class ConsumerLoop:
     async def _on_revoked(self, revoked: Collection[TopicPartition]) -> None:
         async with self._work_lock:
             try:
+                await self._settle_in_flight()
                 await self._commit_processed(only=revoked)
             except Exception:
                 log.exception("commit on revocation failed; the next owner re-delivers those records")
