@@ -126,8 +126,8 @@ class JobSpec(_Spec):
     runtime_estimate_s: float | None = Field(default=None, gt=0, le=366 * 86400)
     preemptible: bool = True
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
-    max_wait_s: float | None = Field(default=None, gt=0)
-    max_runtime_s: float | None = Field(default=None, gt=0)
+    max_wait_s: float | None = Field(default=None, gt=0, le=10 * 366 * 86400)
+    max_runtime_s: float | None = Field(default=None, gt=0, le=10 * 366 * 86400)
     max_restarts: int = Field(default=3, ge=0, le=100, description="whole-gang restarts after a pod failure")
     schedule: Annotated[str, Field(max_length=128)] | None = Field(
         default=None, description="cron expression: submit again on this schedule"

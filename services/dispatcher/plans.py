@@ -19,6 +19,7 @@ from services.dispatcher.binder import SCHEDULER_NAME
 from services.runtime.kube import (
     CheckpointSettings,
     JobTemplate,
+    PodSecurity,
     dns1123_label,
     job_object_name,
     label_value,
@@ -107,6 +108,9 @@ def template_for(decision: JobAdmitted, settings: DispatchSettings) -> JobTempla
         max_runtime_s=spec.max_runtime_s,
         working_dir=pod.working_dir,
         scheduler_name=SCHEDULER_NAME if settings.bind_pods else None,
+        security=PodSecurity(privileged=pod.security.privileged, run_as_root=pod.security.run_as_root,
+                             host_network=pod.security.host_network, host_pid=pod.security.host_pid,
+                             host_ipc=pod.security.host_ipc, host_paths=tuple(pod.security.host_path_volumes)),
     )
 
 

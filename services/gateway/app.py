@@ -24,6 +24,7 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     403: {"model": ErrorBody, "description": "not allowed for this tenant or role"},
     404: {"model": ErrorBody, "description": "unknown (or another tenant's) object"},
     409: {"model": ErrorBody, "description": "conflicts with the current state"},
+    413: {"model": ErrorBody, "description": "the request is larger than a message on the wire may be"},
     422: {"model": ErrorBody, "description": "invalid request; `field` names the offending field"},
 }
 

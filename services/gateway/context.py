@@ -7,6 +7,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
+from schemas.codec import MAX_MESSAGE_BYTES, encode
 from schemas.config import ConfigItemDeleted
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.intents import SubmitJob
@@ -28,6 +29,9 @@ from services.gateway.views import ConfigItem, ConfigKind, ConfigView, StatusVie
 log = logging.getLogger(__name__)
 
 SERVICE = "gateway"
+#: the largest envelope the gateway publishes: consumers refuse more than MAX_MESSAGE_BYTES, and the
+#: producer's request limit (1 MiB) also carries the key, headers and record overhead
+MAX_ENVELOPE_BYTES = MAX_MESSAGE_BYTES - 4096
 
 
 def utc_now() -> datetime:
@@ -86,6 +90,10 @@ class GatewayContext:
         return plan, self.visible_job(plan.job_id, principal)
 
     async def _publish(self, topic: str, envelope: Envelope) -> None:
+        size = len(encode(envelope))
+        if size > MAX_ENVELOPE_BYTES:
+            raise ApiError(413, "too_large", f"the request encodes to {size} bytes; the limit is "
+                           f"{MAX_ENVELOPE_BYTES} (large values belong in a config map or volume, not the spec)")
         try:
             await self.publisher.publish(topic, envelope)
         except Exception as exc:

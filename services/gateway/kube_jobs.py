@@ -49,13 +49,18 @@ def parse_duration_s(text: str) -> float:
     return float(m["num"]) * _UNIT_S[m["unit"]]
 
 
-def _security(pod: dict[str, Any], container: dict[str, Any]) -> SecuritySpec:
-    ctx = container.get("securityContext") or {}
+def _security(pod: dict[str, Any]) -> SecuritySpec:
+    """What the pod asks for beyond the defaults, over every container (init and ephemeral ones too): the
+    user's own Job object is what runs, so a sidecar's privileges count as much as the first container's.
+    Added Linux capabilities count as ``privileged``."""
     pod_ctx = pod.get("securityContext") or {}
-    run_as_user = ctx.get("runAsUser", pod_ctx.get("runAsUser"))
+    containers = [c for key in ("containers", "initContainers", "ephemeralContainers")
+                  for c in pod.get(key) or [] if isinstance(c, dict)]
+    contexts = [c.get("securityContext") or {} for c in containers]
     return SecuritySpec(
-        privileged=bool(ctx.get("privileged")),
-        run_as_root=run_as_user == 0,
+        privileged=any(bool(ctx.get("privileged")) or bool((ctx.get("capabilities") or {}).get("add"))
+                       for ctx in contexts),
+        run_as_root=any(ctx.get("runAsUser", pod_ctx.get("runAsUser")) == 0 for ctx in contexts),
         host_network=bool(pod.get("hostNetwork")),
         host_pid=bool(pod.get("hostPID")),
         host_ipc=bool(pod.get("hostIPC")),
@@ -101,7 +106,7 @@ def spec_from_job(obj: dict[str, Any]) -> JobSpec:
                 env={e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "value" in e},
                 resources=_resources(container, node_selector),
                 working_dir=container.get("workingDir"),
-                security=_security(pod, container),
+                security=_security(pod),
             ),
             node_selector=node_selector,
             runtime_estimate_s=None if estimate is None else parse_duration_s(estimate),

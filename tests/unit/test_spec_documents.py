@@ -49,6 +49,7 @@ def test_job_spec_defaults() -> None:
         ({"template": {"image": "x", "resources": {"gpus": 65}}}, "template.resources.gpus"),
         ({"template": {"image": "x", "resources": {"cpu": "lots"}}}, "template.resources.cpu"),
         ({"unknown": 1}, "unknown"),
+        ({"max_runtime_s": 1e300}, "max_runtime_s"),
     ],
 )
 def test_job_spec_errors_name_the_field(over: dict, field: str) -> None:

@@ -37,6 +37,8 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 MUSTER_PREFIX = "muster.dev/"
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+#: the largest ``activeDeadlineSeconds`` the Kubernetes API accepts (int64); longer runtimes mean "no limit"
+MAX_DEADLINE_S = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,6 +55,18 @@ class DomainPin:
 
     label: str
     value: str
+
+
+@dataclass(frozen=True, slots=True)
+class PodSecurity:
+    """Elevated settings a job asked for and its queue allowed; the defaults add nothing to the pod."""
+
+    privileged: bool = False
+    run_as_root: bool = False
+    host_network: bool = False
+    host_pid: bool = False
+    host_ipc: bool = False
+    host_paths: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -85,6 +99,7 @@ class JobTemplate:
     ttl_seconds_after_finished: int | None = None
     gpu_type_label: str = GPU_TYPE  # node label holding the GPU type; "" adds no selector for it
     container_name: str = "main"
+    security: PodSecurity = field(default_factory=PodSecurity)
 
 
 def planned_nodes(placement: Placement) -> list[str]:
@@ -133,7 +148,8 @@ def render_job(
         },
     }
     if template.max_runtime_s is not None:
-        spec["activeDeadlineSeconds"] = max(1, math.ceil(template.max_runtime_s))
+        deadline = template.max_runtime_s
+        spec["activeDeadlineSeconds"] = MAX_DEADLINE_S if deadline >= MAX_DEADLINE_S else max(1, math.ceil(deadline))
     if template.ttl_seconds_after_finished is not None:
         spec["ttlSecondsAfterFinished"] = template.ttl_seconds_after_finished
     return {
@@ -168,9 +184,17 @@ def _pod_spec(template: JobTemplate, attempt: int, nodes: list[str], domain: Dom
         pod["serviceAccountName"] = template.service_account
     if template.scheduler_name:
         pod["schedulerName"] = template.scheduler_name
+    volumes: list[dict[str, Any]] = []
     if template.checkpoint is not None and template.checkpoint.volume_claim:
-        pod["volumes"] = [{"name": "checkpoint",
-                           "persistentVolumeClaim": {"claimName": template.checkpoint.volume_claim}}]
+        volumes.append({"name": "checkpoint", "persistentVolumeClaim": {"claimName": template.checkpoint.volume_claim}})
+    security = template.security
+    volumes += [{"name": f"host-path-{i}", "hostPath": {"path": path}} for i, path in enumerate(security.host_paths)]
+    if volumes:
+        pod["volumes"] = volumes
+    for flag, key in ((security.host_network, "hostNetwork"), (security.host_pid, "hostPID"),
+                      (security.host_ipc, "hostIPC")):
+        if flag:
+            pod[key] = True
     return pod
 
 
@@ -215,6 +239,18 @@ def _container(template: JobTemplate, attempt: int) -> dict[str, Any]:
         resources["limits"] = {GPU_RESOURCE: str(template.gpus_per_pod)}
     if resources:
         container["resources"] = resources
+    mounts: list[dict[str, Any]] = []
     if template.checkpoint is not None and template.checkpoint.volume_claim:
-        container["volumeMounts"] = [{"name": "checkpoint", "mountPath": template.checkpoint.directory}]
+        mounts.append({"name": "checkpoint", "mountPath": template.checkpoint.directory})
+    security = template.security
+    mounts += [{"name": f"host-path-{i}", "mountPath": path} for i, path in enumerate(security.host_paths)]
+    if mounts:
+        container["volumeMounts"] = mounts
+    context: dict[str, Any] = {}
+    if security.privileged:
+        context["privileged"] = True
+    if security.run_as_root:
+        context.update(runAsUser=0, runAsNonRoot=False)
+    if context:
+        container["securityContext"] = context
     return container

@@ -1,0 +1,86 @@
+"""The seeded fault schedule and its execution: killed services, broker restarts, API outages, dropped watches."""
+
+from __future__ import annotations
+
+import asyncio
+import random
+from collections.abc import Callable
+from dataclasses import dataclass
+
+from services.chaos.plan import ChaosPlan
+from services.chaos.report import FaultCounts
+from services.chaos.system import ChaosSystem
+
+KILL, BROKER, OUTAGE, WATCHES = "kill", "broker_restart", "api_outage", "drop_watches"
+
+
+@dataclass(frozen=True)
+class Fault:
+    """One fault at ``at_s`` seconds into the run; ``target`` names the service of a kill."""
+
+    at_s: float
+    kind: str
+    target: str = ""
+    seconds: float = 0.0
+
+
+def plan_faults(plan: ChaosPlan, services: list[str], rng: random.Random) -> list[Fault]:
+    """Faults spread over the run's window (none in its first and last tenth), in time order."""
+    start, end = plan.duration_s * 0.1, plan.duration_s * 0.9
+
+    def when() -> float:
+        return round(rng.uniform(start, end), 3)
+
+    faults = [Fault(when(), KILL, rng.choice(services), round(rng.uniform(0.2, 3.0), 2)) for _ in range(plan.kills)]
+    faults += [Fault(when(), BROKER, seconds=round(rng.uniform(2.0, 6.0), 2)) for _ in range(plan.broker_restarts)]
+    faults += [Fault(when(), OUTAGE, seconds=round(rng.uniform(1.0, 5.0), 2)) for _ in range(plan.outages)]
+    faults += [Fault(when(), WATCHES) for _ in range(plan.watch_drops)]
+    return sorted(faults, key=lambda f: f.at_s)
+
+
+class FaultInjector:
+    """Runs a schedule against a system. A kill of a service that is still coming back from an earlier
+    fault waits for it, so every kill hits a running process; the broker restarts one at a time."""
+
+    def __init__(self, system: ChaosSystem, counts: FaultCounts, notify: Callable[[str], None]) -> None:
+        self._system = system
+        self._counts = counts
+        self._notify = notify
+        self._locks: dict[str, asyncio.Lock] = {}
+        self._tasks: list[asyncio.Task[None]] = []
+
+    async def run(self, faults: list[Fault], started_at: float) -> None:
+        """Fire each fault at its time; returns once every fault has been carried out."""
+        loop = asyncio.get_running_loop()
+        for fault in faults:
+            await asyncio.sleep(max(0.0, started_at + fault.at_s - loop.time()))
+            self._tasks.append(asyncio.create_task(self._fire(fault), name=f"chaos {fault.kind} {fault.target}"))
+        await asyncio.gather(*self._tasks)
+
+    async def _fire(self, fault: Fault) -> None:
+        sim = self._system.sim
+        if fault.kind == OUTAGE:
+            self._notify(f"kubernetes API answers 500 for {fault.seconds:g}s")
+            sim.fail_api(500, fault.seconds)
+            self._counts.api_outages += 1
+        elif fault.kind == WATCHES:
+            closed = sim.drop_watches()
+            self._notify(f"dropped {closed} watches")
+            self._counts.watch_drops += 1
+            self._counts.watches_closed += closed
+        elif fault.kind == BROKER:
+            async with self._lock("broker"):
+                self._notify(f"broker stop; restart in {fault.seconds:g}s")
+                await self._system.restart_broker(fault.seconds)
+                self._counts.broker_restarts += 1
+                self._notify("broker back")
+        elif fault.kind == KILL:
+            async with self._lock(fault.target):
+                self._notify(f"kill -9 {fault.target}; restart in {fault.seconds:g}s")
+                await self._system.kill(fault.target, fault.seconds)
+                self._counts.kills[fault.target] = self._counts.kills.get(fault.target, 0) + 1
+        else:
+            raise ValueError(f"unknown fault {fault.kind!r}")
+
+    def _lock(self, name: str) -> asyncio.Lock:
+        return self._locks.setdefault(name, asyncio.Lock())

@@ -1,0 +1,74 @@
+"""The size and pacing of a chaos run, and the cluster file it runs on."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from schemas.config import (
+    ClusterConfig,
+    CohortConfig,
+    MusterConfig,
+    NodeGroupConfig,
+    PriorityClassConfig,
+    QueueConfig,
+    ResourceQuotaConfig,
+    TenantConfig,
+    TopologyConfig,
+)
+
+TENANTS = ("team-a", "team-b")
+GPU_TYPE = "a100"
+CLUSTER = "chaos"
+
+
+@dataclass(frozen=True)
+class ChaosPlan:
+    """How many jobs and faults, over how long. Times are seconds from the start of the workload."""
+
+    seed: int = 1
+    jobs: int = 300
+    kills: int = 20
+    broker_restarts: int = 1
+    outages: int = 4
+    watch_drops: int = 4
+    duration_s: float = 300.0  # jobs and faults are spread over this window
+    drain_timeout_s: float = 300.0  # after the window: how long every job may take to end
+    orphan_grace_s: float = 20.0  # how long Kubernetes objects of ended jobs may linger
+    nodes: int = 4
+    gpus_per_node: int = 8
+    nominal: int = 16
+    borrowing_limit: int = 8
+    min_runtime_s: float = 1.0
+
+    @classmethod
+    def quick(cls, seed: int = 1) -> ChaosPlan:
+        """About 30 jobs, 5 kills and one broker restart; about two minutes on a small machine."""
+        return cls(seed=seed, jobs=30, kills=5, broker_restarts=1, outages=2, watch_drops=2, duration_s=45.0,
+                   drain_timeout_s=120.0, orphan_grace_s=15.0)
+
+    @classmethod
+    def sized(cls, seed: int, jobs: int, kills: int) -> ChaosPlan:
+        """A run of ``jobs`` and ``kills``: the window grows with both so faults and jobs interleave."""
+        duration = max(45.0, jobs * 0.6, kills * 8.0)
+        return cls(seed=seed, jobs=jobs, kills=kills, broker_restarts=max(1, kills // 15),
+                   outages=max(2, kills // 4), watch_drops=max(2, kills // 4), duration_s=duration,
+                   drain_timeout_s=max(180.0, duration / 2))
+
+
+def chaos_config(plan: ChaosPlan) -> MusterConfig:
+    """One cluster of identical GPU nodes, two tenants' queues in one cohort with borrowing, three priorities."""
+    cluster = ClusterConfig(name=CLUSTER, node_groups=[NodeGroupConfig(
+        name=GPU_TYPE, count=plan.nodes, gpus_per_node=plan.gpus_per_node, gpu_type=GPU_TYPE, cpu=96,
+        memory_gb=1024, topology=TopologyConfig(zone=f"{CLUSTER}-z", block="b0", racks=2),
+        taints=["nvidia.com/gpu"],
+    )])
+    quota = ResourceQuotaConfig(nominal=plan.nominal, borrowing_limit=plan.borrowing_limit)
+    return MusterConfig(
+        clusters=[cluster],
+        cohorts=[CohortConfig(name="research")],
+        queues=[QueueConfig(name=t, cohort="research", tenant=t, quotas={f"gpu:{GPU_TYPE}": quota})
+                for t in TENANTS],
+        priority_classes=[PriorityClassConfig(name="low", value=10), PriorityClassConfig(name="normal", value=100),
+                          PriorityClassConfig(name="high", value=1000)],
+        tenants=[TenantConfig(name=t, namespace=t) for t in TENANTS],
+    )

@@ -1,0 +1,66 @@
+"""What a chaos run found: violated invariants and the counts of what it did."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+
+@dataclass(frozen=True)
+class Violation:
+    """One broken invariant: which check, the job concerned (if one), and what was seen."""
+
+    check: str
+    job_id: str | None
+    detail: str
+
+
+@dataclass
+class FaultCounts:
+    kills: dict[str, int] = field(default_factory=dict)
+    broker_restarts: int = 0
+    api_outages: int = 0
+    watch_drops: int = 0
+    watches_closed: int = 0
+    unexpected_exits: dict[str, int] = field(default_factory=dict)
+    failed_starts: dict[str, int] = field(default_factory=dict)  # restarts that exited before healthy
+
+
+@dataclass
+class ChaosReport:
+    """The JSON the harness prints; ``ok`` is False when any invariant was violated."""
+
+    seed: int
+    jobs_planned: int
+    jobs_submitted: int = 0
+    final_states: dict[str, int] = field(default_factory=dict)
+    cancels_requested: int = 0
+    cancels_accepted: int = 0
+    preemptions: int = 0
+    gang_restarts: int = 0
+    admissions: int = 0
+    events_read: int = 0
+    dead_letters: int = 0
+    peak_gpus_admitted: int = 0
+    finished_objects_kept: int = 0  # completed Jobs and pods of ended jobs (hold nothing; not orphans)
+    gateway_retries: int = 0
+    faults: FaultCounts = field(default_factory=FaultCounts)
+    wall_time_s: float = 0.0
+    drain_time_s: float = 0.0
+    checks: dict[str, int] = field(default_factory=dict)
+    violations: list[Violation] = field(default_factory=list)
+
+    @property
+    def ok(self) -> bool:
+        return not self.violations
+
+    def add(self, check: str, found: list[Violation]) -> None:
+        """Record one check's findings (an empty list is a passed check)."""
+        self.checks[check] = len(found)
+        self.violations.extend(found)
+
+    def as_json(self) -> dict[str, Any]:
+        body = asdict(self)
+        body["ok"] = self.ok
+        body["faults"]["kills_total"] = sum(self.faults.kills.values())
+        return body

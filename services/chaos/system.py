@@ -1,0 +1,138 @@
+"""The system under test: a disk-backed Apache Kafka, one simulated cluster in this process, and every
+service as its own ``muster serve`` child process, started with the pieces ``muster up`` uses."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import yaml
+
+from schemas.config import MusterConfig
+from services.chaos.plan import ChaosPlan
+from services.cli.credentials import write_credentials
+from services.cli.supervise import Child, free_port
+from services.cli.up import service_children
+from services.kubesim import KubeSim
+from services.runtime.broker import KafkaBroker
+from services.runtime.kafka import KafkaSettings
+from services.runtime.kafka.topics import ensure_registry_topics
+
+log = logging.getLogger(__name__)
+
+HEALTHY_WITHIN_S = 120.0
+
+
+@dataclass
+class ChaosSystem:
+    """Handles on everything that runs; ``children`` by service name (``dispatcher/<cluster>`` ...)."""
+
+    state_dir: Path
+    config: MusterConfig
+    broker: KafkaBroker
+    settings: KafkaSettings
+    sim: KubeSim
+    gateway_url: str
+    admin_token: str
+    children: dict[str, Child] = field(default_factory=dict)
+    restarting: set[str] = field(default_factory=set)
+    unexpected_exits: dict[str, int] = field(default_factory=dict)
+    failed_starts: dict[str, int] = field(default_factory=dict)
+
+    async def bring_up(self, name: str) -> None:
+        """Start the child and wait until it is healthy; a start that exits (say, while the broker is down)
+        is counted and tried again, until ``HEALTHY_WITHIN_S`` has passed."""
+        child = self.children[name]
+        deadline = asyncio.get_running_loop().time() + HEALTHY_WITHIN_S
+        while True:
+            await child.start()
+            try:
+                await child.wait_healthy(HEALTHY_WITHIN_S)
+                return
+            except RuntimeError:
+                if child.process is None or child.process.returncode is None:
+                    raise  # alive but never healthy
+                self.failed_starts[name] = self.failed_starts.get(name, 0) + 1
+                if asyncio.get_running_loop().time() > deadline:
+                    raise
+                log.info("%s exited while starting; trying again", name)
+                await asyncio.sleep(1.0)
+
+    async def kill(self, name: str, downtime_s: float) -> None:
+        """SIGKILL the child, keep it down for ``downtime_s``, start it again and wait until it is healthy."""
+        child = self.children[name]
+        self.restarting.add(name)
+        try:
+            if child.process is not None and child.process.returncode is None:
+                child.process.kill()
+                await child.process.wait()
+            await asyncio.sleep(downtime_s)
+            await self.bring_up(name)
+        finally:
+            self.restarting.discard(name)
+
+    async def restart_broker(self, downtime_s: float) -> None:
+        """Stop the broker (controlled shutdown), keep it down, start it on the same log directory and port."""
+        await asyncio.to_thread(self.broker.stop)
+        await asyncio.sleep(downtime_s)
+        await asyncio.to_thread(self.broker.start)
+
+    async def keep_alive(self, stop: asyncio.Event, notify: Callable[[str], None]) -> None:
+        """Restart any child that exits on its own (not one this harness is restarting); counts them."""
+        while not stop.is_set():
+            for name, child in self.children.items():
+                process = child.process
+                if name in self.restarting or process is None or process.returncode is None:
+                    continue
+                self.unexpected_exits[name] = self.unexpected_exits.get(name, 0) + 1
+                notify(f"{name} exited on its own with {process.returncode}; restarting (log: {child.log_path})")
+                self.restarting.add(name)
+                try:
+                    await self.bring_up(name)
+                finally:
+                    self.restarting.discard(name)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), 1.0)
+
+
+def _admin_token(paths: dict[str, Path]) -> str:
+    token: str = yaml.safe_load(paths["cli"].read_text(encoding="utf-8"))["token"]
+    return token
+
+
+@contextlib.asynccontextmanager
+async def running_system(plan: ChaosPlan, config: MusterConfig, state_dir: Path,
+                         notify: Callable[[str], None]) -> AsyncIterator[ChaosSystem]:
+    """Start broker, topics, kubesim and the services; stop them all (and the broker) on the way out."""
+    broker = KafkaBroker(log_dir=state_dir / "kafka")
+    notify("starting Apache Kafka")
+    await asyncio.to_thread(broker.start)
+    children: list[Child] = []
+    try:
+        settings = KafkaSettings(bootstrap=broker.bootstrap, client_id="muster-chaos", request_timeout_ms=15_000)
+        await ensure_registry_topics(settings)
+        sim = KubeSim(config, profile="zero", seed=plan.seed)
+        async with sim.serve(host="127.0.0.1", port=0) as url:
+            gateway_url = f"http://127.0.0.1:{free_port()}"
+            paths = await asyncio.to_thread(write_credentials, state_dir, config, gateway_url)
+            config_file = state_dir / "config.yaml"
+            await asyncio.to_thread(config_file.write_text, yaml.safe_dump(config.model_dump(mode="json")),
+                                    encoding="utf-8")
+            children = service_children(config, state_dir, broker.bootstrap, {sim.cluster_name: url}, config_file,
+                                        int(gateway_url.rsplit(":", 1)[1]))
+            for child in children:
+                child.env["MUSTER_SCHEDULER_MIN_RUNTIME_S"] = f"{plan.min_runtime_s:g}"
+            notify(f"broker at {broker.bootstrap}, cluster at {url}; starting {len(children)} services")
+            for child in children:
+                await child.start()
+            for child in children:
+                await child.wait_healthy(HEALTHY_WITHIN_S)
+            yield ChaosSystem(state_dir, config, broker, settings, sim, gateway_url, _admin_token(paths),
+                              {c.name: c for c in children})
+    finally:
+        await asyncio.gather(*(child.stop() for child in children), return_exceptions=True)
+        await asyncio.to_thread(broker.close)

@@ -1,0 +1,29 @@
+"""``muster chaos --quick``: the whole system, as separate processes, survives kills, a broker restart,
+API outages and dropped watches with every invariant intact."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from schemas.status import TERMINAL_STATES
+from services.chaos.harness import run_chaos
+from services.chaos.plan import ChaosPlan
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+
+
+async def test_quick_run_keeps_every_invariant(tmp_path: Path) -> None:
+    plan = ChaosPlan.quick(seed=1)
+    report = await run_chaos(plan, tmp_path, lambda message: print(message))
+
+    assert report.violations == [], report.as_json()
+    assert report.jobs_submitted == plan.jobs
+    assert set(report.final_states) <= TERMINAL_STATES
+    assert sum(report.final_states.values()) == plan.jobs
+    assert sum(report.faults.kills.values()) == plan.kills
+    assert report.faults.broker_restarts == plan.broker_restarts
+    assert report.faults.api_outages == plan.outages and report.faults.watch_drops == plan.watch_drops
+    assert report.preemptions > 0 and report.cancels_accepted > 0
+    assert all(count == 0 for count in report.checks.values()) and len(report.checks) >= 9
