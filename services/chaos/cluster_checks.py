@@ -15,21 +15,29 @@ from services.runtime.kube.render import JOB_ID
 
 def check_node_gpus(pods: list[PodLife], node_gpus: dict[str, int]) -> list[Violation]:
     """At no moment do the pods bound to a node request more GPUs than it has."""
-    changes: dict[str, list[tuple[float, int]]] = defaultdict(list)
+    changes: dict[str, list[tuple[float, int, PodLife]]] = defaultdict(list)
     for pod in pods:
         held = pod.held
         if held is None or pod.node is None or pod.gpus == 0:
             continue
-        changes[pod.node] += [(held[0], pod.gpus), (held[1], -pod.gpus)]
+        changes[pod.node] += [(held[0], pod.gpus, pod), (held[1], -pod.gpus, pod)]
     found: list[Violation] = []
     for node, deltas in sorted(changes.items()):
-        used, peak = 0, 0
-        for _, delta in sorted(deltas, key=lambda d: (d[0], d[1])):  # releases first at equal times
+        capacity = node_gpus.get(node, 0)
+        used, over_since, over_for = 0, 0.0, 0.0
+        holding: set[str] = set()
+        peak: tuple[int, list[str]] = (0, [])
+        for at, delta, pod in sorted(deltas, key=lambda d: (d[0], d[1])):  # releases first at equal times
+            if used > capacity:
+                over_for += at - over_since
             used += delta
-            peak = max(peak, used)
-        if peak > node_gpus.get(node, 0):
-            found.append(Violation("capacity", None, f"node {node}: pods held {peak} GPUs at once, "
-                                   f"it has {node_gpus.get(node, 0)}"))
+            over_since = at
+            (holding.add if delta > 0 else holding.discard)(pod.name)
+            if used > peak[0]:
+                peak = (used, sorted(holding))
+        if peak[0] > capacity:
+            found.append(Violation("capacity", None, f"node {node}: pods held {peak[0]} GPUs at once, it has "
+                                   f"{capacity} (over-committed for {over_for:.3f}s in all); pods {peak[1]}"))
     return found
 
 
@@ -49,8 +57,9 @@ def check_attempt_overlap(pods: list[PodLife]) -> list[Violation]:
         latest: tuple[tuple[int, str], float] | None = None  # the span that ends last so far, and its end
         for key, (start, end) in ordered:
             if latest is not None and start < latest[1]:
+                both = min(end, latest[1]) - start
                 found.append(Violation("overlap", job, f"attempt {key[0]} ({key[1]}) ran while attempt "
-                                       f"{latest[0][0]} ({latest[0][1]}) still ran"))
+                                       f"{latest[0][0]} ({latest[0][1]}) still ran, for {both:.3f}s"))
             if latest is None or end > latest[1]:
                 latest = (key, end)
     return found

@@ -49,10 +49,10 @@ class ChaosPlan:
     @classmethod
     def sized(cls, seed: int, jobs: int, kills: int) -> ChaosPlan:
         """A run of ``jobs`` and ``kills``: the window grows with both so faults and jobs interleave."""
-        duration = max(45.0, jobs * 0.6, kills * 8.0)
+        duration = max(45.0, jobs * 1.0, kills * 8.0)  # about the cluster's throughput of this workload
         return cls(seed=seed, jobs=jobs, kills=kills, broker_restarts=max(1, kills // 15),
                    outages=max(2, kills // 4), watch_drops=max(2, kills // 4), duration_s=duration,
-                   drain_timeout_s=max(180.0, duration / 2))
+                   drain_timeout_s=max(180.0, duration))
 
 
 def chaos_config(plan: ChaosPlan) -> MusterConfig:

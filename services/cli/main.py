@@ -27,6 +27,7 @@ SUBCOMMANDS: dict[str, str] = {
     "top": "services.cli.jobs:top",
     "recurring": "services.cli.jobs:recurring",
     "bench": "services.cli.bench:bench",
+    "chaos": "services.cli.chaos:chaos",
 }
 
 
