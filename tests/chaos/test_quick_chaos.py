@@ -3,6 +3,7 @@ API outages and dropped watches with every invariant intact."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,14 +17,14 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 @pytest.mark.xfail(
     strict=False,
-    reason="open finding: the quick run (seed 1) can report two attempts of one job overlapping by a few "
-    "milliseconds after a kill; not yet diagnosed (see docs/reliability.md, Chaos)",
+    reason="open finding: when an elastic job is resized the dispatcher creates the new Job revision before "
+    "deleting the old one, so both run for a few ms over the same GPUs (see docs/reliability.md, Chaos)",
 )
 async def test_quick_run_keeps_every_invariant(tmp_path: Path) -> None:
     plan = ChaosPlan.quick(seed=1)
     report = await run_chaos(plan, tmp_path, lambda message: print(message))
 
-    assert report.violations == [], report.as_json()
+    assert report.violations == [], json.dumps(report.as_json()["violations"], indent=1)
     assert report.jobs_submitted == plan.jobs
     assert set(report.final_states) <= TERMINAL_STATES
     assert sum(report.final_states.values()) == plan.jobs
