@@ -2,8 +2,9 @@
 
 Scaling re-creates the Job: an Indexed Job's completions and its pods' node affinity cannot change
 once it runs, so a rescale creates revision n+1 of the attempt (``<job-id>-a<attempt>-r<n+1>``) for
-the new replica count, pinned to the new placement, then deletes revision n. The gang restarts from
-its checkpoint (same MUSTER_ATTEMPT); a stable cluster gets the GPUs of the old pods back.
+the new replica count, pinned to the new placement, suspended until revision n's pods are gone (see
+``replacement``). The gang restarts from its checkpoint (same MUSTER_ATTEMPT); a stable cluster gets
+the GPUs of the old pods back.
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ import logging
 
 from schemas.decisions import JobAdmitted, JobScaled
 from schemas.envelope import Envelope
+from services.dispatcher import replacement
 from services.dispatcher.book import Run, run_from_job
 from services.dispatcher.context import Context, api_failure, emit
 from services.dispatcher.plans import admission_manifest, clone_manifest, object_name, source_job, source_job_patch
@@ -128,7 +130,7 @@ async def scale(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
     manifest = clone_manifest(old, name=object_name(run.job_id, run.attempt, revision), revision=revision,
                               restarts=run.restarts, decision_event=envelope.event_id, placement=decision.placement)
     try:
-        created, _ = await ctx.ops.create_job(manifest)
+        new_run = await replacement.replace(ctx, run, manifest, "rescale")
     except Exception as exc:
         failure = api_failure(exc)
         if failure is None:
@@ -137,10 +139,6 @@ async def scale(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
                                                    retryable=failure[1]))
         ctx.outcome(decision.TYPE, "failed")
         return
-    await ctx.ops.delete_job(run.namespace, run.name, "rescale")
-    new_run = run_from_job(created)
-    assert new_run is not None
-    ctx.set_run(new_run)
     await emit(delivery, envelope, ctx.dispatched(new_run))
     new_run.reported = True
     ctx.outcome(decision.TYPE, "rescaled")

@@ -31,6 +31,8 @@ CHECKPOINTED = "muster.dev/checkpointed"
 #: written just before Muster deletes a Job
 DELETED_BY = "muster.dev/deleted-by"
 DELETE_REASON = "muster.dev/delete-reason"
+#: on a suspended new revision: the name of the revision it replaces; it is released once that one's pods are gone
+REPLACES = "muster.dev/replaces"
 #: in a job spec's annotations: the user-created suspended Job (``<namespace>/<name>``) to release
 SOURCE_JOB = "muster.dev/source-job"
 
@@ -39,6 +41,7 @@ MUSTER = "muster"
 __all__ = [
     "ATTEMPT", "CHECKPOINTED", "CLUSTER", "CORRELATION", "DECISION_EVENT", "DELETED_BY", "DELETE_REASON",
     "GANG_SIZE", "JOB_ID", "MAX_RESTARTS", "MUSTER", "PLACEMENT", "PREEMPT_EVENT", "PREEMPT_GRACE",
-    "PREEMPT_REASON", "PREEMPT_REQUESTED", "PREEMPT_REQUEUE", "QUEUE", "RESTARTS", "RESTART_AT", "REVISION",
+    "PREEMPT_REASON", "PREEMPT_REQUESTED", "PREEMPT_REQUEUE", "QUEUE", "REPLACES", "RESTARTS", "RESTART_AT",
+    "REVISION",
     "SOURCE_JOB",
 ]

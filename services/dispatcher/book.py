@@ -41,6 +41,7 @@ class Run:
     correlation_id: str = ""
     restart_at: datetime | None = None
     preemption: Preemption | None = None
+    replaces: str = ""  # a suspended revision waiting for the pods of this earlier revision to be gone
     reported: bool = False  # JobDispatched sent for this revision by this process
 
     @property
@@ -97,6 +98,7 @@ def run_from_job(job: KubeObject) -> Run | None:
         correlation_id=annotations.get(ann.CORRELATION, ""),
         restart_at=_time(annotations.get(ann.RESTART_AT)),
         preemption=preemption_of(annotations),
+        replaces=annotations.get(ann.REPLACES, ""),
     )
 
 

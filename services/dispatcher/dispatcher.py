@@ -7,7 +7,7 @@ import logging
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled
 from schemas.envelope import Envelope
 from schemas.runs import RunFailed
-from services.dispatcher import admission, preemption, restarts
+from services.dispatcher import admission, preemption, replacement, restarts
 from services.dispatcher.book import rebuild
 from services.dispatcher.context import Context
 from services.runtime.kafka import Delivery
@@ -35,6 +35,8 @@ class Dispatcher:
                 preemption.start(ctx, run)
             elif run.restart_at is not None:
                 restarts.schedule(ctx, run)
+            elif run.replaces:
+                replacement.schedule(ctx, run)
         log.info("cluster %s: recovered %d runs (%d handshakes, %d pending restarts)", ctx.cluster, len(current),
                  sum(1 for r in current.values() if r.preemption is not None),
                  sum(1 for r in current.values() if r.preemption is None and r.restart_at is not None))

@@ -17,6 +17,12 @@ def _annotations(obj: KubeObject) -> dict[str, str]:
     return annotations
 
 
+def owned_by(pod: KubeObject, uid: str | None, name: str | None) -> bool:
+    """Whether a Job of this uid or name owns the pod."""
+    return any(r.get("kind") == "Job" and (r.get("uid") == uid or r.get("name") == name)
+               for r in (pod.get("metadata") or {}).get("ownerReferences") or [])
+
+
 class KubeOps:
     """Namespace, Job and Pod operations on one cluster."""
 
@@ -76,15 +82,19 @@ class KubeOps:
         items, _ = await self.rest.list(JOBS, label_selector=ann.JOB_ID)
         return items
 
-    async def pods_of(self, job: KubeObject) -> list[KubeObject]:
-        """The pods the Job controls."""
+    async def attempt_pods(self, job: KubeObject) -> list[KubeObject]:
+        """Every pod of the Job's attempt (all its revisions, terminating ones included)."""
         meta = job.get("metadata") or {}
         labels = meta.get("labels") or {}
         selector = ",".join(f"{k}={labels[k]}" for k in (ann.JOB_ID, ann.ATTEMPT) if k in labels) or None
         pods, _ = await self.rest.list(PODS, meta.get("namespace"), label_selector=selector)
+        return pods
+
+    async def pods_of(self, job: KubeObject) -> list[KubeObject]:
+        """The pods the Job controls."""
+        meta = job.get("metadata") or {}
         uid, name = meta.get("uid"), meta.get("name")
-        return [p for p in pods if any(r.get("kind") == "Job" and (r.get("uid") == uid or r.get("name") == name)
-                                       for r in (p.get("metadata") or {}).get("ownerReferences") or [])]
+        return [p for p in await self.attempt_pods(job) if owned_by(p, uid, name)]
 
     async def annotate_pods(self, job: KubeObject, annotations: dict[str, str]) -> int:
         """Annotate every pod of the Job (pods gone meanwhile are skipped); how many were annotated."""

@@ -38,7 +38,7 @@ CONTROLLER_LABELS = frozenset({"controller-uid", "batch.kubernetes.io/controller
 #: annotations of one Job object's life that a re-created Job must not inherit
 TRANSIENT_ANNOTATIONS = frozenset({
     ann.RESTART_AT, ann.PREEMPT_REQUESTED, ann.PREEMPT_REASON, ann.PREEMPT_REQUEUE, ann.PREEMPT_GRACE,
-    ann.PREEMPT_EVENT, ann.CHECKPOINTED, ann.DELETED_BY, ann.DELETE_REASON,
+    ann.PREEMPT_EVENT, ann.CHECKPOINTED, ann.DELETED_BY, ann.DELETE_REASON, ann.REPLACES,
     "kubectl.kubernetes.io/last-applied-configuration",
 })
 
@@ -52,6 +52,7 @@ class DispatchSettings:
     restart_backoff_s: float = 10.0  # pause before the first whole-gang restart; doubles each time
     restart_backoff_max_s: float = 300.0
     handshake_poll_s: float = 1.0  # how often a preemption handshake looks for the checkpoint acknowledgement
+    release_poll_s: float = 0.2  # how often a new revision waits for the pods of the one it replaces to be gone
     bind_pods: bool = True  # Muster binds each pod to its planned node (see ``binder``); else affinity only
 
 
@@ -205,19 +206,22 @@ def clone_manifest(
 ) -> KubeObject:
     """A fresh copy of ``job`` under ``name`` (same attempt), optionally re-pinned to a new placement.
 
-    Server-set fields (selector, controller labels, status, uid...) are left out so the API server
+    The copy is created suspended and names ``job`` as the revision it replaces (``muster.dev/replaces``):
+    it may only start once every pod of ``job`` is gone, or both would hold the same GPUs (see
+    ``replacement``). Server-set fields (selector, controller labels, status, uid...) are left out so the API server
     and the Job controller treat it as a new Job.
     """
     meta = job.get("metadata") or {}
     spec = copy.deepcopy(job.get("spec") or {})
     spec.pop("selector", None)
     spec.pop("manualSelector", None)
-    spec["suspend"] = False
+    spec["suspend"] = True
     template = spec.setdefault("template", {})
     template_meta = template.setdefault("metadata", {})
     template_meta["labels"] = _without(template_meta.get("labels"), CONTROLLER_LABELS)
     annotations = _without(meta.get("annotations"), TRANSIENT_ANNOTATIONS)
-    annotations.update({ann.REVISION: str(revision), ann.RESTARTS: str(restarts), ann.DECISION_EVENT: decision_event})
+    annotations.update({ann.REVISION: str(revision), ann.RESTARTS: str(restarts), ann.DECISION_EVENT: decision_event,
+                        ann.REPLACES: str(meta.get("name"))})
     if placement is not None:
         pinned = _placement_annotations(placement)
         annotations.update(pinned)

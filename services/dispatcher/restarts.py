@@ -2,8 +2,9 @@
 
 On ``RunFailed`` for the current revision of the current attempt the failed Job is annotated with
 ``muster.dev/restart-at`` (now + an exponential backoff); a tracked task waits until then, creates
-revision n+1 (``<job-id>-a<attempt>-r<n+1>``, same attempt, a copy of the failed Job) and deletes the
-failed one (``delete-reason: restart``, which the node-state watcher does not report as RunDeleted).
+revision n+1 (``<job-id>-a<attempt>-r<n+1>``, same attempt, a copy of the failed Job, suspended until
+the failed one's pods are gone: see ``replacement``) and deletes the failed one
+(``delete-reason: restart``, which the node-state watcher does not report as RunDeleted).
 The annotation makes a pending restart survive a dispatcher restart. When the budget is spent the Job
 is deleted and ``DispatchFailed(reason="restarts_exhausted")`` reported.
 """
@@ -18,7 +19,8 @@ from datetime import timedelta
 from schemas.envelope import Envelope
 from schemas.runs import RunFailed
 from services.dispatcher import annotations as ann
-from services.dispatcher.book import Run, run_from_job
+from services.dispatcher import replacement
+from services.dispatcher.book import Run
 from services.dispatcher.context import Context, emit
 from services.dispatcher.plans import clone_manifest, object_name, restart_delay
 from services.runtime.kafka import Delivery
@@ -100,12 +102,9 @@ async def restart(ctx: Context, run: Run) -> None:
     revision = run.revision + 1
     manifest = clone_manifest(old, name=object_name(run.job_id, run.attempt, revision), revision=revision,
                               restarts=run.restarts + 1, decision_event=run.decision_event)
-    created, _ = await ctx.ops.create_job(manifest)
-    await ctx.ops.delete_job(run.namespace, run.name, "restart")
-    new_run = run_from_job(created)
-    assert new_run is not None
-    if ctx.runs.get(run.job_id) is run:
-        ctx.set_run(new_run)
+    if ctx.runs.get(run.job_id) is not run:
+        return  # superseded meanwhile (a rescale or a new attempt)
+    new_run = await replacement.replace(ctx, run, manifest, "restart")
     if ctx.metrics is not None:
         ctx.metrics.restarts.labels(ctx.cluster).inc()
     log.info("job %s attempt %d restarted as %s (restart %d/%d)", new_run.job_id, new_run.attempt, new_run.name,

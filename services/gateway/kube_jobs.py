@@ -21,6 +21,7 @@ from services.gateway.ids import kube_job_id
 from services.gateway.policy import check_spec, queue_for_submission
 from services.gateway.views import ConfigView
 from services.runtime.kube import ADDED, MODIFIED, KubeRest, build_api_client, job_cache
+from services.runtime.kube.render import JOB_ID
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +157,8 @@ class KubeJobSubmitter:
         if event not in (ADDED, MODIFIED):
             return
         meta = obj.get("metadata") or {}
+        if JOB_ID in (meta.get("annotations") or {}) or JOB_ID in (meta.get("labels") or {}):
+            return  # a Job Muster itself runs (a new revision waits suspended for the old one's pods)
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         version = str(meta.get("resourceVersion", ""))
         if self._refused.get(key) == version:

@@ -1,4 +1,11 @@
-"""The fake kubelet: runs bound pods for the duration in their annotations, then ends them."""
+"""The fake kubelet: runs bound pods for the duration in their annotations, then ends them.
+
+Like a real kubelet it admits each bound pod against its node's allocatable resources, counting
+every pod it admitted earlier that has not reached a terminal phase (terminating pods included):
+a pod that does not fit fails at once with reason ``OutOf<resource>``. Pods bound directly (a
+``pods/binding`` from another scheduler, or ``spec.nodeName`` in the manifest) are held to the same
+check as the ones the default scheduler places.
+"""
 
 from __future__ import annotations
 
@@ -6,13 +13,15 @@ import asyncio
 import random
 from collections.abc import Hashable
 from dataclasses import dataclass
+from decimal import Decimal
 
 from services.kubesim.controller import Reconciler
 from services.kubesim.events import EventRecorder
-from services.kubesim.meta import Obj, annotations_of, now_rfc3339, set_condition
+from services.kubesim.meta import Obj, annotations_of, now_rfc3339, parse_quantity, set_condition
 from services.kubesim.nodes import node_ready
 from services.kubesim.registry import TERMINAL_PHASES, Registry
 from services.kubesim.resources import NODES, PODS
+from services.kubesim.scheduler import pod_requests
 from services.kubesim.store import StoreEvent
 
 DURATION_ANNOTATION = "kubesim.muster.dev/duration-seconds"
@@ -67,6 +76,8 @@ class Kubelet(Reconciler):
         self._rng = random.Random(seed)
         self._timers: dict[PodKey, tuple[asyncio.TimerHandle, str]] = {}
         self._ip_counter = 0
+        #: node -> requests of the pods admitted there and not yet terminal
+        self._admitted: dict[str, dict[PodKey, dict[str, Decimal]]] = {}
 
     def stop(self) -> None:
         for handle, _ in self._timers.values():
@@ -83,6 +94,7 @@ class Kubelet(Reconciler):
             key = (m["namespace"], m["name"], m["uid"])
             if ev.type == "DELETED":
                 self._cancel(key)
+                self._release(key, ev.obj)
             elif (ev.obj.get("spec") or {}).get("nodeName"):
                 self.enqueue(("pod", key))
 
@@ -130,6 +142,12 @@ class Kubelet(Reconciler):
             self.fail(pod, "NodeLost", f"Node {pod['spec']['nodeName']} which was running pod "
                       f"{pod['metadata']['name']} is unresponsive", exit_code=137)
             return
+        problem = self._fit(key, pod, node)
+        if problem is not None:
+            reason, message = problem
+            pod.setdefault("status", {}).update({"reason": reason, "message": message})
+            self.events.record(self.finish(pod, 1, reason, message), "Warning", reason, message, COMPONENT)
+            return
         low, high = self.profile.start_delay
         delay = self._rng.uniform(low, high) if high > 0 else 0.0
         if self.profile.image_pull_seconds > 0:
@@ -137,6 +155,27 @@ class Kubelet(Reconciler):
                 self.events.record(pod, "Normal", "Pulling", f'Pulling image "{c.get("image")}"', COMPONENT)
             delay += self.profile.image_pull_seconds
         self._later(key, delay, "start")
+
+    def _fit(self, key: PodKey, pod: Obj, node: Obj) -> tuple[str, str] | None:
+        """Admit the pod on its node (None), or ``(reason, message)`` saying which resource ran out."""
+        on_node = self._admitted.setdefault(node["metadata"]["name"], {})
+        requests = pod_requests(pod)
+        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        for name, amount in requests.items():
+            if amount <= 0 or name not in allocatable:
+                continue
+            capacity = parse_quantity(allocatable[name])
+            used = sum((r.get(name, Decimal(0)) for k, r in on_node.items() if k != key), Decimal(0))
+            if used + amount > capacity:
+                return (f"OutOf{name}", f"Pod was rejected: Node didn't have enough resource: {name}, "
+                        f"requested: {amount}, used: {used}, capacity: {capacity}")
+        on_node[key] = requests
+        return None
+
+    def _release(self, key: PodKey, pod: Obj) -> None:
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            self._admitted.get(node, {}).pop(key, None)
 
     def _start(self, pod: Obj) -> None:
         m = pod["metadata"]
@@ -177,6 +216,7 @@ class Kubelet(Reconciler):
         """End every container with ``exit_code``: phase Succeeded on 0, otherwise Failed."""
         m = pod["metadata"]
         self._cancel((m["namespace"], m["name"], m["uid"]))
+        self._release((m["namespace"], m["name"], m["uid"]), pod)
         status = pod.setdefault("status", {})
         started = ((status.get("containerStatuses") or [{}])[0].get("state") or {}).get("running", {})
         terminated = {

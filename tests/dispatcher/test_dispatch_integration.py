@@ -7,7 +7,8 @@ import uuid
 
 import pytest
 
-from schemas.runs import JobDispatched, RunAllPodsReady, RunStarted, RunSucceeded
+from schemas.runs import JobDispatched, RunAllPodsReady, RunFailed, RunStarted, RunSucceeded
+from services.kubesim.kubelet import KubeletProfile
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import JOBS, create_or_get
 from tests.dispatcher.builders import admitted, placement, scaled, spec
@@ -80,6 +81,31 @@ async def test_scaling_recreates_the_gang_on_the_new_placement(registry_settings
         await eventually_true(rescaled)
         pods = await cluster.pods("team-a", jid)
         assert sorted(p["spec"]["nodeName"] for p in pods) == ["east-a100-0", "east-a100-1", "east-a100-2"]
+
+
+async def test_a_rescale_starts_the_new_revision_only_once_the_old_pods_are_gone(
+        registry_settings: KafkaSettings) -> None:
+    """The old pods take a second to terminate; binding the new ones onto the same GPUs earlier would be refused."""
+    jid = job_id("resize")
+    async with running(registry_settings) as cluster:
+        cluster.sim.kubelet.profile = KubeletProfile("slow-stop", (0.0, 0.0), 0.0, 1.0)
+        await cluster.decide(admitted(jid, 0, plan=placement("east-a100-0", pods_per_node=2),
+                                      job_spec=spec(replicas=2, gpus=4, seconds=60)))
+        await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
+        await cluster.decide(scaled(jid, 0, plan=placement("east-a100-0", "east-a100-1", pods_per_node=2)))
+        await cluster.outputs.wait_for(JobDispatched, job_id=jid, count=2)
+        new = [j for j in await cluster.jobs("team-a", jid) if j["metadata"]["name"] == f"{jid}-a0-r1"][0]
+        assert new["spec"]["suspend"] is True  # held while the old pods terminate
+        assert new["metadata"]["annotations"]["muster.dev/replaces"] == f"{jid}-a0"
+
+        async def rescaled() -> bool:
+            pods = await cluster.pods("team-a", jid)
+            return len(pods) == 4 and all(p["status"].get("phase") == "Running" for p in pods)
+
+        await eventually_true(rescaled)
+        assert not cluster.outputs.messages(RunFailed, job_id=jid)  # no pod was refused by a kubelet
+        jobs = await cluster.jobs("team-a", jid)
+        assert [(j["metadata"]["name"], j["spec"]["suspend"]) for j in jobs] == [(f"{jid}-a0-r1", False)]
 
 
 async def test_a_suspended_user_job_is_released_onto_its_placement(registry_settings: KafkaSettings) -> None:

@@ -14,7 +14,7 @@ from schemas.topics import RUNS_TOPIC
 from services.dispatcher.context import Context
 from services.dispatcher.dispatcher import Dispatcher
 from services.dispatcher.kube_ops import KubeOps
-from services.dispatcher.plans import admission_manifest
+from services.dispatcher.plans import admission_manifest, clone_manifest
 from services.dispatcher.reports import Reporter
 from services.kubesim import KubeSim
 from services.runtime.kube import JOBS, KubeRest, build_api_client, create_or_get
@@ -127,3 +127,38 @@ async def test_a_job_out_of_time_is_not_restarted(bench: Bench) -> None:
     await bench.handle(RunFailed(job_id="job-4", attempt=0, cluster=CLUSTER, observed_at=datetime.now(UTC),
                                  reason="DeadlineExceeded"), topic=RUNS_TOPIC)
     assert bench.dispatcher.ctx.runs["job-4"].restart_at is None and "job-4" not in bench.dispatcher.ctx.tasks
+
+
+async def test_a_replacement_interrupted_before_the_delete_resumes_after_recovery(bench: Bench) -> None:
+    """The dispatcher stopped between creating revision 1 (suspended) and deleting revision 0."""
+    decision = admitted("job-5", 0, plan=placement("east-a100-0"), job_spec=spec(replicas=1, seconds=60))
+    old = admission_manifest(decision, "evt-5", "evt-5", FAST)
+    created, _ = await create_or_get(bench.rest, JOBS, old)
+    new = clone_manifest(created, name="job-5-a0-r1", revision=1, restarts=0, decision_event="evt-6",
+                         placement=placement("east-a100-0", "east-a100-1"))
+    assert new["spec"]["suspend"] is True and new["metadata"]["annotations"]["muster.dev/replaces"] == "job-5-a0"
+    await create_or_get(bench.rest, JOBS, new)
+    await bench.dispatcher.recover()
+
+    async def released() -> bool:
+        items, _ = await bench.rest.list(JOBS, "team-a")
+        return [(j["metadata"]["name"], j["spec"]["suspend"], "muster.dev/replaces" in j["metadata"]["annotations"])
+                for j in items] == [("job-5-a0-r1", False, False)]
+
+    await eventually_true(released)
+    run = bench.dispatcher.ctx.runs["job-5"]
+    assert (run.name, run.revision, run.replaces) == ("job-5-a0-r1", 1, "")
+
+
+async def test_a_rescale_during_a_pending_release_supersedes_it(bench: Bench) -> None:
+    await bench.handle(admitted("job-6", 0, plan=placement("east-a100-0"), job_spec=spec(replicas=1, seconds=60)))
+    await bench.handle(scaled("job-6", 0, plan=placement("east-a100-0", "east-a100-1")))
+    await bench.handle(scaled("job-6", 0, plan=placement("east-a100-0", "east-a100-1", "east-a100-2")))
+
+    async def settled() -> bool:
+        items, _ = await bench.rest.list(JOBS, "team-a")
+        return [(j["metadata"]["name"], j["spec"]["suspend"]) for j in items] == [("job-6-a0-r2", False)]
+
+    await eventually_true(settled)
+    assert [d.object_name for d in bench.producer.payloads(JobDispatched)] == ["job-6-a0", "job-6-a0-r1",
+                                                                               "job-6-a0-r2"]

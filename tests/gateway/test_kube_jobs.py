@@ -90,6 +90,18 @@ async def test_each_job_is_published_once(gw: Harness) -> None:
     assert len(gw.publisher.on(INTENTS_TOPIC)) == 1
 
 
+async def test_suspended_jobs_that_muster_runs_are_not_submitted(gw: Harness) -> None:
+    """A rescaled or restarted job's next revision waits suspended; it is not a new submission."""
+    submitter = KubeJobSubmitter(gw.ctx)
+    obj = kube_job(name="train-1-a0-r1")
+    obj["metadata"]["labels"]["muster.dev/job-id"] = "train-1"
+    obj["metadata"].setdefault("annotations", {})["muster.dev/job-id"] = "train-1"
+    await submitter.handle("ADDED", obj)
+    assert gw.publisher.sent == []
+    assert gw.registry.get_sample_value("muster_gateway_submissions_total",
+                                        {"source": "kube", "outcome": "refused"}) is None
+
+
 async def test_refused_jobs_are_counted_once_per_version(gw: Harness) -> None:
     submitter = KubeJobSubmitter(gw.ctx)
     obj = kube_job(namespace="nobody")

@@ -248,3 +248,38 @@ async def test_graceful_pod_termination() -> None:
             return (await api.get(f"{PODS}/g"))[0] == 404
 
         await eventually(gone, within=3)
+
+
+async def test_the_kubelet_rejects_a_directly_bound_pod_that_does_not_fit() -> None:
+    """Pods bound past the scheduler are admitted against the node, terminating pods still counted."""
+    profile = KubeletProfile("test", (0.0, 0.0), 0.0, 0.5)
+    sim = KubeSim.from_cluster_file(CLUSTER_FILE, profile="zero")
+    sim.kubelet.profile = profile
+    async with sim.serve() as url, aiohttp.ClientSession() as session:
+        api = Api(session, url)
+
+        async def phase(name: str) -> str:
+            return str((await api.get(f"{PODS}/{name}"))[1]["status"].get("phase"))
+
+        await api.post(PODS, pod("first", gpus=6, nodeName="east-a100-0", terminationGracePeriodSeconds=30))
+        await eventually(lambda: _is(functools.partial(phase, "first"), "Running"))
+        await api.post(PODS, pod("second", gpus=4, nodeName="east-a100-0"))
+        await eventually(lambda: _is(functools.partial(phase, "second"), "Failed"))
+        _, second = await api.get(f"{PODS}/second")
+        assert second["status"]["reason"] == "OutOfnvidia.com/gpu"
+        assert "requested: 4, used: 6, capacity: 8" in second["status"]["message"]
+        await api.post(PODS, pod("small", gpus=2, nodeName="east-a100-0"))
+        await eventually(lambda: _is(functools.partial(phase, "small"), "Running"))
+
+        await api.delete(f"{PODS}/first")  # terminating for up to 0.5 s: its GPUs are still in use
+        await api.post(PODS, pod("while-terminating", gpus=6, nodeName="east-a100-0"))
+        await eventually(lambda: _is(functools.partial(phase, "while-terminating"), "Failed"))
+        await eventually(lambda: _gone(api, "first"))
+        await api.post(PODS, pod("after", gpus=6, nodeName="east-a100-0"))
+        await eventually(lambda: _is(functools.partial(phase, "after"), "Running"))
+        _, events = await api.get("/api/v1/namespaces/team-a/events", fieldSelector="reason=OutOfnvidia.com/gpu")
+        assert {e["involvedObject"]["name"] for e in events["items"]} == {"second", "while-terminating"}
+
+
+async def _gone(api: Api, name: str) -> bool:
+    return (await api.get(f"{PODS}/{name}"))[0] == 404
