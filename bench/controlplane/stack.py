@@ -6,10 +6,12 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import multiprocessing
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
+from typing import Any
 
 from bench.controlplane.cluster import FakeCluster, RuntimeOf
 from bench.controlplane.measure import Timeline
@@ -67,7 +69,7 @@ class Stack:
     """The queue manager and the fake cluster around it, and a producer of submissions."""
 
     settings: KafkaSettings
-    manager: QueueManager
+    manager: QueueManagerProcess
     cluster: FakeCluster
     submitter: EnvelopeProducer
     timeline: Timeline
@@ -82,7 +84,8 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def running_stack(broker: Broker, fleet: Fleet, layout: QueueLayout, runtime_of: RuntimeOf, *,
-                        scheduler: SchedulerConfig | None = None) -> AsyncIterator[Stack]:
+                        scheduler: SchedulerConfig | None = None,
+                        debounce_s: float | None = None) -> AsyncIterator[Stack]:
     """Publish configuration and capacity, start the fake cluster and the queue manager; stop them after."""
     settings = broker.settings
     timeline = Timeline()
@@ -110,22 +113,63 @@ async def running_stack(broker: Broker, fleet: Fleet, layout: QueueLayout, runti
         await _started(cluster_task, cluster_ready.wait)
 
         started = time.perf_counter()
-        options = ServeOptions(kafka=settings.with_identity(client_id="muster-queue-manager"), http_port=0)
-        manager, runner = build_queue_manager(options, scheduler_config=scheduler or SchedulerConfig(),
-                                              period_s=PERIOD_S)
-        await stack.enter_async_context(manager.producer)
-
-        qm_task = asyncio.create_task(runner.run(handle_signals=False), name="bench queue manager")
-
-        async def stop_queue_manager() -> None:
-            runner.stop()
-            async with asyncio.timeout(STOP_TIMEOUT_S):
-                await qm_task
-
-        stack.push_async_callback(stop_queue_manager)
-        await _started(qm_task, manager.ready.wait)
+        manager = QueueManagerProcess(settings, scheduler or SchedulerConfig(), debounce_s=debounce_s)
+        await manager.start()
+        stack.push_async_callback(manager.stop)
         setup["queue manager recovered"] = time.perf_counter() - started
         yield Stack(settings, manager, cluster, submitter, timeline, setup)
+
+
+class QueueManagerProcess:
+    """``build_queue_manager`` run in a child process, as in a deployment: the load generator and the fake
+    cluster of this process do not share its CPU. Stopped with SIGTERM (the service's own shutdown)."""
+
+    def __init__(self, settings: KafkaSettings, scheduler: SchedulerConfig, *, debounce_s: float | None) -> None:
+        context = multiprocessing.get_context("spawn")
+        self.debounce_s = QueueManager.DEFAULT_DEBOUNCE_S if debounce_s is None else debounce_s
+        self._ready = context.Event()
+        self._process = context.Process(
+            target=_queue_manager_main, name="bench-queue-manager", daemon=True,
+            args=(settings.with_identity(client_id="muster-queue-manager"), scheduler, self.debounce_s,
+                  self._ready))
+
+    async def start(self) -> None:
+        self._process.start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while not self._ready.is_set():
+            if not self._process.is_alive():
+                raise RuntimeError(f"the queue manager exited while starting (exit code {self._process.exitcode})")
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"the queue manager did not recover within {START_TIMEOUT_S:g} s")
+            await asyncio.sleep(0.05)
+
+    async def stop(self) -> None:
+        if self._process.pid is None:
+            return
+        self._process.terminate()
+        await asyncio.to_thread(self._process.join, STOP_TIMEOUT_S)
+        if self._process.is_alive():
+            log.warning("the queue manager did not stop within %g s; killing it", STOP_TIMEOUT_S)
+            self._process.kill()
+            await asyncio.to_thread(self._process.join)
+
+
+def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, debounce_s: float,
+                        ready: Any) -> None:
+    """The child process: serve the queue manager until SIGTERM, signalling ``ready`` once it recovered."""
+    logging.basicConfig(level=logging.WARNING, format="queue-manager %(levelname)s %(name)s: %(message)s")
+
+    async def serve() -> None:
+        manager, runner = build_queue_manager(ServeOptions(kafka=settings, http_port=0),
+                                              scheduler_config=scheduler, period_s=PERIOD_S)
+        manager.debounce_s = debounce_s
+        async with manager.producer:
+            task = asyncio.create_task(runner.run(handle_signals=True), name="queue manager")
+            await _started(task, manager.ready.wait)
+            ready.set()
+            await task
+
+    asyncio.run(serve())
 
 
 async def _started(task: asyncio.Task[None], ready: Callable[[], Awaitable[object]]) -> None:

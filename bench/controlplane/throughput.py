@@ -90,9 +90,8 @@ async def throughput(broker: Broker, *, quick: bool, debounce_s: float | None = 
     fleet = Fleet(nodes=1_000 if quick else 10_000)
     layout = QueueLayout(cohorts=1, queues_per_cohort=QUEUES, nominal=fleet.gpus)
     scheduler = SchedulerConfig(min_runtime_s=0.0)
-    async with running_stack(broker, fleet, layout, lambda _: RUNTIME_S, scheduler=scheduler) as stack:
-        if debounce_s is not None:
-            stack.manager.debounce_s = debounce_s
+    async with running_stack(broker, fleet, layout, lambda _: RUNTIME_S, scheduler=scheduler,
+                             debounce_s=debounce_s) as stack:
         outcomes = []
         for index, scenario in enumerate(QUICK if quick else FULL):
             outcomes.append(await run_scenario(stack, scenario, index, within_s=60 + scenario.count / 200))

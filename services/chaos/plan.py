@@ -47,12 +47,16 @@ class ChaosPlan:
                    drain_timeout_s=120.0, orphan_grace_s=15.0)
 
     @classmethod
-    def sized(cls, seed: int, jobs: int, kills: int) -> ChaosPlan:
-        """A run of ``jobs`` and ``kills``: the window grows with both so faults and jobs interleave."""
-        duration = max(45.0, jobs * 1.0, kills * 8.0)  # about the cluster's throughput of this workload
+    def sized(cls, seed: int, jobs: int, kills: int, nodes: int = 4) -> ChaosPlan:
+        """A run of ``jobs`` and ``kills`` on ``nodes`` 8-GPU nodes (each tenant's nominal quota is half the
+        cluster, its borrowing limit a quarter): the window grows with the jobs, shrinks with the cluster,
+        and grows with the kills, so faults and jobs interleave."""
+        duration = max(45.0, jobs * 4.0 / nodes, kills * 8.0)  # about the cluster's throughput of this workload
+        gpus = nodes * cls.gpus_per_node
         return cls(seed=seed, jobs=jobs, kills=kills, broker_restarts=max(1, kills // 15),
                    outages=max(2, kills // 4), watch_drops=max(2, kills // 4), duration_s=duration,
-                   drain_timeout_s=max(180.0, duration))
+                   drain_timeout_s=max(180.0, duration), nodes=nodes, nominal=gpus // 2,
+                   borrowing_limit=gpus // 4)
 
 
 def chaos_config(plan: ChaosPlan) -> MusterConfig:

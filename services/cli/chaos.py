@@ -21,9 +21,11 @@ def _step(message: str) -> None:
 @click.option("--jobs", type=click.IntRange(1, 100_000), default=300, show_default=True)
 @click.option("--kills", type=click.IntRange(0, 10_000), default=20, show_default=True,
               help="kill -9 of a random service, this many times")
+@click.option("--nodes", type=click.IntRange(1, 1_000), default=4, show_default=True,
+              help="8-GPU nodes in the simulated cluster (quotas scale with it); more nodes, shorter window")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="keep the broker data and service logs here (default: a temporary directory, removed)")
-def chaos(quick: bool, seed: int, jobs: int, kills: int, state_dir: Path | None) -> None:
+def chaos(quick: bool, seed: int, jobs: int, kills: int, nodes: int, state_dir: Path | None) -> None:
     """Run every service as its own process on Apache Kafka and a simulated cluster, inject faults, and
     check that every job ended exactly once with nothing lost, duplicated, over-committed or orphaned.
 
@@ -32,7 +34,7 @@ def chaos(quick: bool, seed: int, jobs: int, kills: int, state_dir: Path | None)
     from services.chaos.harness import run_chaos
     from services.chaos.plan import ChaosPlan
 
-    plan = ChaosPlan.quick(seed) if quick else ChaosPlan.sized(seed, jobs, kills)
+    plan = ChaosPlan.quick(seed) if quick else ChaosPlan.sized(seed, jobs, kills, nodes)
     if state_dir is not None:
         state_dir.mkdir(parents=True, exist_ok=True)
         report = asyncio.run(run_chaos(plan, state_dir.resolve(), _step))

@@ -73,13 +73,15 @@ async def read_whole(settings: KafkaSettings, topic: str, *, timeout_s: float = 
 class QueueManager:
     """Owns the queue state and serialises every change to it with one lock."""
 
+    DEFAULT_DEBOUNCE_S = 0.2
+
     def __init__(
         self,
         settings: KafkaSettings,
         *,
         registry: CollectorRegistry | None = None,
         scheduler_config: SchedulerConfig | None = None,
-        debounce_s: float = 0.2,
+        debounce_s: float = DEFAULT_DEBOUNCE_S,
         period_s: float = 5.0,
         clock: Callable[[], float] = time.time,
     ) -> None:

@@ -9,6 +9,12 @@ from services.queue_manager.entries import JobEntry, utc
 
 #: Estimated starts are compared at this granularity so drifting estimates do not republish every cycle.
 ESTIMATE_GRANULARITY_S = 60.0
+#: A waiting job whose queue position is published already gets a new position, estimate or wait reason
+#: at most this often (changes of state, attempt, size or priority class are published at once). Without
+#: it a queue draining fast republishes every waiting job's position every cycle: with 1,000 queues and
+#: ``status_depth`` 100 that is up to 100,000 statuses a cycle.
+WAITING_REFRESH_S = 5.0
+WAITING = frozenset({"pending", "suspended"})
 
 StatusKey = tuple[object, ...]
 
@@ -51,22 +57,38 @@ def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
 class StatusBook:
     """The last status published per job; ``changed`` returns only the statuses worth publishing."""
 
-    def __init__(self) -> None:
+    def __init__(self, waiting_refresh_s: float = WAITING_REFRESH_S) -> None:
+        self.waiting_refresh_s = waiting_refresh_s
         self._published: dict[str, StatusKey] = {}
+        self._detail_at: dict[str, float] = {}  # when a waiting job's position was last published
 
     def seed(self, statuses: Iterable[JobStatusChanged]) -> None:
         """Remember statuses already on the topic (read back after a restart)."""
         for s in statuses:
             self._published[s.job_id] = status_key(s)
 
+    def _detail_only(self, entry: JobEntry, now: float) -> bool:
+        """Whether the waiting job's published status can differ only in its detail, published recently."""
+        last = self._published.get(entry.job_id)
+        return (last is not None and entry.state in WAITING and last[4] is not None
+                and last[:4] == (entry.state, entry.attempt, entry.spec.replicas, entry.spec.priority_class)
+                and now - self._detail_at.get(entry.job_id, float("-inf")) < self.waiting_refresh_s)
+
     def changed(self, entries: Iterable[JobEntry], now: float) -> list[JobStatusChanged]:
         out: list[JobStatusChanged] = []
         for entry in entries:
+            if self._detail_only(entry, now):
+                continue
             status = build_status(entry, now)
             key = status_key(status)
-            if self._published.get(entry.job_id) != key:
+            last = self._published.get(entry.job_id)
+            if last != key:
                 self._published[entry.job_id] = key
                 out.append(status)
+                if last is not None and last[:4] == key[:4] and status.position is not None:
+                    self._detail_at[entry.job_id] = now  # a new position: the next one waits for the refresh
+                else:
+                    self._detail_at.pop(entry.job_id, None)  # a new state: its first position goes out at once
         return out
 
     def __len__(self) -> int:

@@ -14,6 +14,7 @@ from services.core import SchedulerConfig
 from services.queue_manager.cycle import CycleOutcome, run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.state import Out, QueueState
+from services.queue_manager.status import WAITING_REFRESH_S
 from tests.queue_manager.builders import NOW, folded_state, node, of_type, run_fields, submit
 
 CFG = SchedulerConfig(min_runtime_s=0.0)
@@ -150,6 +151,24 @@ def test_unchanged_status_is_not_republished() -> None:
     assert status.state == "pending" and status.reason and status.position == 0
     assert cycle(qs).statuses == []
     assert cycle(qs, NOW + 1).statuses == []
+
+
+def test_a_waiting_jobs_position_is_republished_at_most_every_refresh_but_changes_of_state_at_once() -> None:
+    qs = folded_state(nodes=0)
+    for i in range(3):
+        feed(qs, submit(f"j{i}", offset_s=i))
+    positions = {s.job_id: s.position for s in of_type(cycle(qs).statuses, JobStatusChanged)}
+    assert positions == {"j0": 0, "j1": 1, "j2": 2}
+    cancelled = of_type(feed(qs, CancelJob(job_id="j0", requested_by="alice"), NOW + 1), JobStatusChanged)
+    assert [(s.job_id, s.state) for s in cancelled] == [("j0", "cancelled")]  # j1 and j2 move up, but
+    assert cycle(qs, NOW + 1).statuses == []  # their new positions wait for the refresh
+    later = NOW + WAITING_REFRESH_S
+    assert {s.job_id: s.position for s in of_type(cycle(qs, later).statuses, JobStatusChanged)} == {"j1": 0, "j2": 1}
+    outs = feed(qs, ChangePriority(job_id="j2", priority_class="high", requested_by="alice"), later + 1)
+    (changed,) = of_type(outs, JobStatusChanged)
+    assert (changed.job_id, changed.priority_class) == ("j2", "high")  # at once
+    (moved,) = of_type(cycle(qs, later + 1).statuses, JobStatusChanged)
+    assert (moved.job_id, moved.position) == ("j2", 0)  # and its first new position with the next cycle
 
 
 def test_high_priority_preempts_then_victim_requeues_and_returns() -> None:
