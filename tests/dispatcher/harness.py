@@ -8,9 +8,6 @@ from collections.abc import AsyncIterator, Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import Any
 
-from aiokafka import AIOKafkaConsumer
-
-from schemas.codec import decode
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.topics import CAPACITY_TOPIC, DECISIONS_TOPIC, DISPATCHES_TOPIC, RUNS_TOPIC
 from services.dispatcher import main as dispatcher_main
@@ -24,59 +21,16 @@ from services.runtime.kube import JOBS, PODS, Backoff, KubeObject, KubeRest, Ret
 from services.runtime.options import ServeOptions
 from services.runtime.service import ServiceRunner
 from tests.dispatcher.builders import CLUSTER
-from tests.integration.builders import consumer
+from tests.e2e.log import TopicLog
 from tests.node_watcher.builders import CLUSTER_FILE
 
 FAST = DispatchSettings(restart_backoff_s=0.2, restart_backoff_max_s=1.0, handshake_poll_s=0.05)
 TEST_RETRY = RetryPolicy(attempts=8, backoff=Backoff(initial=0.05, maximum=0.5))
 
 
-class Outputs:
-    """Every envelope on the output topics, read from the beginning in the background."""
-
-    def __init__(self, settings: KafkaSettings) -> None:
-        self._consumer: AIOKafkaConsumer = consumer(settings, RUNS_TOPIC, DISPATCHES_TOPIC, CAPACITY_TOPIC)
-        self.envelopes: list[Envelope] = []
-        self._task: asyncio.Task[None] | None = None
-        self._changed = asyncio.Condition()
-
-    async def start(self) -> None:
-        await self._consumer.start()
-        self._task = asyncio.create_task(self._read(), name="test outputs")
-
-    async def _read(self) -> None:
-        while True:
-            batch = await self._consumer.getmany(timeout_ms=100)
-            for records in batch.values():
-                self.envelopes.extend(decode(r.value, topic=r.topic) for r in records if r.value is not None)
-            if batch:
-                async with self._changed:
-                    self._changed.notify_all()
-
-    async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-        await self._consumer.stop()
-
-    def messages(self, kind: type[Message] | None = None, **fields: Any) -> list[Any]:
-        """Payloads of type ``kind`` whose attributes equal ``fields``."""
-        return [e.payload for e in self.envelopes
-                if (kind is None or isinstance(e.payload, kind))
-                and all(getattr(e.payload, k, None) == v for k, v in fields.items())]
-
-    def of_job(self, job_id: str) -> list[Any]:
-        return [e.payload for e in self.envelopes if getattr(e.payload, "job_id", None) == job_id]
-
-    async def wait_for(self, kind: type[Message], *, count: int = 1, within: float = 30.0, **fields: Any) -> list[Any]:
-        async with asyncio.timeout(within), self._changed:
-            await self._changed.wait_for(lambda: len(self.messages(kind, **fields)) >= count)
-        return self.messages(kind, **fields)
-
-    async def wait_until(self, condition: Callable[[], bool], *, within: float = 30.0) -> None:
-        async with asyncio.timeout(within), self._changed:
-            await self._changed.wait_for(condition)
+def Outputs(settings: KafkaSettings) -> TopicLog:
+    """What the dispatcher and the node-state watcher publish, read from the beginning in the background."""
+    return TopicLog(settings, (RUNS_TOPIC, DISPATCHES_TOPIC, CAPACITY_TOPIC))
 
 
 @dataclass
@@ -86,7 +40,7 @@ class Cluster:
     rest: KubeRest
     settings: KafkaSettings
     producer: EnvelopeProducer
-    outputs: Outputs
+    outputs: TopicLog
     runners: dict[str, ServiceRunner] = field(default_factory=dict)
     dispatcher: Dispatcher | None = None
     watcher: NodeWatcher | None = None

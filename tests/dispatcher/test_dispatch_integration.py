@@ -94,7 +94,7 @@ async def test_a_rescale_starts_the_new_revision_only_once_the_old_pods_are_gone
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         await cluster.decide(scaled(jid, 0, plan=placement("east-a100-0", "east-a100-1", pods_per_node=2)))
         await cluster.outputs.wait_for(JobDispatched, job_id=jid, count=2)
-        new = [j for j in await cluster.jobs("team-a", jid) if j["metadata"]["name"] == f"{jid}-a0-r1"][0]
+        new = next(j for j in await cluster.jobs("team-a", jid) if j["metadata"]["name"] == f"{jid}-a0-r1")
         assert new["spec"]["suspend"] is True  # held while the old pods terminate
         assert new["metadata"]["annotations"]["muster.dev/replaces"] == f"{jid}-a0"
 

@@ -63,6 +63,10 @@ class TopicLog:
         return [e.payload for e in self.envelopes if isinstance(e.payload, kind)
                 and all(getattr(e.payload, k, None) == v for k, v in fields.items())]
 
+    def of_job(self, job_id: str) -> list[Any]:
+        """Every payload about ``job_id``, in arrival order."""
+        return [e.payload for e in self.envelopes if getattr(e.payload, "job_id", None) == job_id]
+
     def states(self, job_id: str) -> list[str]:
         """The job's published states, consecutive repeats folded."""
         seen: list[str] = []
