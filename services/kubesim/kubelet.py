@@ -17,11 +17,11 @@ from decimal import Decimal
 
 from services.kubesim.controller import Reconciler
 from services.kubesim.events import EventRecorder
-from services.kubesim.meta import Obj, annotations_of, now_rfc3339, parse_quantity, set_condition
+from services.kubesim.meta import Obj, annotations_of, now_rfc3339, set_condition
 from services.kubesim.nodes import node_ready
 from services.kubesim.registry import TERMINAL_PHASES, Registry
 from services.kubesim.resources import NODES, PODS
-from services.kubesim.scheduler import pod_requests
+from services.kubesim.scheduler import pod_requests, shortage
 from services.kubesim.store import StoreEvent
 
 DURATION_ANNOTATION = "kubesim.muster.dev/duration-seconds"
@@ -157,18 +157,23 @@ class Kubelet(Reconciler):
         self._later(key, delay, "start")
 
     def _fit(self, key: PodKey, pod: Obj, node: Obj) -> tuple[str, str] | None:
-        """Admit the pod on its node (None), or ``(reason, message)`` saying which resource ran out."""
+        """Admit the pod on its node (None), or ``(reason, message)`` saying which resource ran out.
+
+        Only the resources the node lists are checked (the scheduler, not the kubelet, refuses the rest).
+        """
         on_node = self._admitted.setdefault(node["metadata"]["name"], {})
-        requests = pod_requests(pod)
         allocatable = (node.get("status") or {}).get("allocatable") or {}
-        for name, amount in requests.items():
-            if amount <= 0 or name not in allocatable:
-                continue
-            capacity = parse_quantity(allocatable[name])
-            used = sum((r.get(name, Decimal(0)) for k, r in on_node.items() if k != key), Decimal(0))
-            if used + amount > capacity:
-                return (f"OutOf{name}", f"Pod was rejected: Node didn't have enough resource: {name}, "
-                        f"requested: {amount}, used: {used}, capacity: {capacity}")
+        requests = pod_requests(pod)
+        used: dict[str, Decimal] = {}
+        for other, held in on_node.items():
+            if other != key:
+                for name, amount in held.items():
+                    used[name] = used.get(name, Decimal(0)) + amount
+        short = shortage({n: a for n, a in requests.items() if n in allocatable}, allocatable, used)
+        if short is not None:
+            name, taken, capacity = short
+            return (f"OutOf{name}", f"Pod was rejected: Node didn't have enough resource: {name}, "
+                    f"requested: {requests[name]}, used: {taken}, capacity: {capacity}")
         on_node[key] = requests
         return None
 

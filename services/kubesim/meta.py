@@ -4,25 +4,13 @@ from __future__ import annotations
 
 import copy
 import random
-import re
 import uuid
 from datetime import UTC, datetime
-from decimal import Decimal, InvalidOperation
 from typing import Any
 
 Obj = dict[str, Any]
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
-_SUFFIXES = {
-    "n": Decimal("1e-9"), "u": Decimal("1e-6"), "m": Decimal("1e-3"), "": Decimal(1),
-    "k": Decimal("1e3"), "M": Decimal("1e6"), "G": Decimal("1e9"), "T": Decimal("1e12"),
-    "P": Decimal("1e15"), "E": Decimal("1e18"),
-    "Ki": Decimal(2**10), "Mi": Decimal(2**20), "Gi": Decimal(2**30), "Ti": Decimal(2**40),
-    "Pi": Decimal(2**50), "Ei": Decimal(2**60),
-}
-_QUANTITY_RE = re.compile(r"^([+-]?[0-9.]+(?:[eE][+-]?[0-9]+)?)(Ki|Mi|Gi|Ti|Pi|Ei|n|u|m|k|M|G|T|P|E)?$")
-
-
 def now_rfc3339() -> str:
     return datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ")
 
@@ -43,19 +31,6 @@ def random_suffix(n: int = 5, rng: random.Random | None = None) -> str:
 
 def deep(obj: Obj) -> Obj:
     return copy.deepcopy(obj)
-
-
-def parse_quantity(value: Any) -> Decimal:
-    """Parse a Kubernetes quantity (``500m``, ``4Gi``, ``2``); raises ``ValueError`` on garbage."""
-    if isinstance(value, int | float):
-        return Decimal(str(value))
-    m = _QUANTITY_RE.match(str(value).strip())
-    if not m:
-        raise ValueError(f"quantities must match the regular expression: {value!r}")
-    try:
-        return Decimal(m.group(1)) * _SUFFIXES[m.group(2) or ""]
-    except InvalidOperation as exc:
-        raise ValueError(f"invalid quantity {value!r}") from exc
 
 
 def meta(obj: Obj) -> Obj:

@@ -8,12 +8,13 @@ from typing import Any
 
 from services.kubesim.controller import Reconciler
 from services.kubesim.events import EventRecorder
-from services.kubesim.meta import Obj, parse_quantity, set_condition
+from services.kubesim.meta import Obj, set_condition
 from services.kubesim.nodes import node_ready
 from services.kubesim.registry import TERMINAL_PHASES, Registry
 from services.kubesim.resources import NODES, PODS
 from services.kubesim.selectors import Requirement, labels_match
 from services.kubesim.store import StoreEvent
+from services.spec.quantity import parse_quantity
 
 SCHEDULER_NAME = "default-scheduler"
 _ALL = "__all__"
@@ -79,13 +80,23 @@ def fit_problem(pod: Obj, node: Obj, used: Mapping[str, Decimal]) -> str | None:
             return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
     if not node_ready(node):
         return "node(s) were not ready"
-    allocatable = (node.get("status") or {}).get("allocatable") or {}
-    for name, amount in pod_requests(pod).items():
+    short = shortage(pod_requests(pod), (node.get("status") or {}).get("allocatable") or {}, used)
+    return f"Insufficient {short[0]}" if short is not None else None
+
+
+def shortage(requests: Mapping[str, Decimal], allocatable: Mapping[str, Any],
+             used: Mapping[str, Decimal]) -> tuple[str, Decimal, Decimal] | None:
+    """The first requested resource that does not fit beside ``used``: ``(name, used, capacity)``, else None.
+
+    A resource the node does not list has capacity 0.
+    """
+    for name, amount in requests.items():
         if amount <= 0:
             continue
-        have = parse_quantity(allocatable.get(name, 0))
-        if used.get(name, Decimal(0)) + amount > have:
-            return f"Insufficient {name}"
+        capacity = parse_quantity(allocatable.get(name, 0))
+        taken = used.get(name, Decimal(0))
+        if taken + amount > capacity:
+            return name, taken, capacity
     return None
 
 

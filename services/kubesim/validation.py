@@ -6,8 +6,9 @@ import re
 from typing import Any
 
 from services.kubesim.errors import invalid
-from services.kubesim.meta import Obj, meta, parse_quantity
+from services.kubesim.meta import Obj, meta
 from services.kubesim.resources import JOBS, NAMESPACES, NODES, PODS, ResourceType
+from services.spec.quantity import parse_quantity
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
 _LABEL_VALUE = re.compile(r"^(([A-Za-z0-9][-A-Za-z0-9_.]*)?[A-Za-z0-9])?$")

@@ -8,7 +8,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from schemas.capacity import NodeState, NodeTopology, Taint
-from services.node_watcher.quantity import mebibytes, millicores, whole
+from services.spec.quantity import mebibytes, millicores, whole
 
 log = logging.getLogger(__name__)
 

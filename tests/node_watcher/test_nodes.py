@@ -8,7 +8,7 @@ from decimal import Decimal
 import pytest
 
 from services.node_watcher.nodes import gpu_type_name, node_gpu_type, node_state
-from services.node_watcher.quantity import mebibytes, millicores, parse_quantity
+from services.spec.quantity import mebibytes, millicores, parse_quantity
 from tests.node_watcher.builders import CLUSTER, example_node, job, not_ready, pod
 
 

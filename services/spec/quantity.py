@@ -1,4 +1,5 @@
-"""Kubernetes resource quantities (``96``, ``95500m``, ``1056763Ki``, ``1e3``) as plain numbers."""
+"""Kubernetes resource quantities (``96``, ``95500m``, ``1056763Ki``, ``1e3``) as plain numbers: one parser for
+the node-state watcher reading node capacity and for kubesim validating and admitting pods."""
 
 from __future__ import annotations
 
@@ -22,11 +23,11 @@ def parse_quantity(value: object) -> Decimal:
         return Decimal(str(value))
     match = _QUANTITY.match(str(value).strip())
     if match is None:
-        raise ValueError(f"not a Kubernetes quantity: {value!r}")
+        raise ValueError(f"quantities must match the regular expression: {value!r}")  # the API server's words
     try:
         return Decimal(match.group(1)) * _SUFFIXES[match.group(2) or ""]
     except InvalidOperation as exc:
-        raise ValueError(f"not a Kubernetes quantity: {value!r}") from exc
+        raise ValueError(f"invalid quantity {value!r}") from exc
 
 
 def millicores(value: object) -> int:
