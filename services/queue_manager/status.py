@@ -23,8 +23,13 @@ def _bucket(ts: float | None) -> int | None:
     return None if ts is None else int(ts // ESTIMATE_GRANULARITY_S)
 
 
+#: in a ``StatusKey``: the fields a waiting job's refresh never holds back, and where the position is
+_IDENTITY = slice(0, 4)
+_POSITION = 4
+
+
 def status_key(s: JobStatusChanged) -> StatusKey:
-    """What must differ for a status to be worth publishing again."""
+    """What must differ for a status to be worth publishing again (identity fields first, then the detail)."""
     est = None if s.estimated_start is None else s.estimated_start.timestamp()
     return (s.state, s.attempt, s.replicas, s.priority_class, s.position, s.reason, s.message, _bucket(est), s.cluster)
 
@@ -70,8 +75,8 @@ class StatusBook:
     def _detail_only(self, entry: JobEntry, now: float) -> bool:
         """Whether the waiting job's published status can differ only in its detail, published recently."""
         last = self._published.get(entry.job_id)
-        return (last is not None and entry.state in WAITING and last[4] is not None
-                and last[:4] == (entry.state, entry.attempt, entry.spec.replicas, entry.spec.priority_class)
+        return (last is not None and entry.state in WAITING and last[_POSITION] is not None
+                and last[_IDENTITY] == (entry.state, entry.attempt, entry.spec.replicas, entry.spec.priority_class)
                 and now - self._detail_at.get(entry.job_id, float("-inf")) < self.waiting_refresh_s)
 
     def changed(self, entries: Iterable[JobEntry], now: float) -> list[JobStatusChanged]:
@@ -85,7 +90,7 @@ class StatusBook:
             if last != key:
                 self._published[entry.job_id] = key
                 out.append(status)
-                if last is not None and last[:4] == key[:4] and status.position is not None:
+                if last is not None and last[_IDENTITY] == key[_IDENTITY] and status.position is not None:
                     self._detail_at[entry.job_id] = now  # a new position: the next one waits for the refresh
                 else:
                     self._detail_at.pop(entry.job_id, None)  # a new state: its first position goes out at once

@@ -28,9 +28,8 @@ FAST = DispatchSettings(restart_backoff_s=0.2, restart_backoff_max_s=1.0, handsh
 TEST_RETRY = RetryPolicy(attempts=8, backoff=Backoff(initial=0.05, maximum=0.5))
 
 
-def Outputs(settings: KafkaSettings) -> TopicLog:
-    """What the dispatcher and the node-state watcher publish, read from the beginning in the background."""
-    return TopicLog(settings, (RUNS_TOPIC, DISPATCHES_TOPIC, CAPACITY_TOPIC))
+#: what the dispatcher and the node-state watcher publish
+OUTPUT_TOPICS = (RUNS_TOPIC, DISPATCHES_TOPIC, CAPACITY_TOPIC)
 
 
 @dataclass
@@ -121,7 +120,7 @@ async def running(settings: KafkaSettings, *, dispatcher: bool = True, watcher: 
     async with sim.serve(port=0) as url:
         api = await build_api_client(url)
         async with api:
-            outputs = Outputs(settings)
+            outputs = TopicLog(settings, OUTPUT_TOPICS)
             await outputs.start()
             producer = EnvelopeProducer(settings)
             await producer.start()
