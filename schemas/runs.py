@@ -64,12 +64,22 @@ class RunSucceeded(_RunEvent):
     TYPE: ClassVar[str] = "RunSucceeded"
 
 
+#: failure reasons after which the dispatcher does not restart the gang: the attempt ends with the failure
+NOT_RESTARTED_REASONS = frozenset({"DeadlineExceeded"})
+
+
 class RunFailed(_RunEvent):
+    """A revision of the attempt failed. Not the end of the attempt: the dispatcher restarts the gang, or
+    reports ``DispatchFailed(reason="restarts_exhausted")`` once ``max_restarts`` is spent. Only a reason in
+    ``NOT_RESTARTED_REASONS`` ends the attempt here."""
+
     TYPE: ClassVar[str] = "RunFailed"
     reason: Annotated[str, Field(min_length=1, max_length=64)]
     message: Text = ""
     exit_code: int | None = None
     pod: Annotated[str, Field(max_length=253)] | None = None
+    #: whole-gang restarts done before the revision that failed; repeats of one failure carry the same value
+    restarts: int | None = Field(default=None, ge=0)
 
 
 class RunEvicted(_RunEvent):

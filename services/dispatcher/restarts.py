@@ -17,7 +17,7 @@ import re
 from datetime import timedelta
 
 from schemas.envelope import Envelope
-from schemas.runs import RunFailed
+from schemas.runs import NOT_RESTARTED_REASONS, RunFailed
 from services.dispatcher import annotations as ann
 from services.dispatcher import replacement
 from services.dispatcher.book import Run
@@ -29,8 +29,6 @@ from services.runtime.kube import KubeObject
 log = logging.getLogger(__name__)
 
 #: what follows ``<job name>-`` in the name of one of its pods: ``<index>-<suffix>`` or ``<suffix>``
-#: failure reasons after which the gang is not restarted
-NOT_RESTARTED = frozenset({"DeadlineExceeded"})
 _POD_SUFFIX = re.compile(r"^([0-9]+-)?[a-z0-9]{5}$")
 
 
@@ -54,7 +52,7 @@ async def on_run_failed(ctx: Context, envelope: Envelope, delivery: Delivery) ->
     run = ctx.runs.get(failure.job_id)
     if run is None or run.attempt != failure.attempt or run.preemption is not None or run.restart_at is not None:
         return
-    if failure.reason in NOT_RESTARTED:
+    if failure.reason in NOT_RESTARTED_REASONS:
         return  # the job ran out of time: restarting cannot help; the queue manager decides
     if failure.pod is not None and not pod_of(failure.pod, run.name):
         return  # a failure of an earlier revision, already handled

@@ -21,6 +21,7 @@ KubeObject = dict[str, Any]
 JOB_ID = "muster.dev/job-id"
 ATTEMPT = "muster.dev/attempt"
 GANG_SIZE = "muster.dev/gang-size"
+RESTARTS = "muster.dev/restarts"
 PREEMPT_REQUESTED = "muster.dev/preempt-requested"
 DELETED_BY = "muster.dev/deleted-by"
 DELETE_REASON = "muster.dev/delete-reason"
@@ -46,6 +47,8 @@ class JobRef:
     name: str
     uid: str
     gang: int
+    #: whole-gang restarts done before this Job (revision) was created; None on a Job without the annotation
+    restarts: int | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -70,8 +73,10 @@ def job_ref(job: KubeObject) -> JobRef | None:
     spec = job.get("spec") or {}
     gang = annotations.get(GANG_SIZE)
     size = int(gang) if gang and gang.isdigit() else int(spec.get("parallelism") or spec.get("completions") or 1)
+    restarts = annotations.get(RESTARTS)
     return JobRef(job_id=job_id, attempt=int(attempt), namespace=str(meta.get("namespace") or ""),
-                  name=str(meta["name"]), uid=str(meta.get("uid") or ""), gang=max(1, size))
+                  name=str(meta["name"]), uid=str(meta.get("uid") or ""), gang=max(1, size),
+                  restarts=int(restarts) if restarts and restarts.isdigit() else None)
 
 
 def owner_job(pod: KubeObject) -> tuple[str, str] | None:
@@ -133,6 +138,7 @@ def _clip(text: str, limit: int = 64) -> str:
 
 def _failure(ref: JobRef, job: KubeObject, pods: list[KubeObject], base: dict[str, Any]) -> Observation | None:
     key: DedupKey = (ref.job_id, str(ref.attempt), "failure", ref.name)
+    failed_base = {**base, "restarts": ref.restarts}
     failed = sorted((p for p in pods if _phase(p) == "Failed"), key=_finish_order)
     evicted = [p for p in failed if _evicted(p)]
     if evicted:
@@ -142,7 +148,7 @@ def _failure(ref: JobRef, job: KubeObject, pods: list[KubeObject], base: dict[st
                                            node=(pod.get("spec") or {}).get("nodeName") or None))
     job_failed = condition(job, "Failed")
     if job_failed is not None and job_failed.get("reason") in JOB_LEVEL_FAILURES:
-        return Observation(key, RunFailed(**base, reason=_clip(str(job_failed["reason"])),
+        return Observation(key, RunFailed(**failed_base, reason=_clip(str(job_failed["reason"])),
                                           message=str(job_failed.get("message") or "")[:2048]))
     if failed:
         pod = failed[0]
@@ -151,11 +157,11 @@ def _failure(ref: JobRef, job: KubeObject, pods: list[KubeObject], base: dict[st
         reason = term.get("reason") or status.get("reason") or "Failed"
         message = term.get("message") or status.get("message") or ""
         exit_code = term.get("exitCode")
-        return Observation(key, RunFailed(**base, reason=_clip(str(reason)), message=str(message)[:2048],
+        return Observation(key, RunFailed(**failed_base, reason=_clip(str(reason)), message=str(message)[:2048],
                                           exit_code=int(exit_code) if exit_code is not None else None,
                                           pod=str((pod.get("metadata") or {}).get("name"))))
     if job_failed is not None:
-        return Observation(key, RunFailed(**base, reason=_clip(str(job_failed.get("reason") or "JobFailed")),
+        return Observation(key, RunFailed(**failed_base, reason=_clip(str(job_failed.get("reason") or "JobFailed")),
                                           message=str(job_failed.get("message") or "")[:2048]))
     return None
 

@@ -9,7 +9,8 @@ Rules worth knowing:
 
 - a job id is submitted once; later ``SubmitJob`` messages with that id are ignored;
 - events of any attempt other than the job's current one are stale and ignored;
-- each ``RunFailed`` counts one whole-gang restart (done by the dispatcher); the failure arriving when
-  ``restarts == spec.max_restarts`` is terminal;
+- the dispatcher restarts a failed gang (up to ``spec.max_restarts``) and says when the budget is spent
+  (``DispatchFailed(reason="restarts_exhausted")``, terminal); a ``RunFailed`` only updates the restart
+  count shown, from the failed revision, so a failure reported twice counts once;
 - one instance owns every pool: sharding by pool (``--pool``) is refused until it exists.
 """

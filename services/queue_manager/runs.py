@@ -1,9 +1,11 @@
 """What happened on a cluster (``muster.runs``, ``muster.dispatches``) folded into the queue state.
 
 Events of any other attempt than the job's current one are stale and ignored. Restart rule: the
-dispatcher restarts a failed gang itself, up to ``spec.max_restarts`` times per attempt. Every
-``RunFailed`` of the current attempt counts one restart; the failure that arrives when ``restarts``
-already equals ``max_restarts`` is terminal and the job becomes ``failed``.
+dispatcher restarts a failed gang itself, up to ``spec.max_restarts`` times per attempt, and it alone
+decides when the budget is spent: its ``DispatchFailed(reason="restarts_exhausted")`` makes the job
+``failed`` and frees its GPUs. A ``RunFailed`` only updates the restart count shown, taken from the
+failed revision (``RunFailed.restarts``), so a failure reported twice is counted once; only a reason in
+``NOT_RESTARTED_REASONS`` (the job ran out of time) ends the job at once.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import logging
 
 from schemas.envelope import Message
 from schemas.runs import (
+    NOT_RESTARTED_REASONS,
     DispatchFailed,
     JobStopped,
     RunAllPodsReady,
@@ -67,16 +70,20 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
 
 
 def _failed(qs: QueueState, entry: JobEntry, msg: RunFailed, now: float) -> list[Out]:
-    limit = entry.spec.max_restarts
-    if entry.restarts >= limit:
+    if msg.reason in NOT_RESTARTED_REASONS:
         qs.sched.job_finished(entry.job_id, now)
-        text = msg.message or f"failed after {entry.restarts} restarts"
-        entry.finish("failed", now, msg.reason, text)
+        entry.finish("failed", now, msg.reason, msg.message or f"failed: {msg.reason}")
         return [qs.record(entry)]
-    entry.restarts += 1
-    if entry.state != "preempting":
-        entry.reason = "restarting"
-        entry.message = f"restart {entry.restarts}/{limit} after {msg.reason}"
+    limit = entry.spec.max_restarts
+    done = entry.restarts if msg.restarts is None else msg.restarts
+    if done >= limit or entry.state == "preempting":
+        return []  # the dispatcher gives up and reports restarts_exhausted, or the job is being stopped anyway
+    restarts = max(entry.restarts, done + 1)
+    if restarts == entry.restarts and entry.reason == "restarting":
+        return []  # a repeat of a failure already counted
+    entry.restarts = restarts
+    entry.reason = "restarting"
+    entry.message = f"restart {restarts}/{limit} after {msg.reason}"
     return [qs.record(entry)]
 
 

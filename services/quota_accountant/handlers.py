@@ -8,7 +8,16 @@ from datetime import datetime
 
 from schemas.decisions import JobAdmitted, JobScaled
 from schemas.envelope import Envelope
-from schemas.runs import DispatchFailed, JobStopped, RunDeleted, RunEvicted, RunFailed, RunStarted, RunSucceeded
+from schemas.runs import (
+    NOT_RESTARTED_REASONS,
+    DispatchFailed,
+    JobStopped,
+    RunDeleted,
+    RunEvicted,
+    RunFailed,
+    RunStarted,
+    RunSucceeded,
+)
 from services.quota_accountant.attempts import Admission, Outcome
 from services.quota_accountant.ledger import NO_EFFECT, Effect, Ledger
 
@@ -77,8 +86,8 @@ def end_outcome(msg: EndEvent) -> Outcome | None:
     """How an attempt ended, or None for a message that does not end it (a retryable dispatch failure)."""
     if isinstance(msg, RunSucceeded):
         return "succeeded"
-    if isinstance(msg, RunFailed):
-        return "failed"
+    if isinstance(msg, RunFailed):  # the gang restarts unless the job ran out of time; see schemas.runs
+        return "failed" if msg.reason in NOT_RESTARTED_REASONS else None
     if isinstance(msg, RunEvicted):
         return "evicted"
     if isinstance(msg, RunDeleted):

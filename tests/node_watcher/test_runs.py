@@ -51,6 +51,17 @@ def test_failed_pod_fails_the_run_with_its_exit_code() -> None:
     assert result[-1].key == ("train-1", "0", "failure", "train-1-a0")
 
 
+def test_failure_carries_the_restarts_done_before_the_failed_revision() -> None:
+    owner = job(gang=2, name="train-1-a0-r2", annotations={"muster.dev/restarts": "2"})
+    again = observe(owner, [pod(owner, 0, "Failed", exit_code=1), pod(owner, 1, "Failed", exit_code=1)], CLUSTER, NOW)
+    failed = [o.message for o in again if isinstance(o.message, RunFailed)]
+    assert [f.restarts for f in failed] == [2]
+    unannotated = job(gang=1)
+    [first] = [o.message for o in observe(unannotated, [pod(unannotated, 0, "Failed", exit_code=1)], CLUSTER, NOW)
+               if isinstance(o.message, RunFailed)]
+    assert first.restarts is None
+
+
 def test_pod_lost_with_its_node_is_an_eviction() -> None:
     owner = job(gang=2)
     pods = [pod(owner, 0, "Failed", exit_code=137, reason="NodeLost", node="east-a100-2"),

@@ -112,14 +112,39 @@ def test_eviction_requeues_with_next_attempt_and_readmits() -> None:
     assert feed(qs, RunEvicted(**run_fields("j1", 0), reason="NodeLost")) == []  # the old attempt
 
 
-def test_run_failed_counts_restarts_until_terminal() -> None:
+def test_run_failed_shows_the_restart_and_the_dispatcher_ends_the_job() -> None:
     qs = folded_state()
     admitted_running(qs, "j1", max_restarts=1)
-    outs = feed(qs, RunFailed(**run_fields("j1"), reason="Error", exit_code=1))
+    outs = feed(qs, RunFailed(**run_fields("j1"), reason="Error", exit_code=1, restarts=0))
     rec = of_type(outs, JobRecorded)[0].record
     assert (rec.state, rec.restarts, rec.reason) == ("running", 1, "restarting")
-    outs = feed(qs, RunFailed(**run_fields("j1"), reason="Error", message="exit 1"))
-    assert of_type(outs, JobRecorded)[0].record.state == "failed"
+    # the restarted revision fails too: the budget is spent, but the dispatcher says when the job is over
+    assert feed(qs, RunFailed(**run_fields("j1"), reason="Error", message="exit 1", restarts=1)) == []
+    assert qs.jobs["j1"].state == "running" and qs.sched.free_gpus("east-a100-0") == 0
+    outs = feed(qs, DispatchFailed(**run_fields("j1"), reason="restarts_exhausted", message="gang failed 2 times"))
+    rec = of_type(outs, JobRecorded)[0].record
+    assert (rec.state, rec.reason) == ("failed", "restarts_exhausted")
+    assert qs.sched.free_gpus("east-a100-0") == 8
+
+
+def test_a_failure_reported_twice_counts_one_restart_and_keeps_the_gpus() -> None:
+    # two pods of one gang, or a re-report after the node watcher restarts: the dispatcher restarts once,
+    # so the job must keep its GPUs while it does
+    qs = folded_state()
+    admitted_running(qs, "j1", max_restarts=1)
+    first = feed(qs, RunFailed(**run_fields("j1"), reason="Error", pod="j1-a0-0-abcde", restarts=0))
+    assert of_type(first, JobRecorded)[0].record.restarts == 1
+    assert feed(qs, RunFailed(**run_fields("j1"), reason="Error", pod="j1-a0-1-fghij", restarts=0)) == []
+    assert (qs.jobs["j1"].state, qs.jobs["j1"].restarts) == ("running", 1)
+    assert qs.sched.free_gpus("east-a100-0") == 0
+
+
+def test_a_job_out_of_time_fails_at_once() -> None:
+    qs = folded_state()
+    admitted_running(qs, "j1", max_restarts=3)
+    outs = feed(qs, RunFailed(**run_fields("j1"), reason="DeadlineExceeded", message="too long", restarts=0))
+    rec = of_type(outs, JobRecorded)[0].record
+    assert (rec.state, rec.reason, rec.message) == ("failed", "DeadlineExceeded", "too long")
     assert qs.sched.free_gpus("east-a100-0") == 8
 
 

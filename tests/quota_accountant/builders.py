@@ -8,7 +8,7 @@ from schemas.config import QueueConfig, QueueDefined, ResourceQuotaConfig, Tenan
 from schemas.decisions import JobAdmitted, JobScaled, NodePods, PlacementPlan
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
-from schemas.runs import JobStopped, RunFailed, RunStarted, RunSucceeded
+from schemas.runs import DispatchFailed, JobStopped, RunFailed, RunStarted, RunSucceeded
 from services.quota_accountant.windows import WindowKind
 
 T0 = datetime(2026, 11, 10, 12, 0, tzinfo=UTC)
@@ -55,8 +55,15 @@ def succeeded(job: str = "j-1", attempt: int = 1, *, when: float = 0.0) -> Envel
     return wrap(RunSucceeded(job_id=job, attempt=attempt, cluster="east", observed_at=at(when)), when)
 
 
-def failed(job: str = "j-1", attempt: int = 1, *, when: float = 0.0) -> Envelope:
-    return wrap(RunFailed(job_id=job, attempt=attempt, cluster="east", observed_at=at(when), reason="Error"), when)
+def failed(job: str = "j-1", attempt: int = 1, *, when: float = 0.0, reason: str = "Error") -> Envelope:
+    return wrap(RunFailed(job_id=job, attempt=attempt, cluster="east", observed_at=at(when), reason=reason), when)
+
+
+def gave_up(job: str = "j-1", attempt: int = 1, *, when: float = 0.0) -> Envelope:
+    """The dispatcher's report that the job's restart budget is spent."""
+    msg = DispatchFailed(job_id=job, attempt=attempt, cluster="east", observed_at=at(when),
+                         reason="restarts_exhausted", message="gang failed 4 times")
+    return wrap(msg, when)
 
 
 def stopped(job: str = "j-1", attempt: int = 1, *, when: float = 0.0, reason: str = "higher_priority",

@@ -13,6 +13,7 @@ from tests.quota_accountant.builders import (
     admitted,
     at,
     failed,
+    gave_up,
     scaled,
     started,
     stopped,
@@ -37,7 +38,8 @@ def test_lifecycle_uses_observed_times_and_gpus_per_pod_times_replicas() -> None
 @pytest.mark.parametrize(
     ("end", "outcome"),
     [
-        (failed(when=100), "failed"),
+        (gave_up(when=100), "failed"),
+        (failed(when=100, reason="DeadlineExceeded"), "failed"),
         (stopped(when=100), "preempted"),
         (stopped(when=100, reason="cancelled", requeue=False), "cancelled"),
         (stopped(when=100, reason="max_runtime_exceeded", requeue=False), "cancelled"),
@@ -49,6 +51,15 @@ def test_end_outcomes(end: Envelope, outcome: str) -> None:
     apply(ledger, started(when=0), {})
     charge = apply(ledger, end, {}).charge
     assert charge is not None and charge.outcome == outcome
+
+
+def test_a_failed_gang_that_restarts_keeps_being_charged() -> None:
+    ledger = Ledger()
+    apply(ledger, admitted(), {})
+    apply(ledger, started(when=0), {})
+    assert not apply(ledger, failed(when=50), {}).changed  # the dispatcher restarts the gang in the same attempt
+    charge = apply(ledger, gave_up(when=100), {}).charge
+    assert charge is not None and (charge.outcome, charge.ended_at) == ("failed", at(100).timestamp())
 
 
 def test_retryable_dispatch_failure_does_not_end_the_attempt() -> None:
