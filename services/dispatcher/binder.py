@@ -4,9 +4,14 @@ One pod template serves every index of an Indexed Job, so node affinity can only
 planned nodes, and the default scheduler may stack two pods on one of them. With binding on (the
 default), the Job's pods name ``schedulerName: muster``; the default scheduler leaves them alone and
 this binder posts a ``pods/binding`` for each one to ``placement[index]`` (the ``muster.dev/placement``
-annotation the pods carry). The kubelet still admits the pod against the node's resources. Jobs
-released on the kube-native path keep their own scheduler (the field cannot change on a suspended
-Job) and are held to the planned node set by affinity.
+annotation the pods carry). Jobs released on the kube-native path keep their own scheduler (the field
+cannot change on a suspended Job) and are held to the planned node set by affinity.
+
+Like kube-scheduler, the binder binds a pod only when its node has room: the queue manager plans onto
+GPUs it has just freed (a preempted or finished job), but the pods that held them may still be
+terminating. Such a pod waits, unbound and ``Pending``, until the node's pods release enough GPUs
+(``NodeRoom``); binding it at once would make the kubelet reject it (``OutOfnvidia.com/gpu``) and cost
+the job a restart.
 """
 
 from __future__ import annotations
@@ -18,11 +23,15 @@ from collections.abc import Callable
 from typing import Any
 
 from services.dispatcher import annotations as ann
-from services.runtime.kube import PODS, Backoff, KubeObject, KubeRest, pod_cache
+from services.dispatcher.node_room import NodeRoom, pod_key
+from services.runtime.kube import PODS, Backoff, KubeObject, KubeRest, node_cache, pod_cache
 from services.runtime.kube.errors import is_not_found, status_of
+from services.spec.pod_resources import pod_gpus
 
 log = logging.getLogger(__name__)
 
+#: how long the binder waits for its first list of Nodes before binding without knowing their room
+NODE_SYNC_TIMEOUT_S = 10.0
 SCHEDULER_NAME = "muster"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 
@@ -52,7 +61,7 @@ def binding(pod_name: str, node: str) -> KubeObject:
 
 
 class Binder:
-    """Watches Muster pods and binds the ones waiting for Muster's scheduling."""
+    """Watches Muster pods and binds the ones waiting for Muster's scheduling once their node has room."""
 
     def __init__(self, rest: KubeRest, *, scheduler_name: str = SCHEDULER_NAME, backoff: Backoff | None = None,
                  on_bound: Callable[[], None] | None = None) -> None:
@@ -61,20 +70,42 @@ class Binder:
         self.backoff = backoff
         self.on_bound = on_bound
         self.bound = 0
+        self.room = NodeRoom()
+        #: node -> pods planned onto it that wait for room there, oldest first
+        self.waiting: dict[str, dict[str, KubeObject]] = {}
+        #: set once both caches are listed: until then pods are only counted, so that a pod listed early
+        #: is not bound before the terminating pods listed after it are counted
+        self.ready = False
+
+    @property
+    def pods_waiting(self) -> int:
+        return sum(len(pods) for pods in self.waiting.values())
 
     async def bind(self, pod: KubeObject) -> bool:
-        """Bind ``pod`` to its planned node; False when there is nothing to do or it is already done."""
+        """Bind ``pod`` to its planned node if it has room (else hold it); False when not bound now."""
         node = binding_target(pod, self.scheduler_name)
         if node is None:
             return False
+        key = pod_key(pod)
+        gpus = pod_gpus(pod)
+        if not self.room.fits(node, gpus):
+            if key not in self.waiting.setdefault(node, {}):
+                log.info("pod %s waits for room on node %s (needs %d GPUs, %s free)", key, node, gpus,
+                         self.room.free(node))
+            self.waiting[node][key] = pod
+            return False
+        self._unwait(node, key)
+        self.room.reserve(pod, node)  # before the request: a concurrent decision must see these GPUs taken
         meta = pod["metadata"]
         path = PODS.object_path(str(meta["name"]), str(meta["namespace"]), "binding")
         try:
             await self.rest.request("POST", path, body=binding(str(meta["name"]), node))
         except Exception as exc:
-            if is_not_found(exc) or status_of(exc) == 409:
-                return False  # deleted meanwhile, or bound by an earlier event
-            log.error("binding pod %s/%s to %s failed: %s", meta["namespace"], meta["name"], node, exc)
+            if status_of(exc) == 409:
+                return False  # bound by an earlier event: the reservation stands until the watch shows the pod
+            self.room.unreserve(pod, node)
+            if not is_not_found(exc):
+                log.error("binding pod %s to %s failed: %s", key, node, exc)
             return False
         self.bound += 1
         if self.on_bound is not None:
@@ -82,15 +113,63 @@ class Binder:
         return True
 
     async def _on_pod(self, event_type: str, pod: KubeObject) -> None:
-        if event_type != "DELETED":
+        if event_type == "DELETED":
+            released = self.room.forget(pod)
+            for node in list(self.waiting):
+                self._unwait(node, pod_key(pod))
+        else:
+            released = self.room.observe(pod)
+            if self.ready:
+                await self.bind(pod)
+        if released is not None:
+            await self._retry(released)
+
+    async def _on_node(self, event_type: str, node: KubeObject) -> None:
+        name = str((node.get("metadata") or {}).get("name") or "")
+        if event_type == "DELETED":
+            self.room.remove_node(name)
+        elif not self.room.set_node(node):
+            return
+        await self._retry(name)
+
+    async def _retry(self, node: str) -> None:
+        """Bind, oldest first, the pods waiting on ``node`` that fit now."""
+        if not self.ready:
+            return
+        for key, pod in list(self.waiting.get(node, {}).items()):
+            if key not in self.waiting.get(node, {}):
+                continue  # handled meanwhile
+            if binding_target(pod, self.scheduler_name) != node:
+                self._unwait(node, key)
+                continue
+            if not self.room.fits(node, pod_gpus(pod)):
+                break  # first come, first bound: a later, smaller pod does not overtake
             await self.bind(pod)
+
+    def _unwait(self, node: str, key: str) -> None:
+        pods = self.waiting.get(node)
+        if pods is not None and pods.pop(key, None) is not None and not pods:
+            del self.waiting[node]
 
     async def run(self, stop: asyncio.Event) -> None:
         """Bind pods until ``stop`` is set."""
+        nodes = node_cache(self.rest, backoff=self.backoff)
+        nodes.add_handler(self._on_node)
         informer = pod_cache(self.rest, label_selector=ann.JOB_ID, backoff=self.backoff)
         informer.add_handler(self._on_pod)
+        nodes.start()
         informer.start()
         try:
+            try:
+                await asyncio.wait_for(nodes.wait_synced(), NODE_SYNC_TIMEOUT_S)
+            except TimeoutError:
+                log.warning("binder: no list of Nodes after %.0fs (is `list nodes` allowed?); binding without "
+                            "knowing their room, the kubelet still admits each pod", NODE_SYNC_TIMEOUT_S)
+            await informer.wait_synced()
+            self.ready = True
+            for pod in informer.items():
+                await self.bind(pod)
             await stop.wait()
         finally:
             await informer.stop()
+            await nodes.stop()

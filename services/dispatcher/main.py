@@ -55,6 +55,7 @@ async def serve(
             dispatcher = Dispatcher(ctx)
             await dispatcher.recover()
             binder = Binder(rest, on_bound=metrics.pods_bound.labels(options.cluster).inc)
+            metrics.pods_waiting.labels(options.cluster).set_function(lambda: binder.pods_waiting)
             loop = ConsumerLoop(kafka, [DECISIONS_TOPIC, RUNS_TOPIC], dispatcher.handle, producer,
                                 group_id=group_id(options.cluster))
             runner = ServiceRunner(SERVICE, loops=[loop], tasks=[binder.run], registry=registry,

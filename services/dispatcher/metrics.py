@@ -33,6 +33,9 @@ class DispatcherMetrics:
                                 ["cluster", "reason"], registry=registry)
         self.pods_bound = Counter("muster_dispatcher_pods_bound_total", "Pods bound to their planned node",
                                   ["cluster"], registry=registry)
+        self.pods_waiting = Gauge("muster_dispatcher_pods_waiting_for_room",
+                                  "Pods planned onto a node whose GPUs are still held by finishing pods", ["cluster"],
+                                  registry=registry)
         self.runs = Gauge("muster_dispatcher_runs", "Runs the dispatcher currently manages", ["cluster"],
                           registry=registry)
 

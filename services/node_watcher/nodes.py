@@ -8,13 +8,13 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from schemas.capacity import NodeState, NodeTopology, Taint
+from services.spec.pod_resources import GPU_RESOURCE, holds_node_resources, pod_gpus
 from services.spec.quantity import mebibytes, millicores, whole
 
 log = logging.getLogger(__name__)
 
 KubeObject = dict[str, Any]
 
-GPU_RESOURCE = "nvidia.com/gpu"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
 GPU_TYPE_LABEL = "muster.dev/gpu-type"  # the label the dispatcher's Jobs select GPU types by
 ZONE_LABEL = "topology.kubernetes.io/zone"
@@ -23,7 +23,6 @@ RACK_LABEL = "topology.muster.dev/rack"
 NVLINK_ANNOTATION = "muster.dev/nvlink-groups"
 NO_GPU = "none"
 MAX_GPUS = 64  # the wire contract's bound per node
-TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 _EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
 _NAME_INVALID = re.compile(r"[^a-z0-9.-]+")
 
@@ -42,27 +41,6 @@ def node_gpu_type(labels: Mapping[str, str]) -> str:
         return gpu_type_name(explicit)
     product = labels.get(GPU_PRODUCT_LABEL)
     return gpu_type_name(product) if product else NO_GPU
-
-
-def pod_gpus(pod: KubeObject) -> int:
-    """GPUs one pod holds: the sum of its containers' ``nvidia.com/gpu`` limits (or requests)."""
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        value = (resources.get("limits") or {}).get(GPU_RESOURCE) or (resources.get("requests") or {}).get(
-            GPU_RESOURCE)
-        if value is not None:
-            try:
-                total += whole(value)
-            except ValueError:
-                log.warning("pod %s: unreadable GPU quantity %r", _name(pod), value)
-    return total
-
-
-def holds_node_resources(pod: KubeObject) -> bool:
-    """A pod bound to a node and not finished."""
-    return bool((pod.get("spec") or {}).get("nodeName")) and (
-        (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES)
 
 
 def gpus_in_use(pods: Iterable[KubeObject]) -> int:

@@ -1,0 +1,122 @@
+"""The binder on the simulated cluster: a pod planned onto GPUs that a terminating pod still holds waits
+unbound until they are free, instead of being rejected by the kubelet."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+
+import pytest
+
+from services.dispatcher.binder import Binder
+from services.kubesim import KubeSim
+from services.kubesim.kubelet import DURATION_ANNOTATION, KubeletProfile
+from services.runtime.kube import NAMESPACES, PODS, KubeObject, KubeRest, build_api_client, create_or_get, delete
+from services.spec.cluster_file import load_cluster_file
+from tests.dispatcher.builders import CLUSTER
+from tests.dispatcher.harness import TEST_RETRY
+from tests.node_watcher.builders import CLUSTER_FILE
+
+pytestmark = pytest.mark.integration
+
+NODE = "east-a100-1"
+#: pods take this long to stop after their deletion (the kubelet caps the grace period at it)
+STOP_S = 1.5
+
+
+def gang_pod(name: str, gpus: int, seconds: float = 60.0) -> KubeObject:
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {
+            "name": name, "namespace": "team-a", "labels": {"muster.dev/job-id": name},
+            "annotations": {"muster.dev/placement": json.dumps([NODE]),
+                            "batch.kubernetes.io/job-completion-index": "0",
+                            DURATION_ANNOTATION: str(seconds)},
+        },
+        "spec": {
+            "schedulerName": "muster", "terminationGracePeriodSeconds": 30,
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "containers": [{"name": "main", "image": "registry.example/train:1",
+                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+        },
+    }
+
+
+@asynccontextmanager
+async def binder_on_cluster() -> AsyncIterator[tuple[KubeRest, Binder]]:
+    profile = KubeletProfile("slow-stop", (0.0, 0.0), 0.0, STOP_S)
+    sim = KubeSim(load_cluster_file(CLUSTER_FILE), cluster_name=CLUSTER, profile=profile)
+    async with sim.serve(port=0) as url:
+        api = await build_api_client(url)
+        async with api:
+            rest = KubeRest(api, retry=TEST_RETRY, request_timeout=10.0)
+            await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                   "metadata": {"name": "team-a"}})
+            binder = Binder(rest)
+            stop = asyncio.Event()
+            task = asyncio.create_task(binder.run(stop))
+            try:
+                yield rest, binder
+            finally:
+                stop.set()
+                await task
+
+
+async def read_pod(rest: KubeRest, name: str) -> KubeObject | None:
+    try:
+        return await rest.get(PODS, name, "team-a")
+    except Exception:
+        return None
+
+
+async def until(check: object, within: float = 10.0) -> None:
+    async with asyncio.timeout(within):
+        while not await check():  # type: ignore[operator]
+            await asyncio.sleep(0.02)
+
+
+async def test_a_pod_waits_for_the_gpus_a_terminating_pod_still_holds() -> None:
+    async with binder_on_cluster() as (rest, binder):
+        await rest.create(PODS, gang_pod("victim", 8), "team-a")
+
+        async def victim_running() -> bool:
+            pod = await read_pod(rest, "victim")
+            return pod is not None and pod["status"].get("phase") == "Running"
+
+        await until(victim_running)
+        await delete(rest, PODS, "victim", "team-a", grace_period_seconds=30)
+        await rest.create(PODS, gang_pod("next", 8), "team-a")
+
+        async def next_waits() -> bool:
+            return binder.pods_waiting == 1
+
+        await until(next_waits)
+        held = await read_pod(rest, "next")
+        assert held is not None and not held["spec"].get("nodeName")
+        assert await read_pod(rest, "victim") is not None  # still terminating, still holding the node's GPUs
+
+        async def next_running() -> bool:
+            pod = await read_pod(rest, "next")
+            return pod is not None and pod["status"].get("phase") in ("Running", "Failed")
+
+        await until(next_running, within=STOP_S + 10)
+        bound = await read_pod(rest, "next")
+        assert bound is not None and bound["status"]["phase"] == "Running", bound["status"]
+        assert bound["spec"]["nodeName"] == NODE
+        assert await read_pod(rest, "victim") is None and binder.pods_waiting == 0
+
+
+async def test_pods_that_fit_beside_each_other_bind_at_once() -> None:
+    async with binder_on_cluster() as (rest, binder):
+        for name in ("left", "right"):
+            await rest.create(PODS, gang_pod(name, 4), "team-a")
+
+        async def both_running() -> bool:
+            pods = [await read_pod(rest, name) for name in ("left", "right")]
+            return all(p is not None and p["status"].get("phase") == "Running" for p in pods)
+
+        await until(both_running)
+        assert binder.bound == 2 and binder.pods_waiting == 0
+        assert binder.room.free(NODE) == 0
