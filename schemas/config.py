@@ -36,6 +36,11 @@ class QueueConfig(_Strict):
     quotas: dict[ResourceName, ResourceQuotaConfig] = Field(default_factory=dict)
     user_limit_gpus: int | None = Field(default=None, ge=0)
     allow_privileged: bool = False
+    pool: Name | None = Field(
+        default=None,
+        description="the pool whose nodes this queue's jobs run on, and whose queue-manager shard schedules them; "
+                    "none: any node of the shard that owns the pool 'default'",
+    )
 
 
 class CohortConfig(_Strict):
@@ -58,7 +63,9 @@ class GpuTypeConfig(_Strict):
 
 
 class PoolConfig(_Strict):
-    """A named set of nodes (selected by label) that queues can target through node selectors."""
+    """A named set of nodes, selected by label, that queues name as their ``pool``. A node belongs to the
+    first pool (by name) whose ``node_labels`` it carries, or to the pool ``default``; each queue-manager
+    shard (``--pool``) schedules the queues and nodes of its pools only."""
 
     name: Name
     node_labels: dict[str, str] = Field(default_factory=dict)

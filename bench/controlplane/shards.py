@@ -1,23 +1,57 @@
-"""Benchmark 5 (``muster bench shards``): the queue manager does not shard by pool yet. The command
-asks for a two-pool shard the way an operator would, reports the refusal, and runs the throughput
-scenarios with the single shard there is."""
+"""Benchmark 5 (``muster bench shards``): the throughput run with 1, 2 and 4 queue-manager shards.
+
+For n shards the fleet's nodes are split over n pools (``pool=p<k>`` labels, round-robin), the 12 queues
+over the same pools, and one queue-manager process runs per pool with ``--pool p<k>``, as an operator
+would deploy them. Each shard count gets a fresh broker and the same two scenarios: the 2,000/s
+overload and a burst. Every shard reads every submission (each has its own consumer group) and drops
+the other pools' jobs after decoding them; the figure that matters is how admissions per second grow
+with the number of shards, on a machine whose cores the broker, the fake cluster and the load
+generator share with the shards.
+"""
 
 from __future__ import annotations
 
-from bench.controlplane.stack import private_broker
-from bench.controlplane.throughput import throughput
-from services.queue_manager.main import build as build_queue_manager
-from services.runtime.options import ServeOptions
+from bench.controlplane.measure import Table, rate
+from bench.controlplane.stack import private_broker, running_stack
+from bench.controlplane.throughput import RUNTIME_S, Outcome, Scenario, run_scenario
+from bench.controlplane.workload import Fleet, QueueLayout, pool_name, queue_name
+from services.core import SchedulerConfig
+
+SHARDS = (1, 2, 4)
+QUEUES = 12  # divisible by every shard count: each pool gets the same share of the submissions
+FULL = (Scenario("2000/s", 20_000, 2_000), Scenario("burst", 20_000, None))
+QUICK = (Scenario("2000/s", 1_000, 2_000), Scenario("burst", 1_000, None))
+
+
+async def measure(shards: int, *, quick: bool, bootstrap: str | None) -> list[Outcome]:
+    fleet = Fleet(nodes=1_000 if quick else 10_000, pools=shards)
+    layout = QueueLayout(cohorts=1, queues_per_cohort=QUEUES, nominal=fleet.gpus, pools=shards)
+    queues = [queue_name(0, q) for q in range(QUEUES)]
+    owners = [(pool_name(k),) for k in range(shards)]
+    async with private_broker(bootstrap) as broker, running_stack(
+            broker, fleet, layout, lambda _: RUNTIME_S, scheduler=SchedulerConfig(min_runtime_s=0.0),
+            shards=owners) as stack:
+        return [await run_scenario(stack, scenario, index, within_s=60 + scenario.count / 200, queues=queues)
+                for index, scenario in enumerate(QUICK if quick else FULL)]
 
 
 async def main(*, quick: bool, bootstrap: str | None) -> str:
-    async with private_broker(bootstrap) as broker:
-        try:
-            build_queue_manager(ServeOptions(kafka=broker.settings, pools=("pool-a", "pool-b")))
-            refusal = "the queue manager accepted --pool: compare shards by hand"
-        except ValueError as exc:
-            refusal = f"sharding refused by the queue manager: {exc}"
-        table = await throughput(broker, quick=quick)
-    table.title = "shards: 1 shard only -- " + table.title
-    table.notes.insert(0, refusal + "; 2 and 4 shards are not measured")
+    results = {n: await measure(n, quick=quick, bootstrap=bootstrap) for n in SHARDS}
+    nodes = 1_000 if quick else 10_000
+    table = Table(f"shards: {nodes:,} nodes split over n pools, {QUEUES} queues, 1-GPU jobs of {RUNTIME_S:g} s, "
+                  "one queue-manager process per pool",
+                  ["shards", "scenario", "jobs", "admitted", "admissions/s", "vs 1 shard",
+                   "submit->decision p50/p95/p99 ms", "raw broker msgs/s"])
+    single = {o.scenario.name: o.admitted / o.seconds if o.seconds > 0 else 0.0 for o in results[1]}
+    for n, outcomes in results.items():
+        for o in outcomes:
+            per_s = o.admitted / o.seconds if o.seconds > 0 else 0.0
+            base = single.get(o.scenario.name) or 0.0
+            table.add(str(n), o.scenario.name, f"{o.scenario.count:,}", f"{o.admitted:,}", rate(o.admitted, o.seconds),
+                      f"{per_s / base:.2f}" if base else "-", o.decision.ms(), f"{o.baseline_per_s:,.0f}/s")
+    table.notes += [
+        "each shard count runs on a fresh broker; the shards, the broker, the fake cluster and the load generator "
+        "share this machine's cores",
+        "every shard consumes every submission in its own consumer group and ignores the other pools' jobs",
+    ]
     return table.render()

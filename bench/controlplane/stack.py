@@ -1,5 +1,5 @@
 """What every benchmark runs on: a private broker, Muster's topics, the configuration and the nodes'
-capacity published, the queue manager in this event loop, and the fake cluster answering it."""
+capacity published, the queue manager (one child process per shard), and the fake cluster answering it."""
 
 from __future__ import annotations
 
@@ -69,12 +69,16 @@ class Stack:
     """The queue manager and the fake cluster around it, and a producer of submissions."""
 
     settings: KafkaSettings
-    manager: QueueManagerProcess
+    managers: list[QueueManagerProcess]
     cluster: FakeCluster
     submitter: EnvelopeProducer
     timeline: Timeline
     setup_s: dict[str, float] = field(default_factory=dict)
     clock: Callable[[], float] = time.time
+
+    @property
+    def manager(self) -> QueueManagerProcess:
+        return self.managers[0]
 
     async def submit(self, job: SubmitJob) -> DeliveryFuture:
         """Stamp and buffer one submission (its moment is recorded as it is handed to the producer)."""
@@ -84,9 +88,10 @@ class Stack:
 
 @contextlib.asynccontextmanager
 async def running_stack(broker: Broker, fleet: Fleet, layout: QueueLayout, runtime_of: RuntimeOf, *,
-                        scheduler: SchedulerConfig | None = None,
-                        debounce_s: float | None = None) -> AsyncIterator[Stack]:
-    """Publish configuration and capacity, start the fake cluster and the queue manager; stop them after."""
+                        scheduler: SchedulerConfig | None = None, debounce_s: float | None = None,
+                        shards: Sequence[tuple[str, ...]] = ((),)) -> AsyncIterator[Stack]:
+    """Publish configuration and capacity, start the fake cluster and the queue manager (one process per
+    entry of ``shards``: the pools it owns, none for every pool); stop them after."""
     settings = broker.settings
     timeline = Timeline()
     setup: dict[str, float] = {"broker": broker.started_s}
@@ -113,24 +118,27 @@ async def running_stack(broker: Broker, fleet: Fleet, layout: QueueLayout, runti
         await _started(cluster_task, cluster_ready.wait)
 
         started = time.perf_counter()
-        manager = QueueManagerProcess(settings, scheduler or SchedulerConfig(), debounce_s=debounce_s)
-        await manager.start()
-        stack.push_async_callback(manager.stop)
+        managers = [QueueManagerProcess(settings, scheduler or SchedulerConfig(), debounce_s=debounce_s, pools=pools)
+                    for pools in shards]
+        for manager in managers:
+            stack.push_async_callback(manager.stop)
+        await asyncio.gather(*(m.start() for m in managers))
         setup["queue manager recovered"] = time.perf_counter() - started
-        yield Stack(settings, manager, cluster, submitter, timeline, setup)
+        yield Stack(settings, managers, cluster, submitter, timeline, setup)
 
 
 class QueueManagerProcess:
     """``build_queue_manager`` run in a child process, as in a deployment: the load generator and the fake
     cluster of this process do not share its CPU. Stopped with SIGTERM (the service's own shutdown)."""
 
-    def __init__(self, settings: KafkaSettings, scheduler: SchedulerConfig, *, debounce_s: float | None) -> None:
+    def __init__(self, settings: KafkaSettings, scheduler: SchedulerConfig, *, debounce_s: float | None,
+                 pools: tuple[str, ...] = ()) -> None:
         context = multiprocessing.get_context("spawn")
         self.debounce_s = QueueManager.DEFAULT_DEBOUNCE_S if debounce_s is None else debounce_s
         self._ready = context.Event()
         self._process = context.Process(
             target=_queue_manager_main, name="bench-queue-manager", daemon=True,
-            args=(settings.with_identity(client_id="muster-queue-manager"), scheduler, self.debounce_s,
+            args=(settings.with_identity(client_id="muster-queue-manager"), scheduler, self.debounce_s, pools,
                   self._ready))
 
     async def start(self) -> None:
@@ -155,12 +163,12 @@ class QueueManagerProcess:
 
 
 def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, debounce_s: float,
-                        ready: Any) -> None:
+                        pools: tuple[str, ...], ready: Any) -> None:
     """The child process: serve the queue manager until SIGTERM, signalling ``ready`` once it recovered."""
     logging.basicConfig(level=logging.WARNING, format="queue-manager %(levelname)s %(name)s: %(message)s")
 
     async def serve() -> None:
-        manager, runner = build_queue_manager(ServeOptions(kafka=settings, http_port=0),
+        manager, runner = build_queue_manager(ServeOptions(kafka=settings, http_port=0, pools=pools),
                                               scheduler_config=scheduler, period_s=PERIOD_S)
         manager.debounce_s = debounce_s
         async with manager.producer:

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
@@ -18,7 +19,7 @@ from bench.controlplane.baseline import round_trip
 from bench.controlplane.measure import Spread, Table, rate
 from bench.controlplane.pacing import paced
 from bench.controlplane.stack import SUBMITTER, Broker, Stack, running_stack
-from bench.controlplane.workload import Fleet, QueueLayout, submission
+from bench.controlplane.workload import Fleet, QueueLayout, queue_name, submission
 from schemas.codec import encode
 from schemas.envelope import make_envelope
 from services.core import SchedulerConfig
@@ -52,9 +53,11 @@ class Outcome:
     baseline: Spread
 
 
-async def run_scenario(stack: Stack, scenario: Scenario, index: int, *, within_s: float) -> Outcome:
-    queues = [f"q-0-{q}" for q in range(QUEUES)]
-    jobs = [submission(f"t{index}-{i}", queues[i % QUEUES], runtime_s=RUNTIME_S) for i in range(scenario.count)]
+async def run_scenario(stack: Stack, scenario: Scenario, index: int, *, within_s: float,
+                       queues: Sequence[str] | None = None) -> Outcome:
+    """Submit ``scenario`` round-robin over ``queues`` (the first cohort's ten by default)."""
+    names = list(queues or [queue_name(0, q) for q in range(QUEUES)])
+    jobs = [submission(f"t{index}-{i}", names[i % len(names)], runtime_s=RUNTIME_S) for i in range(scenario.count)]
     payloads = [encode(make_envelope(j, SUBMITTER)) for j in jobs]
     base = await round_trip(stack.settings, payloads, scenario.rate)
     ids = {j.job_id for j in jobs}

@@ -9,6 +9,8 @@ from schemas.capacity import NodeState, NodeStateObserved, NodeTopology
 from schemas.config import (
     CohortConfig,
     CohortDefined,
+    PoolConfig,
+    PoolDefined,
     PriorityClassConfig,
     PriorityClassDefined,
     QueueConfig,
@@ -29,12 +31,14 @@ PRIORITIES = {"low": 10, "normal": 100, "high": 1000, "small": 50, "medium": 100
 
 @dataclass(frozen=True)
 class Fleet:
-    """``nodes`` identical GPU nodes, ``nodes_per_rack`` to a rack, ``racks_per_block`` racks to a block."""
+    """``nodes`` identical GPU nodes, ``nodes_per_rack`` to a rack, ``racks_per_block`` racks to a block;
+    with ``pools`` > 0, node i carries the label ``pool=p<i % pools>``."""
 
     nodes: int
     gpus_per_node: int = 8
     nodes_per_rack: int = 32
     racks_per_block: int = 8
+    pools: int = 0
 
     @property
     def gpus(self) -> int:
@@ -53,9 +57,10 @@ class Fleet:
         for i in range(self.nodes):
             rack = i // self.nodes_per_rack
             topology = NodeTopology(zone="z0", block=f"b{rack // self.racks_per_block}", rack=f"r{rack}")
+            labels = {"pool": pool_name(i % self.pools)} if self.pools else {}
             state = NodeState(cluster=CLUSTER, node=self.node_name(i), gpu_type=GPU_TYPE,
                               gpus_allocatable=self.gpus_per_node, cpu_m=128_000, memory_mb=1_048_576,
-                              topology=topology)
+                              topology=topology, labels=labels)
             out.append(NodeStateObserved(state=state, observed_at=now))
         return out
 
@@ -63,12 +68,14 @@ class Fleet:
 @dataclass(frozen=True)
 class QueueLayout:
     """``cohorts`` cohorts of ``queues_per_cohort`` queues, each with ``nominal`` GPUs (borrowing up to
-    ``borrowing_limit``)."""
+    ``borrowing_limit``); with ``pools`` > 0, pools ``p0``... select the nodes labelled with their name and
+    queue i (counting over all cohorts) belongs to pool ``p<i % pools>``."""
 
     cohorts: int = 1
     queues_per_cohort: int = 1
     nominal: int = 100_000
     borrowing_limit: int | None = None
+    pools: int = 0
 
     def queue_names(self) -> list[str]:
         return [queue_name(c, q) for c in range(self.cohorts) for q in range(self.queues_per_cohort)]
@@ -78,13 +85,20 @@ class QueueLayout:
         items: list[Message] = [CohortDefined(item=CohortConfig(name=f"cohort-{c}")) for c in range(self.cohorts)]
         items += [PriorityClassDefined(item=PriorityClassConfig(name=n, value=v)) for n, v in PRIORITIES.items()]
         items.append(TenantDefined(item=TenantConfig(name=TENANT, namespace=TENANT)))
+        items += [PoolDefined(item=PoolConfig(name=pool_name(p), node_labels={"pool": pool_name(p)}))
+                  for p in range(self.pools)]
         quota = ResourceQuotaConfig(nominal=self.nominal, borrowing_limit=self.borrowing_limit)
         items += [
             QueueDefined(item=QueueConfig(name=queue_name(c, q), cohort=f"cohort-{c}", tenant=TENANT,
-                                          quotas={f"gpu:{GPU_TYPE}": quota}))
-            for c in range(self.cohorts) for q in range(self.queues_per_cohort)
+                                          quotas={f"gpu:{GPU_TYPE}": quota},
+                                          pool=pool_name(i % self.pools) if self.pools else None))
+            for i, (c, q) in enumerate((c, q) for c in range(self.cohorts) for q in range(self.queues_per_cohort))
         ]
         return items
+
+
+def pool_name(index: int) -> str:
+    return f"p{index}"
 
 
 def queue_name(cohort: int, queue: int) -> str:

@@ -27,7 +27,8 @@ from services.runtime.options import SERVICES, ServeOptions
 @click.option("--tokens", "tokens_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               envvar="MUSTER_TOKENS_FILE", default=None, help="gateway: bearer tokens file")
 @click.option("--instance", default="0", show_default=True, help="instance id (client id suffix)")
-@click.option("--pool", "pools", multiple=True, help="queue manager shard: clusters it owns (repeatable)")
+@click.option("--pool", "pools", multiple=True,
+              help="queue manager shard: a pool it owns (repeatable; default: every pool)")
 @click.option("--log-level", default="INFO", show_default=True)
 def serve(service: str, bootstrap: str | None, http_host: str, http_port: int, config_file: Path | None,
           cluster: str, kube_server: str | None, tokens_file: Path | None, instance: str,

@@ -12,5 +12,6 @@ Rules worth knowing:
 - the dispatcher restarts a failed gang (up to ``spec.max_restarts``) and says when the budget is spent
   (``DispatchFailed(reason="restarts_exhausted")``, terminal); a ``RunFailed`` only updates the restart
   count shown, from the failed revision, so a failure reported twice counts once;
-- one instance owns every pool: sharding by pool (``--pool``) is refused until it exists.
+- without ``--pool`` one instance owns every pool; with it, the instance is the shard of those pools and
+  ignores the queues and nodes of the others (``pools``).
 """

@@ -1,5 +1,6 @@
 """The configuration the queue manager needs, folded from ``muster.config``: queues, cohorts,
-priority classes and tenants. Changes to queues and cohorts are pushed into the scheduler state."""
+priority classes, tenants and pools. Changes to queues and cohorts are pushed into the scheduler state;
+a sharded instance pushes only the queues of the pools it owns, so borrowing never crosses shards."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass, field
 from schemas.config import (
     CohortDefined,
     ConfigItemDeleted,
+    PoolConfig,
+    PoolDefined,
     PriorityClassConfig,
     PriorityClassDefined,
     QueueConfig,
@@ -18,6 +21,7 @@ from schemas.config import (
 )
 from schemas.envelope import Message
 from services.core import SchedulerState
+from services.queue_manager.pools import Shard, queue_pool
 from services.spec.core_types import cohort_spec, queue_spec
 
 log = logging.getLogger(__name__)
@@ -30,6 +34,8 @@ class ConfigView:
     queues: dict[str, QueueConfig] = field(default_factory=dict)
     priority_classes: dict[str, PriorityClassConfig] = field(default_factory=dict)
     tenants: dict[str, TenantConfig] = field(default_factory=dict)
+    pools: dict[str, PoolConfig] = field(default_factory=dict)
+    shard: Shard = field(default_factory=Shard)
 
     def fold(self, key: str, message: Message | None, state: SchedulerState) -> bool:
         """Fold one config record (``message`` None: tombstone of ``key``); True when anything changed."""
@@ -37,8 +43,16 @@ class ConfigView:
             kind, _, name = key.partition("/")
             return self._delete(kind, name)
         if isinstance(message, QueueDefined):
+            before = self.queues.get(message.item.name)
             self.queues[message.item.name] = message.item
-            state.set_queue(queue_spec(message.item))
+            if self.shard.owns(queue_pool(message.item)):
+                state.set_queue(queue_spec(message.item))
+            elif before is not None and self.shard.owns(queue_pool(before)):
+                log.warning("queue %r moved to pool %r, which this instance (%s) does not own: its jobs here "
+                            "stay until a restart, new ones go to the pool's shard", message.item.name,
+                            queue_pool(message.item), self.shard.describe())
+        elif isinstance(message, PoolDefined):
+            self.pools[message.item.name] = message.item
         elif isinstance(message, CohortDefined):
             state.set_cohort(cohort_spec(message.item))
         elif isinstance(message, PriorityClassDefined):
@@ -56,12 +70,23 @@ class ConfigView:
             return self.priority_classes.pop(name, None) is not None
         if kind == "tenant":
             return self.tenants.pop(name, None) is not None
+        if kind == "pool":
+            return self.pools.pop(name, None) is not None
         if kind in ("queue", "cohort"):
             # The core keeps a queue once defined: jobs already queued there stay accounted for.
             log.warning("deleting %s %r takes effect for new submissions only", kind, name)
             if kind == "queue":
                 return self.queues.pop(name, None) is not None
         return False
+
+    def owns_queue(self, name: str) -> bool:
+        """Whether this instance schedules the jobs of queue ``name`` (an unknown queue is the default pool's)."""
+        return self.shard.owns(queue_pool(self.queues.get(name)))
+
+    def pool_of_queue(self, name: str) -> str | None:
+        """The pool a queue's jobs are confined to, None when it names none."""
+        queue = self.queues.get(name)
+        return None if queue is None else queue.pool
 
     def priority_value(self, name: str) -> int | None:
         pc = self.priority_classes.get(name)

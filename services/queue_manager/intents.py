@@ -50,6 +50,8 @@ def on_intent(qs: QueueState, message: Message, now: float) -> list[Out]:
 
 
 def submit(qs: QueueState, msg: SubmitJob, now: float) -> list[Out]:
+    if not qs.config.owns_queue(msg.spec.queue):
+        return []  # another shard's pool: that shard records and schedules it
     if msg.job_id in qs.jobs:
         return []  # a job id is submitted once; repeats (retries, redelivery) are no-ops
     priority = qs.config.priority_value(msg.spec.priority_class)
@@ -64,7 +66,7 @@ def submit(qs: QueueState, msg: SubmitJob, now: float) -> list[Out]:
         entry.finish("rejected", now, reason, text)
         rejected = JobRejected(job_id=msg.job_id, attempt=0, reason=reason, message=text)
         return [qs.record(entry), Out(DECISIONS_TOPIC, rejected)]
-    qs.sched.submit(entry.core_job(class_preemptible=qs.config.class_preemptible(msg.spec.priority_class)))
+    qs.sched.submit(qs.core_job(entry))
     return [qs.record(entry)]
 
 
@@ -128,7 +130,7 @@ def scale(qs: QueueState, entry: JobEntry, msg: ScaleJob) -> list[Out]:
     entry.submission = entry.submission.model_copy(update={"spec": spec})
     suspended = entry.state == "suspended"
     qs.sched.cancel(entry.job_id)
-    qs.sched.submit(entry.core_job(class_preemptible=qs.config.class_preemptible(spec.priority_class)))
+    qs.sched.submit(qs.core_job(entry))
     if suspended:
         qs.sched.suspend(entry.job_id)
     return [qs.record(entry)]

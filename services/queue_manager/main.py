@@ -1,7 +1,9 @@
 """Composition root of the queue manager: ``muster serve queue-manager``.
 
-One instance owns every pool today: ``options.pools`` (sharding by cluster) is refused rather than
-half-honoured, because two instances sharing the unpinned jobs would admit onto the same capacity.
+Without ``--pool`` one instance owns every pool. With ``--pool a --pool b`` it is the shard of pools a
+and b: it schedules only their queues onto only their nodes (``services.queue_manager.pools``), in its
+own consumer group. Run one shard per disjoint set of pools, covering every pool (``default``
+included), and never an unsharded instance beside shards.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ import logging
 from prometheus_client import CollectorRegistry
 
 from services.core import SchedulerConfig
+from services.queue_manager.pools import Shard
 from services.queue_manager.service import QueueManager
 from services.queue_manager.settings import scheduler_config_from_env
 from services.runtime.options import ServeOptions
@@ -23,10 +26,11 @@ def build(
     options: ServeOptions, *, scheduler_config: SchedulerConfig | None = None, period_s: float = 5.0
 ) -> tuple[QueueManager, ServiceRunner]:
     """The queue manager and the runner that serves it (not started; start the producer around it)."""
-    if options.pools:
-        raise ValueError("the queue manager does not shard by pool yet: run one instance without --pool")
     registry = CollectorRegistry()
-    manager = QueueManager(options.kafka, registry=registry, scheduler_config=scheduler_config, period_s=period_s)
+    shard = Shard.of(options.pools)
+    manager = QueueManager(options.kafka, registry=registry, scheduler_config=scheduler_config, period_s=period_s,
+                           shard=shard)
+    log.info("queue manager for %s", shard.describe())
     tasks: list[BackgroundTask] = [*manager.follower_tasks(), manager.run]
     runner = ServiceRunner("queue_manager", tasks=tasks, registry=registry,
                            http_host=options.http_host, http_port=options.http_port)

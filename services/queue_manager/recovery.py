@@ -26,12 +26,14 @@ def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> 
     entries = [(JobEntry.from_record(rec), cause) for rec, cause in records]
     entries.sort(key=lambda e: e[0].admitted_at.timestamp() if e[0].admitted_at is not None else 0.0)
     for entry, cause in entries:
+        if not qs.config.owns_queue(entry.spec.queue):
+            continue  # recorded by the shard of another pool
         qs.jobs[entry.job_id] = entry
         qs.remember(cause)
         qs.dirty[entry.job_id] = None
         if entry.terminal:
             continue
-        job = entry.core_job(class_preemptible=qs.config.class_preemptible(entry.spec.priority_class))
+        job = qs.core_job(entry)
         qs.sched.submit(job)
         if entry.state == "suspended":
             qs.sched.suspend(entry.job_id)
@@ -41,7 +43,7 @@ def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> 
         if entry.placement is None or entry.admitted_at is None:
             entry.requeue("recovered", "record of an admitted job had no placement")
             qs.sched.cancel(entry.job_id)
-            qs.sched.submit(entry.core_job(class_preemptible=job.preemptible))
+            qs.sched.submit(qs.core_job(entry))
             republish.append(qs.record(entry))
             continue
         admitted_at = entry.admitted_at.timestamp()

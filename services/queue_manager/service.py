@@ -34,6 +34,7 @@ from services.core import SchedulerConfig
 from services.queue_manager.cycle import run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.metrics import QueueMetrics
+from services.queue_manager.pools import Shard
 from services.queue_manager.recovery import rebuild, seed_statuses
 from services.queue_manager.state import Out, QueueState
 from services.runtime.kafka import ConsumerLoop, Delivery, DeliveryFuture, EnvelopeProducer, KafkaSettings
@@ -45,6 +46,11 @@ log = logging.getLogger(__name__)
 PRODUCER = "queue_manager"
 GROUP_ID = "muster-queue-manager"
 INPUT_TOPICS = (INTENTS_TOPIC, RUNS_TOPIC, DISPATCHES_TOPIC)
+
+
+def group_id(shard: Shard) -> str:
+    """The consumer group of an instance: every shard reads every input (and ignores other pools' jobs)."""
+    return GROUP_ID if shard.pools is None else f"{GROUP_ID}.{'.'.join(sorted(shard.pools))}"
 
 
 async def read_whole(settings: KafkaSettings, topic: str, *, timeout_s: float = 120.0) -> CompactedTable:
@@ -84,9 +90,11 @@ class QueueManager:
         debounce_s: float = DEFAULT_DEBOUNCE_S,
         period_s: float = 5.0,
         clock: Callable[[], float] = time.time,
+        shard: Shard | None = None,
     ) -> None:
         self.settings = settings
-        self.state = QueueState()
+        self.shard = shard or Shard()
+        self.state = QueueState.for_shard(self.shard)
         self.metrics = QueueMetrics(registry or CollectorRegistry())
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.debounce_s = debounce_s
@@ -137,7 +145,8 @@ class QueueManager:
         async with self._lock:
             republish = rebuild(self.state, records)
             await self._produce_now(republish)
-        log.info("recovered %d jobs (%d decisions republished)", len(records), len(republish))
+        log.info("recovered %d of %d recorded jobs for %s (%d decisions republished)", len(self.state.jobs),
+                 len(records), self.shard.describe(), len(republish))
         self.ready.set()
         self._changed.set()
 
@@ -193,8 +202,9 @@ class QueueManager:
 
     # ------------------------------------------------------------ the whole service
 
-    async def run(self, stop: asyncio.Event, *, loop_group: str = GROUP_ID) -> None:
+    async def run(self, stop: asyncio.Event, *, loop_group: str | None = None) -> None:
         """Recover, then consume inputs and run cycles until ``stop`` (a ``ServiceRunner`` task)."""
+        loop_group = loop_group or group_id(self.shard)
         await self.recover()
         # batch settle: a fetched batch's records and statuses are acknowledged together before the
         # commit (one broker round trip per batch); a failed output stops the service, which then

@@ -9,22 +9,27 @@ the messages the shell must produce, records always before the decisions they ex
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from types import MappingProxyType
 from typing import NamedTuple, cast
 
-from schemas.capacity import NodeRemoved, NodeStateObserved
+from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
+from schemas.config import ConfigItemDeleted, PoolDefined
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, PreemptReasonName
 from schemas.envelope import Message
 from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC, STATUS_TOPIC
 from schemas.usage import BudgetStatusReported, QueueUsageReported
-from services.core import SchedulerState
+from services.core import Job, SchedulerState
 from services.queue_manager.config_view import ConfigView
 from services.queue_manager.entries import JobEntry
+from services.queue_manager.pools import Shard, node_pool
 from services.queue_manager.status import StatusBook
 from services.spec.core_types import node_from_state
 
 #: How many applied input event ids are remembered to recognise a redelivered input.
 APPLIED_MEMORY = 100_000
+#: the label under which the core sees each node's pool (a queue's pool becomes its jobs' node selector)
+POOL_LABEL = "muster.dev/pool"
 
 
 class Out(NamedTuple):
@@ -42,6 +47,26 @@ class QueueState:
     statuses: StatusBook = field(default_factory=StatusBook)
     dirty: dict[str, None] = field(default_factory=dict)  # jobs whose status may have changed
     applied: OrderedDict[str, None] = field(default_factory=OrderedDict)
+    #: every node reported, owned or not: a pool defined later may move a node into or out of this shard
+    nodes: dict[str, NodeState] = field(default_factory=dict)
+
+    @classmethod
+    def for_shard(cls, shard: Shard) -> QueueState:
+        qs = cls()
+        qs.config.shard = shard
+        return qs
+
+    @property
+    def shard(self) -> Shard:
+        return self.config.shard
+
+    def core_job(self, entry: JobEntry) -> Job:
+        """The entry as the core sees it: its priority class's preemptibility, confined to its queue's pool."""
+        job = entry.core_job(class_preemptible=self.config.class_preemptible(entry.spec.priority_class))
+        pool = self.config.pool_of_queue(entry.spec.queue)
+        if pool is None:
+            return job
+        return replace(job, node_selector=MappingProxyType({**job.node_selector, POOL_LABEL: pool}))
 
     # ------------------------------------------------------------ inputs already applied
 
@@ -105,18 +130,38 @@ class QueueState:
     # ------------------------------------------------------------ compacted inputs
 
     def fold_config(self, key: str, message: Message | None) -> bool:
-        return self.config.fold(key, message, self.sched)
+        changed = self.config.fold(key, message, self.sched)
+        pools_changed = isinstance(message, PoolDefined) or (
+            isinstance(message, ConfigItemDeleted) and message.kind == "pool") or (
+            message is None and key.startswith("pool/"))
+        if changed and pools_changed:
+            for state in self.nodes.values():
+                self._place_node(state)
+        return changed
 
     def fold_capacity(self, key: str, message: Message | None) -> bool:
         if isinstance(message, NodeStateObserved):
-            self.sched.upsert_node(node_from_state(message.state))
+            self.nodes[message.state.node] = message.state
+            self._place_node(message.state)
         elif isinstance(message, NodeRemoved):
+            self.nodes.pop(message.node, None)
             self.sched.remove_node(message.node)
         elif message is None and "/" in key:
-            self.sched.remove_node(key.split("/", 1)[1])
+            name = key.split("/", 1)[1]
+            self.nodes.pop(name, None)
+            self.sched.remove_node(name)
         else:
             return False
         return True
+
+    def _place_node(self, state: NodeState) -> None:
+        """Show the node to the core, labelled with its pool, if this shard owns that pool; else hide it."""
+        pool = node_pool(state.labels, self.config.pools.values())
+        if not self.shard.owns(pool):
+            self.sched.remove_node(state.node)
+            return
+        node = node_from_state(state)
+        self.sched.upsert_node(replace(node, labels=MappingProxyType({**node.labels, POOL_LABEL: pool})))
 
     def fold_usage(self, message: Message | None) -> bool:
         if isinstance(message, QueueUsageReported):

@@ -28,4 +28,4 @@ class ServeOptions:
     kube_server: str | None = None
     tokens_file: Path | None = None
     instance: str = "0"
-    pools: tuple[str, ...] = ()  # queue-manager shard: the clusters (pools) it owns; empty = all
+    pools: tuple[str, ...] = ()  # queue-manager shard: the pools it owns; empty = every pool

@@ -54,7 +54,8 @@ def test_reclaim_preempts_one_victim_per_urgent_job() -> None:
     assert all(r[3] == "1" and r[2].endswith(" ms") for r in table)
 
 
-def test_shards_reports_the_refusal_and_the_single_shard_run() -> None:
-    output = run_quick("shards")
-    assert "sharding refused by the queue manager" in output
-    assert len(rows(output)) == 4
+def test_shards_admits_every_submission_with_one_two_and_four_shards() -> None:
+    table = rows(run_quick("shards"))
+    assert [(r[0], r[1]) for r in table] == [(n, s) for n in ("1", "2", "4") for s in ("2000/s", "burst")]
+    for shards, scenario, jobs, admitted, *_ in table:
+        assert admitted == jobs, (shards, scenario)
