@@ -16,7 +16,7 @@ from services.kubesim.kubelet import DURATION_ANNOTATION, KubeletProfile
 from services.runtime.kube import NAMESPACES, PODS, KubeObject, KubeRest, build_api_client, create_or_get, delete
 from services.spec.cluster_file import load_cluster_file
 from tests.dispatcher.builders import CLUSTER
-from tests.dispatcher.harness import TEST_RETRY
+from tests.dispatcher.harness import TEST_RETRY, eventually_true
 from tests.node_watcher.builders import CLUSTER_FILE
 
 pytestmark = pytest.mark.integration
@@ -71,12 +71,6 @@ async def read_pod(rest: KubeRest, name: str) -> KubeObject | None:
         return None
 
 
-async def until(check: object, within: float = 10.0) -> None:
-    async with asyncio.timeout(within):
-        while not await check():  # type: ignore[operator]
-            await asyncio.sleep(0.02)
-
-
 async def test_a_pod_waits_for_the_gpus_a_terminating_pod_still_holds() -> None:
     async with binder_on_cluster() as (rest, binder):
         await rest.create(PODS, gang_pod("victim", 8), "team-a")
@@ -85,14 +79,14 @@ async def test_a_pod_waits_for_the_gpus_a_terminating_pod_still_holds() -> None:
             pod = await read_pod(rest, "victim")
             return pod is not None and pod["status"].get("phase") == "Running"
 
-        await until(victim_running)
+        await eventually_true(victim_running)
         await delete(rest, PODS, "victim", "team-a", grace_period_seconds=30)
         await rest.create(PODS, gang_pod("next", 8), "team-a")
 
         async def next_waits() -> bool:
             return binder.pods_waiting == 1
 
-        await until(next_waits)
+        await eventually_true(next_waits)
         held = await read_pod(rest, "next")
         assert held is not None and not held["spec"].get("nodeName")
         assert await read_pod(rest, "victim") is not None  # still terminating, still holding the node's GPUs
@@ -101,9 +95,10 @@ async def test_a_pod_waits_for_the_gpus_a_terminating_pod_still_holds() -> None:
             pod = await read_pod(rest, "next")
             return pod is not None and pod["status"].get("phase") in ("Running", "Failed")
 
-        await until(next_running, within=STOP_S + 10)
+        await eventually_true(next_running, within=STOP_S + 10)
         bound = await read_pod(rest, "next")
-        assert bound is not None and bound["status"]["phase"] == "Running", bound["status"]
+        assert bound is not None
+        assert bound["status"]["phase"] == "Running", bound["status"]
         assert bound["spec"]["nodeName"] == NODE
         assert await read_pod(rest, "victim") is None and binder.pods_waiting == 0
 
@@ -117,6 +112,6 @@ async def test_pods_that_fit_beside_each_other_bind_at_once() -> None:
             pods = [await read_pod(rest, name) for name in ("left", "right")]
             return all(p is not None and p["status"].get("phase") == "Running" for p in pods)
 
-        await until(both_running)
+        await eventually_true(both_running)
         assert binder.bound == 2 and binder.pods_waiting == 0
         assert binder.room.free(NODE) == 0
