@@ -5,8 +5,9 @@ exactly one pool: the first pool, by name, whose labels it carries, else ``defau
 belongs to exactly one pool: its ``pool``, else ``default``. A shard started with ``--pool a --pool b``
 schedules the queues of pools a and b onto the nodes of pools a and b and ignores everything else, so
 shards with disjoint pools never admit onto the same GPUs. Without ``--pool`` one instance owns every
-pool. A queue's jobs run only on its own pool's nodes (its ``node_labels`` join the job's node
-selector); a queue without a pool runs on any node its shard owns.
+pool. A queue's jobs run only on its own pool's nodes (the queue manager labels each node with its
+pool for the core and adds the queue's pool to its jobs' node selector); a queue without a pool runs
+on any node its shard owns.
 """
 
 from __future__ import annotations

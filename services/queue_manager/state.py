@@ -160,8 +160,7 @@ class QueueState:
         if not self.shard.owns(pool):
             self.sched.remove_node(state.node)
             return
-        node = node_from_state(state)
-        self.sched.upsert_node(replace(node, labels=MappingProxyType({**node.labels, POOL_LABEL: pool})))
+        self.sched.upsert_node(node_from_state(state, {POOL_LABEL: pool}))
 
     def fold_usage(self, message: Message | None) -> bool:
         if isinstance(message, QueueUsageReported):

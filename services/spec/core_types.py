@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from types import MappingProxyType
 
 from schemas.capacity import NodeState
@@ -75,7 +76,8 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
     )
 
 
-def node_from_state(s: NodeState) -> Node:
+def node_from_state(s: NodeState, extra_labels: Mapping[str, str] | None = None) -> Node:
+    """The node as the core sees it; ``extra_labels`` are added to (and override) the node's own labels."""
     topo = {k: v for k, v in (("zone", s.topology.zone), ("block", s.topology.block), ("rack", s.topology.rack)) if v}
     return Node(
         name=s.node,
@@ -85,7 +87,7 @@ def node_from_state(s: NodeState) -> Node:
         cpu_m=s.cpu_m,
         memory_mb=s.memory_mb,
         topology=MappingProxyType(topo),
-        labels=MappingProxyType(dict(s.labels)),
+        labels=MappingProxyType({**s.labels, **(extra_labels or {})}),
         nvlink_groups=tuple(s.topology.nvlink_groups),
         taints=frozenset(t.key for t in s.taints if t.effect != "PreferNoSchedule"),
         healthy=s.healthy,
