@@ -40,7 +40,9 @@ async def admit(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
         ctx.outcome(decision.TYPE, "repeat")
         return
     if current is not None:  # an older attempt is still around: the new one replaces it
-        ctx.tasks.cancel(current.job_id)
+        await ctx.tasks.stop(current.job_id)  # a restart mid-replacement finishes it first
+        current = ctx.runs.get(decision.job_id)
+    if current is not None:
         await ctx.ops.delete_job(current.namespace, current.name, "superseded")
         ctx.drop_run(current, finished=True)
     correlation = envelope.correlation_id or envelope.event_id
@@ -119,13 +121,15 @@ async def scale(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
     if run.preemption is not None:
         ctx.outcome(decision.TYPE, "stopping")
         return
-    old = await ctx.ops.get_job(run.namespace, run.name)
-    if old is None:
-        await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, "not_found",
-                                                   f"Job {run.namespace}/{run.name} is gone", retryable=False))
+    gone = f"Job {run.namespace}/{run.name} is gone"
+    await ctx.tasks.stop(run.job_id)  # a rescale replaces a pending restart; one mid-replacement finishes it first
+    run = ctx.runs.get(decision.job_id)
+    old = await ctx.ops.get_job(run.namespace, run.name) if run is not None else None
+    if run is None or old is None:
+        await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, "not_found", gone,
+                                                   retryable=False))
         ctx.outcome(decision.TYPE, "failed")
         return
-    ctx.tasks.cancel(run.job_id)  # a rescale replaces a pending restart
     revision = run.revision + 1
     manifest = clone_manifest(old, name=object_name(run.job_id, run.attempt, revision), revision=revision,
                               restarts=run.restarts, decision_event=envelope.event_id, placement=decision.placement)

@@ -8,7 +8,8 @@
    or a checkpoint endpoint could be called at this point.
 2. The dispatcher waits until the Job carries ``muster.dev/checkpointed=true`` (the job writes it
    once its checkpoint is safe), the Job finishes or disappears, or the grace period ends, whichever
-   comes first. The wait runs as a tracked task: other decisions keep flowing.
+   comes first. A suspended Job (a revision not yet released) has nothing to checkpoint: no wait.
+   The wait runs as a tracked task: other decisions keep flowing.
 3. ``JobStopped(reason, requeue, checkpointed)`` is reported, then the Job is marked
    ``muster.dev/deleted-by=muster`` and deleted with background propagation. Reporting first means a
    crash in between repeats the report rather than losing it.
@@ -36,6 +37,11 @@ def _finished(job: KubeObject) -> bool:
                for c in (job.get("status") or {}).get("conditions") or [])
 
 
+def _suspended(job: KubeObject) -> bool:
+    """A revision still waiting to replace the one before it (see ``replacement``) has started no pod."""
+    return bool((job.get("spec") or {}).get("suspend"))
+
+
 def _checkpointed(job: KubeObject) -> bool:
     return ((job.get("metadata") or {}).get("annotations") or {}).get(ann.CHECKPOINTED) == "true"
 
@@ -56,6 +62,9 @@ async def request(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
     if decision.cluster != ctx.cluster:
         return
     run = ctx.runs.get(decision.job_id)
+    if run is not None and run.attempt == decision.attempt and run.preemption is None:
+        await ctx.tasks.stop(run.job_id)  # a pending restart is moot; one mid-replacement finishes it first
+        run = ctx.runs.get(decision.job_id)
     if run is not None and run.attempt > decision.attempt:
         ctx.outcome(decision.TYPE, "stale")
         return
@@ -70,7 +79,6 @@ async def request(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
             start(ctx, run)
         ctx.outcome(decision.TYPE, "repeat")
         return
-    ctx.tasks.cancel(run.job_id)  # a pending restart is moot
     pre = Preemption(requested_at=ctx.clock(), reason=decision.reason, requeue=decision.requeue,
                      grace_s=decision.grace_period_s, event_id=envelope.event_id)
     run.correlation_id = run.correlation_id or envelope.correlation_id or envelope.event_id
@@ -98,8 +106,8 @@ async def _wait_for_acknowledgement(ctx: Context, run: Run, pre: Preemption) -> 
     """Poll the Job until it acknowledges a checkpoint (True), finishes, disappears or its grace runs out."""
     while True:
         job = await ctx.ops.get_job(run.namespace, run.name)
-        if job is None or _finished(job):
-            return False
+        if job is None or _finished(job) or _suspended(job):
+            return False  # nothing runs that could checkpoint
         if _checkpointed(job):
             return True
         remaining = pre.deadline - ctx.clock().timestamp()

@@ -12,6 +12,10 @@ pods (or, on a lenient one, the node would be over-committed). The switch theref
    the pods of the revision before).
 
 Steps 1 and 2 are done by the caller before it acknowledges anything; step 3 is a tracked task.
+Steps 1 and 2 and recording the new revision as the job's current run are one unit that a cancel does
+not cut short: a handler that stops a pending restart (a preemption, a new attempt, a rescale) waits
+for the task to end (``TrackedTasks.stop``) and then finds the revision that really exists, instead
+of deleting revision n and leaving a suspended revision n+1 behind.
 Every step is recorded on the Jobs, so a restarted dispatcher resumes from whatever it finds: a
 surviving revision n is a leftover to delete (``book.rebuild``), a suspended revision carrying the
 annotation is waiting for step 3. Creating the new revision before deleting the old one means a crash
@@ -21,6 +25,7 @@ between the two cannot lose the job.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 
 from services.dispatcher import annotations as ann
@@ -35,15 +40,31 @@ log = logging.getLogger(__name__)
 async def replace(ctx: Context, run: Run, manifest: KubeObject, reason: str) -> Run:
     """Steps 1 and 2 for ``manifest`` (from ``plans.clone_manifest``), then step 3 in the background.
 
-    Returns the new run, now the job's current one.
+    Returns the new run, now the job's current one. Cancelled during steps 1 and 2, it finishes them
+    (the new revision becomes the current run) and then re-raises the cancel without starting step 3.
     """
+    switch = asyncio.ensure_future(_switch(ctx, run, manifest, reason))
+    try:
+        new_run = await asyncio.shield(switch)
+    except asyncio.CancelledError:
+        if switch.cancelled():
+            raise
+        while not switch.done():  # this task was cancelled: let the switch finish first
+            with contextlib.suppress(asyncio.CancelledError):
+                await asyncio.wait({switch})
+        switch.result()  # its own failure, if it failed
+        raise
+    if new_run.replaces:
+        schedule(ctx, new_run)
+    return new_run
+
+
+async def _switch(ctx: Context, run: Run, manifest: KubeObject, reason: str) -> Run:
     created, _ = await ctx.ops.create_job(manifest)
     await ctx.ops.delete_job(run.namespace, run.name, reason)
     new_run = run_from_job(created)
     assert new_run is not None, "a cloned Job carries Muster's annotations"
     ctx.set_run(new_run)
-    if new_run.replaces:
-        schedule(ctx, new_run)
     return new_run
 
 

@@ -43,6 +43,18 @@ class TrackedTasks:
             del self._tasks[key]
             task.cancel()
 
+    async def stop(self, key: str) -> None:
+        """Cancel ``key``'s task and wait until it has ended, so its effects are all visible afterwards.
+
+        A task may finish a step it must not leave half done (see ``replacement.replace``) before it ends.
+        """
+        task = self._tasks.get(key)
+        if task is None or task is asyncio.current_task():
+            return
+        self.cancel(key)
+        with contextlib.suppress(asyncio.CancelledError, Exception):
+            await task
+
     async def close(self) -> None:
         """Cancel every task and wait for them to end."""
         tasks = list(self._tasks.values())

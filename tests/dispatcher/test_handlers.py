@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+import asyncio
+from collections.abc import AsyncIterator, Coroutine
 from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
+from typing import Any
 
 import pytest
 
 from schemas.envelope import Message, make_envelope
-from schemas.runs import DispatchFailed, JobDispatched, RunFailed
+from schemas.runs import DispatchFailed, JobDispatched, JobStopped, RunFailed
 from schemas.topics import RUNS_TOPIC
 from services.dispatcher.context import Context
 from services.dispatcher.dispatcher import Dispatcher
@@ -18,7 +20,7 @@ from services.dispatcher.plans import admission_manifest, clone_manifest
 from services.dispatcher.reports import Reporter
 from services.kubesim import KubeSim
 from services.runtime.kube import JOBS, KubeRest, build_api_client, create_or_get
-from tests.dispatcher.builders import CLUSTER, admitted, placement, scaled, spec
+from tests.dispatcher.builders import CLUSTER, admitted, placement, preempt, scaled, spec
 from tests.dispatcher.fakes import RecordingProducer, delivery
 from tests.dispatcher.harness import FAST, TEST_RETRY, eventually_true
 from tests.node_watcher.builders import CLUSTER_FILE
@@ -162,3 +164,79 @@ async def test_a_rescale_during_a_pending_release_supersedes_it(bench: Bench) ->
     await eventually_true(settled)
     assert [d.object_name for d in bench.producer.payloads(JobDispatched)] == ["job-6-a0", "job-6-a0-r1",
                                                                                "job-6-a0-r2"]
+
+
+class _HeldCreate:
+    """Lets a Job creation reach the cluster but holds its answer back until ``release`` is set."""
+
+    def __init__(self, bench: Bench) -> None:
+        self.ops = bench.dispatcher.ctx.ops
+        self.real = self.ops.create_job
+        self.created = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def create_job(self, manifest: dict[str, Any]) -> tuple[dict[str, Any], bool]:
+        result = await self.real(manifest)
+        self.created.set()
+        await self.release.wait()
+        return result
+
+    def install(self) -> None:
+        self.ops.create_job = self.create_job  # type: ignore[method-assign]
+
+
+async def _restart_mid_replacement(bench: Bench, job_id: str) -> _HeldCreate:
+    """``job_id`` admitted, its pod failed, and its restart has created revision 1 but not yet heard back."""
+    await bench.handle(admitted(job_id, 0, plan=placement("east-a100-0"), job_spec=spec(replicas=1, seconds=60)))
+    held = _HeldCreate(bench)
+    held.install()
+    await bench.handle(RunFailed(job_id=job_id, attempt=0, cluster=CLUSTER, observed_at=datetime.now(UTC),
+                                 reason="Error", pod=f"{job_id}-a0-0-abcde"), topic=RUNS_TOPIC)
+    await asyncio.wait_for(held.created.wait(), timeout=10)
+    return held
+
+
+async def _answer_while(held: _HeldCreate, handling: Coroutine[Any, Any, None]) -> None:
+    """Run ``handling`` while the held creation is still unanswered; answer it a moment later."""
+    task = asyncio.ensure_future(handling)
+    await asyncio.sleep(0.1)
+    held.release.set()
+    await asyncio.wait_for(task, timeout=20)
+
+
+async def test_a_cancel_during_a_restarts_replacement_stops_the_new_revision(bench: Bench) -> None:
+    """The restart's new revision exists but the dispatcher has not recorded it when the job is cancelled."""
+    held = await _restart_mid_replacement(bench, "job-7")
+    await _answer_while(held, bench.handle(preempt("job-7", grace_s=30, requeue=False)))
+
+    async def nothing_left() -> bool:
+        return await bench.job_names() == []
+
+    await eventually_true(nothing_left)
+    assert "job-7" not in bench.dispatcher.ctx.runs
+    assert [s.requeue for s in bench.producer.payloads(JobStopped)] == [False]
+
+
+async def test_a_new_attempt_during_a_restarts_replacement_supersedes_every_revision(bench: Bench) -> None:
+    held = await _restart_mid_replacement(bench, "job-8")
+    await _answer_while(held, bench.handle(admitted("job-8", 1, plan=placement("east-a100-1"),
+                                                    job_spec=spec(replicas=1, seconds=60))))
+
+    async def only_new() -> bool:
+        return await bench.job_names() == ["job-8-a1"]
+
+    await eventually_true(only_new)
+    assert bench.dispatcher.ctx.runs["job-8"].name == "job-8-a1"
+
+
+async def test_a_rescale_during_a_restarts_replacement_builds_on_the_new_revision(bench: Bench) -> None:
+    held = await _restart_mid_replacement(bench, "job-9")
+    await _answer_while(held, bench.handle(scaled("job-9", 0, plan=placement("east-a100-0", "east-a100-1"))))
+
+    async def only_latest() -> bool:
+        items, _ = await bench.rest.list(JOBS, "team-a")
+        return [(j["metadata"]["name"], j["spec"]["suspend"]) for j in items] == [("job-9-a0-r2", False)]
+
+    await eventually_true(only_latest)
+    run = bench.dispatcher.ctx.runs["job-9"]
+    assert (run.name, run.restarts) == ("job-9-a0-r2", 1)
