@@ -64,6 +64,26 @@ class QuotaBook:
         c.user_gpus = dict(self.user_gpus)
         return c
 
+    def scratch_for(self, queue: str) -> QuotaBook:
+        """A scratch copy for what-if changes around ``queue``: its allocation and its root's pool.
+
+        Cheaper than ``clone`` on a large book. Before changing another queue of the same root in the
+        copy, ``adopt`` it. User caps start empty (a what-if walk never checks them).
+        """
+        c = QuotaBook.__new__(QuotaBook)
+        c.queues, c.cohorts, c.root_of, c.pool_cap = self.queues, self.cohorts, self.root_of, self.pool_cap
+        c.governed = self.governed
+        c.alloc = {queue: dict(self.alloc.get(queue, {}))}
+        root = self.root_of.get(queue)
+        c.pool_used = {} if root is None else {root: dict(self.pool_used.get(root, {}))}
+        c.user_gpus = {}
+        return c
+
+    def adopt(self, source: QuotaBook, queue: str) -> None:
+        """Copy ``queue``'s allocation from ``source`` into this scratch copy, unless it is here already."""
+        if queue not in self.alloc:
+            self.alloc[queue] = dict(source.alloc.get(queue, {}))
+
     # ------------------------------------------------------------------ configuration
 
     def set_queue(self, spec: QueueSpec) -> None:

@@ -34,11 +34,12 @@ def _end(rj: RunningJob, now: float, default_estimate: float) -> float:
 class _Walker:
     """Releases of one scope applied one by one to a scratch book, for one queue's point of view."""
 
-    __slots__ = ("book", "ends", "next", "queue", "root", "snapshots", "st")
+    __slots__ = ("book", "ends", "next", "queue", "root", "snapshots", "source", "st")
 
     def __init__(self, st: SchedulerState, book: QuotaBook, queue: str, ends: list[tuple[float, str]]) -> None:
         self.st = st
-        self.book = book.clone()
+        self.source = book
+        self.book = book.scratch_for(queue)
         self.queue = queue
         self.root = book.root_of.get(queue)
         self.ends = ends
@@ -54,6 +55,7 @@ class _Walker:
             run_type = self.st.run_type.get(job_id)
             if rj is None or run_type is None:
                 continue
+            self.book.adopt(self.source, rj.job.queue)
             self.book.add(rj.job.queue, job_request(rj.job, run_type, rj.replicas), rj.job.user, -1)
             pool: Mapping[str, int] = self.book.pool_used.get(self.root, {}) if self.root is not None else {}
             self.snapshots.append((end, dict(self.book.alloc.get(self.queue, {})), dict(pool)))
@@ -70,6 +72,7 @@ class QuotaReleases:
         self._now = now
         self._default = default_estimate
         self._ends: dict[str, list[tuple[float, str]]] = {}
+        self._members: dict[str, frozenset[str]] = {}
         self._walkers: dict[tuple[str, str], _Walker] = {}
         self._answers: dict[tuple[object, ...], float | None] = {}
 
@@ -79,11 +82,20 @@ class QuotaReleases:
         root = self._book.root_of.get(job.queue)
         return None if root is None else "cohort:" + root
 
+    def _scope_members(self, scope: str) -> frozenset[str]:
+        """The queues whose releases count in ``scope``."""
+        members = self._members.get(scope)
+        if members is None:
+            kind, name = scope.split(":", 1)
+            members = frozenset({name} if kind == "queue" else
+                                {q for q, r in self._book.root_of.items() if r == name})
+            self._members[scope] = members
+        return members
+
     def _sorted_ends(self, scope: str) -> list[tuple[float, str]]:
         ends = self._ends.get(scope)
         if ends is None:
-            kind, name = scope.split(":", 1)
-            members = {name} if kind == "queue" else {q for q, r in self._book.root_of.items() if r == name}
+            members = self._scope_members(scope)
             running = self._st.running
             ends = sorted(
                 (_end(running[job_id], self._now, self._default), job_id)
