@@ -33,18 +33,24 @@ _QUOTA_REASONS = (
 _PREEMPTABLE_REASONS = (PendingReason.QUEUE_QUOTA, PendingReason.COHORT_QUOTA, PendingReason.CAPACITY)
 
 
-def schedule(state: SchedulerState, now: float, config: SchedulerConfig) -> CycleResult:
-    """One scheduling cycle. Deterministic; the state is only read (fold decisions back with ``apply``)."""
+def schedule(state: SchedulerState, now: float, config: SchedulerConfig, *, report: bool = True) -> CycleResult:
+    """One scheduling cycle. Deterministic; the state is only read (fold decisions back with ``apply``).
+
+    ``report`` False skips the waiting jobs' statuses (reason, position and the estimated start, the
+    costly part with a large backlog): ``CycleResult.pending`` is then empty and callers keep the
+    statuses of an earlier reporting cycle. The decisions are the same either way.
+    """
     cfg = resolve(config)
     cycle = Cycle(state, now, cfg)
     _housekeeping(cycle)
     if cfg.policy == "fifo":
-        _fifo(cycle)
+        _fifo(cycle, report)
     else:
-        _ordered(cycle)
+        _ordered(cycle, report)
         if cfg.elastic:
             grow(cycle)
-    _suspended(cycle)
+    if report:
+        _suspended(cycle)
     return CycleResult(tuple(cycle.decisions), cycle.info)
 
 
@@ -99,7 +105,7 @@ def _next(cycle: Cycle, walker: Iterator[str]) -> Job | None:
     return None
 
 
-def _ordered(cycle: Cycle) -> None:
+def _ordered(cycle: Cycle, report: bool) -> None:
     """Queue heads merged by priority, starvation, fair share, submit time."""
     st, cfg = cycle.st, cycle.cfg
     walkers: dict[str, Iterator[str]] = {}
@@ -119,19 +125,26 @@ def _ordered(cycle: Cycle) -> None:
         position = waiting.get(q, 0)
         trying = cycle.admissions < cfg.max_admissions_per_cycle and blocked.get(q, 0) < cfg.backfill_depth
         if trying:
-            outcome = _consider(cycle, job, position, position < cfg.status_depth)
+            outcome = _consider(cycle, job, position, report and position < cfg.status_depth)
             if outcome is not None:
                 blocked[q] = blocked.get(q, 0) + 1
                 waiting[q] = position + 1
         else:
             waiting[q] = position + 1
             cycle.note_wanted(job)
-            if position < cfg.status_depth:
+            if report and position < cfg.status_depth:
                 cycle.report(job, PendingReason.QUEUED, position, cycle.estimate_start(job))
-        more = (
-            blocked.get(q, 0) < cfg.backfill_depth and cycle.admissions < cfg.max_admissions_per_cycle
-        ) or waiting.get(q, 0) < cfg.status_depth
-        if more:
+        trying = blocked.get(q, 0) < cfg.backfill_depth and cycle.admissions < cfg.max_admissions_per_cycle
+        if not trying and not report:
+            # the queue is done deciding for this cycle (both limits only grow): the rest of its walk
+            # would only report and note what its waiting jobs want, so note that without ordering them
+            for _ in range(cfg.status_depth - waiting.get(q, 0)):
+                rest = _next(cycle, walkers[q])
+                if rest is None:
+                    break
+                cycle.note_wanted(rest)
+            continue
+        if trying or waiting.get(q, 0) < cfg.status_depth:
             nxt = _next(cycle, walkers[q])
             if nxt is not None:
                 heapq.heappush(heads, (cycle.order_key(nxt), nxt))
@@ -193,7 +206,7 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
 # ---------------------------------------------------------------------- strict FIFO baseline
 
 
-def _fifo(cycle: Cycle) -> None:
+def _fifo(cycle: Cycle, report: bool) -> None:
     st, cfg = cycle.st, cycle.cfg
     waiting: dict[str, int] = {}
     head_blocked = False
@@ -209,11 +222,13 @@ def _fifo(cycle: Cycle) -> None:
             if reason is None:
                 continue
             head_blocked = True
+            if not report:
+                break  # nothing after the blocked head is admitted: the rest of the walk only reports
         else:
             reason = PendingReason.QUEUED
             seen_after_block += 1
         waiting[job.queue] = position + 1
-        if position < cfg.status_depth:
+        if report and position < cfg.status_depth:
             start = None if reason is PendingReason.NO_MATCHING_NODES else cycle.estimate_start(job)
             cycle.report(job, reason, position, start)
         if seen_after_block >= cfg.status_depth * queues:

@@ -29,8 +29,9 @@ class CycleOutcome:
         return len(self.records) + len(self.decisions) + len(self.statuses)
 
 
-def run_cycle(qs: QueueState, now: float, config: SchedulerConfig) -> CycleOutcome:
-    result = schedule(qs.sched, now, config)
+def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bool = True) -> CycleOutcome:
+    """``report`` False: decide only; waiting jobs keep the position and estimate of an earlier cycle."""
+    result = schedule(qs.sched, now, config, report=report)
     out = CycleOutcome()
     for decision in result.decisions:
         entry = qs.jobs.get(decision.job_id)

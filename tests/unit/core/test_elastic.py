@@ -2,7 +2,16 @@
 
 from __future__ import annotations
 
-from services.core import Admit, PendingReason, Preempt, Scale, SchedulerConfig, TopologyMode, TopologyRequest
+from services.core import (
+    Admit,
+    PendingReason,
+    Preempt,
+    Scale,
+    SchedulerConfig,
+    TopologyMode,
+    TopologyRequest,
+    schedule,
+)
 
 from .builders import check_invariants, cycle, job, node, queue, state
 
@@ -76,3 +85,20 @@ def test_growth_stays_inside_required_topology_domain() -> None:
     assert used <= {"a1", "a2"} or used <= {"b1"}
     assert d.replicas == (4 if used <= {"a1", "a2"} else 1)
     check_invariants(st)
+
+
+def test_a_cycle_that_skips_statuses_still_keeps_growth_away_from_waiting_jobs() -> None:
+    """Queue ``r`` stops deciding after its blocked head (backfill depth 1); the job behind it is walked
+    only for its status, yet what it wants must still hold elastic growth back when statuses are skipped."""
+    cfg = SchedulerConfig(min_runtime_s=0.0, backfill=False, backfill_depth=1)
+    st = state([queue("q", 32), queue("r", 8)], [node("n1"), node("n2")])
+    st.submit(job("e", gpus_per_pod=4, replicas=4, min_replicas=1, priority=5))
+    st.submit(job("big", gpus_per_pod=8, replicas=2, submit=1))
+    cycle(st, 0, cfg)
+    st.cancel("big")
+    st.submit(job("r-head", "r", gpus_per_pod=8, replicas=2, submit=2))  # above r's quota
+    st.submit(job("r-next", "r", gpus_per_pod=8, submit=3))  # not tried: r's backfill depth is spent
+    quiet = schedule(st, 1, cfg, report=False)
+    full = schedule(st, 1, cfg)
+    assert quiet.decisions == full.decisions == ()  # r-next wants the idle GPUs: e does not grow into them
+    assert full.pending["r-next"].reason is PendingReason.QUEUED and quiet.pending == {}

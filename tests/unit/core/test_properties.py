@@ -166,6 +166,8 @@ def test_random_workloads_respect_invariants_and_complete(world: World) -> None:
         if now - 10.0 in flaps:
             state.upsert_node(by_name[flaps[now - 10.0]])
         result = schedule(state, now, world.config)
+        quiet = schedule(state, now, world.config, report=False)  # statuses skipped, decisions the same
+        assert quiet.decisions == result.decisions and not quiet.pending
         for d in result.decisions:
             scales += isinstance(d, Scale)
             preemptions += isinstance(d, Preempt)
