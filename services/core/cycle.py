@@ -94,6 +94,8 @@ class Cycle:
         self.admitted: dict[str, tuple[int, Job, str]] = {}  # job -> (decision index, job, gpu type)
         self.admitted_runs: dict[str, list[tuple[float, RunningJob]]] = {}  # gpu type -> (est end, run)
         self.fails: dict[tuple[object, ...], PendingReason] = {}
+        #: (queue, request) -> why the quota check failed; usage only grows within a cycle, so it stays failed
+        self.quota_fails: dict[tuple[str, tuple[tuple[str, int], ...]], PendingReason] = {}
         self.pools: dict[str, Pool] = {}
         self.quota_releases = QuotaReleases(state, self.book, now, config.default_runtime_estimate_s)
         self.shares: dict[str, float] = {}
@@ -106,6 +108,7 @@ class Cycle:
         self._total_gpus = total
         self._all_types = sorted({t for _, t in state.cap.buckets})
         self._headroom: dict[str, dict[str, int]] = {}  # queue -> nominal minus admitted
+        self._borrows: dict[str, dict[tuple[object, ...], bool]] = {}  # queue -> request shape -> borrows
 
     def types_for(self, job: Job) -> list[str]:
         """GPU types the job may run on (its own, or every type present when it accepts any)."""
@@ -142,6 +145,14 @@ class Cycle:
 
     def borrows(self, job: Job) -> bool:
         """Whether admitting the job would take its queue above nominal quota on every GPU type."""
+        memo = self._borrows.setdefault(job.queue, {})
+        key = (job.gpus_per_pod, job.cpu_m, job.memory_mb, job.min_size, job.gpu_type)
+        answer = memo.get(key)
+        if answer is None:
+            answer = memo[key] = self._borrows_now(job)
+        return answer
+
+    def _borrows_now(self, job: Job) -> bool:
         room = self._headroom.get(job.queue)
         if room is None:
             spec = self.book.queues[job.queue]
@@ -187,7 +198,14 @@ class Cycle:
             key = (gpu_type, shape, pods, bool(excluded.reserved))
             reason = self.fails.get(key)  # capacity only shrinks within a cycle: a miss stays a miss
             if reason is None:
-                reason, borrowed = book.check(job.queue, job_request(job, gpu_type, pods))
+                req = job_request(job, gpu_type, pods)
+                quota_key = (job.queue, tuple(req.items()))
+                reason = self.quota_fails.get(quota_key)
+                borrowed = False
+                if reason is None:
+                    reason, borrowed = book.check(job.queue, req)
+                    if reason is not None:
+                        self.quota_fails[quota_key] = reason
                 if reason is None:
                     spread = not self.cfg.bin_packing
                     placement = Placer(self.cap, job, excluded, spread).place(gpu_type, pods, pods)
@@ -218,6 +236,7 @@ class Cycle:
         self.admissions += 1
         self.shares.pop(job.queue, None)
         self._headroom.pop(job.queue, None)
+        self._borrows.pop(job.queue, None)
         run = RunningJob(job, placement, pods, self.now, borrowed)
         end = self.now + self.estimate_of(job)
         self.admitted_runs.setdefault(gpu_type, []).append((end, run))
