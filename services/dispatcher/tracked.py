@@ -52,8 +52,7 @@ class TrackedTasks:
         if task is None or task is asyncio.current_task():
             return
         self.cancel(key)
-        with contextlib.suppress(asyncio.CancelledError, Exception):
-            await task
+        await asyncio.wait({task})  # its outcome is logged by _finished; a cancel of the caller still propagates
 
     async def close(self) -> None:
         """Cancel every task and wait for them to end."""
