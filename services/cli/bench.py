@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import importlib
 import logging
+import signal
 import sys
 from pathlib import Path
 from typing import Any
@@ -56,12 +57,17 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
         options["debounce_s"] = debounce
     elif debounce is not None:
         raise click.UsageError("--debounce applies to the throughput benchmark only")
-    if profile is None:
-        text = asyncio.run(module.main(**options))
-    else:
-        import cProfile
-
-        with cProfile.Profile() as profiler:
+    # SIGTERM (a time limit, a CI runner) ends the run like Ctrl-C: the private broker is stopped too
+    previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    try:
+        if profile is None:
             text = asyncio.run(module.main(**options))
-        profiler.dump_stats(profile)
+        else:
+            import cProfile
+
+            with cProfile.Profile() as profiler:
+                text = asyncio.run(module.main(**options))
+            profiler.dump_stats(profile)
+    finally:
+        signal.signal(signal.SIGTERM, previous)
     click.echo(text)
