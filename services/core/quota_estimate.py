@@ -72,7 +72,6 @@ class QuotaReleases:
         self._now = now
         self._default = default_estimate
         self._ends: dict[str, list[tuple[float, str]]] = {}
-        self._members: dict[str, frozenset[str]] = {}
         self._walkers: dict[tuple[str, str], _Walker] = {}
         self._answers: dict[tuple[object, ...], float | None] = {}
 
@@ -82,20 +81,11 @@ class QuotaReleases:
         root = self._book.root_of.get(job.queue)
         return None if root is None else "cohort:" + root
 
-    def _scope_members(self, scope: str) -> frozenset[str]:
-        """The queues whose releases count in ``scope``."""
-        members = self._members.get(scope)
-        if members is None:
-            kind, name = scope.split(":", 1)
-            members = frozenset({name} if kind == "queue" else
-                                {q for q, r in self._book.root_of.items() if r == name})
-            self._members[scope] = members
-        return members
-
     def _sorted_ends(self, scope: str) -> list[tuple[float, str]]:
         ends = self._ends.get(scope)
         if ends is None:
-            members = self._scope_members(scope)
+            kind, name = scope.split(":", 1)
+            members = {name} if kind == "queue" else {q for q, r in self._book.root_of.items() if r == name}
             running = self._st.running
             ends = sorted(
                 (_end(running[job_id], self._now, self._default), job_id)
