@@ -40,8 +40,7 @@ async def admit(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
         ctx.outcome(decision.TYPE, "repeat")
         return
     if current is not None:  # an older attempt is still around: the new one replaces it
-        await ctx.tasks.stop(current.job_id)  # a restart mid-replacement finishes it first
-        current = ctx.runs.get(decision.job_id)
+        current = await ctx.take_over(decision.job_id)
     if current is not None:
         await ctx.ops.delete_job(current.namespace, current.name, "superseded")
         ctx.drop_run(current, finished=True)
@@ -122,8 +121,7 @@ async def scale(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
         ctx.outcome(decision.TYPE, "stopping")
         return
     gone = f"Job {run.namespace}/{run.name} is gone"
-    await ctx.tasks.stop(run.job_id)  # a rescale replaces a pending restart; one mid-replacement finishes it first
-    run = ctx.runs.get(decision.job_id)
+    run = await ctx.take_over(decision.job_id)  # a rescale replaces a pending restart
     old = await ctx.ops.get_job(run.namespace, run.name) if run is not None else None
     if run is None or old is None:
         await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, "not_found", gone,

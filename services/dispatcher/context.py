@@ -53,6 +53,15 @@ class Context:
         self.runs[run.job_id] = run
         self._count_runs()
 
+    async def take_over(self, job_id: str) -> Run | None:
+        """Stop the job's background task (a pending restart, a release) and return its current run then.
+
+        A restart cancelled mid-replacement finishes the switch first, so the run returned is the
+        revision that really exists on the cluster, not the one the caller saw before.
+        """
+        await self.tasks.stop(job_id)
+        return self.runs.get(job_id)
+
     def drop_run(self, run: Run, *, finished: bool) -> None:
         """Forget ``run`` (if it is still the job's current one); ``finished`` remembers its attempt as over."""
         if self.runs.get(run.job_id) is run:

@@ -63,8 +63,7 @@ async def request(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
         return
     run = ctx.runs.get(decision.job_id)
     if run is not None and run.attempt == decision.attempt and run.preemption is None:
-        await ctx.tasks.stop(run.job_id)  # a pending restart is moot; one mid-replacement finishes it first
-        run = ctx.runs.get(decision.job_id)
+        run = await ctx.take_over(decision.job_id)  # a pending restart is moot
     if run is not None and run.attempt > decision.attempt:
         ctx.outcome(decision.TYPE, "stale")
         return

@@ -14,7 +14,7 @@ pods (or, on a lenient one, the node would be over-committed). The switch theref
 Steps 1 and 2 are done by the caller before it acknowledges anything; step 3 is a tracked task.
 Steps 1 and 2 and recording the new revision as the job's current run are one unit that a cancel does
 not cut short: a handler that stops a pending restart (a preemption, a new attempt, a rescale) waits
-for the task to end (``TrackedTasks.stop``) and then finds the revision that really exists, instead
+for the task to end (``Context.take_over``) and then finds the revision that really exists, instead
 of deleting revision n and leaving a suspended revision n+1 behind.
 Every step is recorded on the Jobs, so a restarted dispatcher resumes from whatever it finds: a
 surviving revision n is a leftover to delete (``book.rebuild``), a suspended revision carrying the
