@@ -195,6 +195,10 @@ class CapacityIndex:
         b = self.buckets.get(key)
         return sum(k * len(v) for k, v in b.items()) if b else 0
 
+    def gpus_left(self) -> bool:
+        """Whether any usable node has a free GPU."""
+        return any(len(b) > 1 or (b and 0 not in b) for b in self.buckets.values())
+
     def group_keys(self) -> list[GroupKey]:
         return sorted(self.buckets)
 

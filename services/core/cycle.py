@@ -109,6 +109,8 @@ class Cycle:
         self._all_types = sorted({t for _, t in state.cap.buckets})
         self._headroom: dict[str, dict[str, int]] = {}  # queue -> nominal minus admitted
         self._borrows: dict[str, dict[tuple[object, ...], bool]] = {}  # queue -> request shape -> borrows
+        self._spent: set[str] = set()  # queues that cannot take one more GPU of any type this cycle
+        self._preemptor_queues: frozenset[str] | None = None
 
     def types_for(self, job: Job) -> list[str]:
         """GPU types the job may run on (its own, or every type present when it accepts any)."""
@@ -226,6 +228,23 @@ class Cycle:
             if Placer(self.cap, loose, excluded).place(gpu_type, pods, pods) is not None:
                 return PendingReason.TOPOLOGY
         return PendingReason.CAPACITY
+
+    def quota_spent(self, queue: str) -> bool:
+        """Whether ``queue`` is refused even a single GPU of every type (it stays so for the cycle)."""
+        if queue in self._spent:
+            return True
+        for gpu_type in self._all_types:
+            if self.book.check(queue, {gpu_resource(gpu_type): 1})[0] is None:
+                return False
+        self._spent.add(queue)
+        return True
+
+    def preemptor_queues(self) -> frozenset[str]:
+        """Queues with a waiting job whose victims are still stopping (it holds their capacity)."""
+        if self._preemptor_queues is None:
+            pending = self.st.pending
+            self._preemptor_queues = frozenset(pending[j].queue for j in self.st.victims_of if j in pending)
+        return self._preemptor_queues
 
     def commit_admit(self, job: Job, gpu_type: str, placement: Placement, pods: int, borrowed: bool) -> None:
         for a in placement.nodes:

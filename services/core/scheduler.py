@@ -30,6 +30,7 @@ _QUOTA_REASONS = (
     PendingReason.BUDGET,
     PendingReason.NO_MATCHING_NODES,
 )
+_QUOTA_BLOCKED = (PendingReason.QUEUE_QUOTA, PendingReason.COHORT_QUOTA)
 _PREEMPTABLE_REASONS = (PendingReason.QUEUE_QUOTA, PendingReason.COHORT_QUOTA, PendingReason.CAPACITY)
 
 
@@ -129,11 +130,18 @@ def _ordered(cycle: Cycle, report: bool) -> None:
             if outcome is not None:
                 blocked[q] = blocked.get(q, 0) + 1
                 waiting[q] = position + 1
+                if not report:
+                    if _settled(cycle):
+                        return
+                    if outcome in _QUOTA_BLOCKED and _out_of_quota(cycle, q):
+                        continue  # the rest of the queue would only be found out of quota as well
         else:
             waiting[q] = position + 1
             cycle.note_wanted(job)
             if report and position < cfg.status_depth:
                 cycle.report(job, PendingReason.QUEUED, position, cycle.estimate_start(job))
+            elif not report and _settled(cycle):
+                return
         trying = blocked.get(q, 0) < cfg.backfill_depth and cycle.admissions < cfg.max_admissions_per_cycle
         if not trying and not report:
             # the queue is done deciding for this cycle (both limits only grow): the rest of its walk
@@ -148,6 +156,49 @@ def _ordered(cycle: Cycle, report: bool) -> None:
             nxt = _next(cycle, walkers[q])
             if nxt is not None:
                 heapq.heappush(heads, (cycle.order_key(nxt), nxt))
+
+
+def _settled(cycle: Cycle) -> bool:
+    """Whether the rest of the walk can no longer change the cycle's decisions, so that a cycle that
+    does not report may stop: the admission limit is reached, or else every GPU is taken, every
+    waiting job needs one (free capacity only shrinks during the walk) and no blocked job may look for
+    victims any more; and what the rest of the walk would still record of what its jobs want cannot
+    change elastic growth."""
+    cfg = cycle.cfg
+    if _wants_matter(cycle):
+        return False
+    if cycle.admissions >= cfg.max_admissions_per_cycle:
+        return True  # nothing later is considered at all
+    if _may_look_for_victims(cycle):
+        return False
+    return cycle.st.gpuless_pending == 0 and not cycle.cap.gpus_left()
+
+
+def _wants_matter(cycle: Cycle) -> bool:
+    """Whether what waiting jobs want may still hold elastic growth back: growth is on, it is not
+    already ruled out for the cycle (a waiting job that accepts any GPU type wants capacity) and an
+    elastic job is running or waiting."""
+    st = cycle.st
+    return cycle.cfg.elastic and "" not in cycle.wanted and bool(st.elastic_running or st.elastic_pending)
+
+
+def _may_look_for_victims(cycle: Cycle) -> bool:
+    cfg = cycle.cfg
+    return cfg.preemption and cycle.preempt_attempts < cfg.max_preemption_attempts
+
+
+def _out_of_quota(cycle: Cycle, queue: str) -> bool:
+    """Whether no later job of ``queue`` can change the cycle's outcome (for a cycle that does not
+    report): the queue cannot take even one more GPU of any type (usage only grows during the walk),
+    every waiting job needs a GPU, no blocked job may look for victims any more, none of the queue's
+    jobs holds capacity for victims that are stopping, and what its later jobs want (even those only
+    walked for their statuses) cannot change elastic growth. Its later jobs would all be blocked on
+    quota (or never fit) and change nothing."""
+    if _wants_matter(cycle) or _may_look_for_victims(cycle):
+        return False
+    if cycle.st.gpuless_pending or queue in cycle.preemptor_queues():
+        return False
+    return cycle.quota_spent(queue)
 
 
 def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingReason | None:

@@ -51,6 +51,8 @@ class SchedulerState:
         self.cap = CapacityIndex()
         self.pq = PendingQueues()
         self.pending: dict[str, Job] = {}  # considered by the scheduler
+        self.gpuless_pending = 0  # pending jobs that ask for no GPU (placeable when every GPU is taken)
+        self.elastic_pending = 0
         self.suspended: dict[str, Job] = {}
         self.orphans: dict[str, Job] = {}  # queue unknown
         self.running: dict[str, RunningJob] = {}
@@ -161,6 +163,8 @@ class SchedulerState:
             self.orphans[job.job_id] = job
             return
         self.pending[job.job_id] = job
+        self.gpuless_pending += job.gpus_per_pod == 0
+        self.elastic_pending += job.elastic
         self.pq.push(job)
         if job.max_wait_s is not None:
             heapq.heappush(self.wait_deadlines, (job.submit_time + job.max_wait_s, job.job_id, job.attempt))
@@ -168,6 +172,8 @@ class SchedulerState:
     def _drop_pending(self, job_id: str) -> Job | None:
         job = self.pending.pop(job_id, None)
         if job is not None:
+            self.gpuless_pending -= job.gpus_per_pod == 0
+            self.elastic_pending -= job.elastic
             self.pq.remove(job_id, job.queue)
             if len(self.wait_deadlines) > 64:
                 self._compact()

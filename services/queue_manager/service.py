@@ -36,6 +36,7 @@ from services.queue_manager.inputs import on_input
 from services.queue_manager.metrics import QueueMetrics
 from services.queue_manager.pools import Shard
 from services.queue_manager.recovery import rebuild, seed_statuses
+from services.queue_manager.reporting import ReportPacer
 from services.queue_manager.state import Out, QueueState
 from services.runtime.kafka import ConsumerLoop, Delivery, DeliveryFuture, EnvelopeProducer, KafkaSettings
 from services.runtime.kafka.table import CompactedTable
@@ -80,9 +81,10 @@ class QueueManager:
     """Owns the queue state and serialises every change to it with one lock."""
 
     DEFAULT_DEBOUNCE_S = 0.2
-    #: Waiting jobs' positions and estimated starts are recomputed at most this often. With a large
-    #: backlog they are most of a cycle's cost (the status book publishes a waiting job's new position
-    #: at most every 5 s anyway); cycles in between only decide. The decisions are the same.
+    #: Waiting jobs' positions and estimated starts are recomputed at most this often (and, when that
+    #: takes long, at most a tenth of the time: see ``reporting``). With a large backlog they are most
+    #: of a cycle's cost (the status book publishes a waiting job's new position at most every 5 s
+    #: anyway); cycles in between only decide. The decisions are the same.
     DEFAULT_REPORT_INTERVAL_S = 1.0
 
     def __init__(
@@ -104,8 +106,7 @@ class QueueManager:
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.debounce_s = debounce_s
         self.period_s = period_s
-        self.report_interval_s = report_interval_s
-        self._reported_at = float("-inf")
+        self.reports = ReportPacer(report_interval_s)
         self.clock = clock
         # No linger: each consumed input waits for its outputs' acknowledgements before the next one is
         # handled, so a 5 ms linger would cap the intake at ~150 inputs/s (measured by `muster bench`).
@@ -178,18 +179,18 @@ class QueueManager:
         async with self._lock:
             started = time.perf_counter()
             now = self.clock()
-            report = not now - self.report_interval_s < self._reported_at <= now
-            if report:
-                self._reported_at = now
+            report = self.reports.due(now)
             outcome = run_cycle(self.state, now, self.scheduler_config, report=report)
             decided = time.perf_counter()
+            if report:
+                self.reports.reported(now, decided - started)
             self.metrics.cycle_seconds.observe(decided - started)
             await self._produce_now(outcome.records)
             await self._produce_now([*outcome.decisions, *outcome.statuses])
             self.cycles += 1
-            log.debug("cycle %d: %d decisions, %d statuses; decided in %.0f ms, produced in %.0f ms", self.cycles,
-                      len(outcome.decisions), len(outcome.statuses), (decided - started) * 1000,
-                      (time.perf_counter() - decided) * 1000)
+            log.debug("cycle %d%s: %d decisions, %d statuses; decided in %.0f ms, produced in %.0f ms", self.cycles,
+                      " (reported)" if report else "", len(outcome.decisions), len(outcome.statuses),
+                      (decided - started) * 1000, (time.perf_counter() - decided) * 1000)
         self.metrics.decisions(outcome.decisions)
         self.metrics.waits(outcome.waits)
         self.metrics.gauges(self.state)

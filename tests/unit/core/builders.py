@@ -78,6 +78,8 @@ def admitted(result: CycleResult) -> set[str]:
 def check_invariants(st: SchedulerState) -> None:
     """Capacity per node and NVLink group, quotas, cohort pools and gangs are all respected."""
     nodes = st.nodes()
+    assert st.gpuless_pending == sum(j.gpus_per_pod == 0 for j in st.pending.values())
+    assert st.elastic_pending == sum(j.elastic for j in st.pending.values())
     used: dict[str, int] = {}
     group_used: dict[tuple[str, int], int] = {}
     for rj in st.running_jobs().values():

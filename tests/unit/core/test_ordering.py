@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from services.core import Admit, CycleResult, PendingReason, SchedulerConfig, SchedulerState
+from services.core import Admit, CycleResult, PendingReason, SchedulerConfig, SchedulerState, schedule
 
 from .builders import admitted, cycle, job, node, queue, state
 
@@ -111,3 +111,18 @@ def test_max_admissions_per_cycle() -> None:
     assert order(result) == ["j0", "j1"]
     assert result.pending["j2"].reason is PendingReason.QUEUED and result.pending["j2"].position == 0
     assert order(cycle(st, 11, SchedulerConfig(max_admissions_per_cycle=2))) == ["j2", "j3"]
+
+
+def test_a_cycle_without_statuses_stops_walking_only_when_nothing_later_could_be_admitted() -> None:
+    """Every GPU is taken and a GPU job is blocked, yet a job asking for no GPU waits further down:
+    a cycle that skips statuses must still walk to it and admit it, exactly as a reporting cycle does."""
+    cfg = SchedulerConfig(min_runtime_s=0.0, backfill=False, preemption=False)
+    st = state([queue("q", 16)], [node("n", 8)], [job("fill", gpus_per_pod=8, priority=5)])
+    assert admitted(cycle(st, 0, cfg)) == {"fill"}
+    st.submit(job("gpu", gpus_per_pod=1, priority=3, submit=1))
+    st.submit(job("cpu-only", gpus_per_pod=0, cpu_m=500, submit=2))
+    quiet = schedule(st, 1, cfg, report=False)
+    full = schedule(st, 1, cfg)
+    assert admitted(quiet) == admitted(full) == {"cpu-only"}
+    st.cancel("cpu-only")
+    assert schedule(st, 2, cfg, report=False).decisions == ()  # the walk may end at the blocked GPU job

@@ -109,6 +109,8 @@ def worlds(draw: st.DrawFn) -> World:
         fair_share_half_life_s=100.0,
         status_depth=draw(st.sampled_from((2, 100))),
         backfill_depth=draw(st.sampled_from((1, 200))),
+        max_admissions_per_cycle=draw(st.sampled_from((1, 1000))),
+        max_preemption_attempts=draw(st.sampled_from((0, 1, 16))),
     )
     flaps = (
         [(float(draw(st.integers(0, 40))), f"n{draw(st.integers(0, node_count - 1))}")] if draw(st.booleans()) else []
