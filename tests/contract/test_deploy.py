@@ -24,6 +24,7 @@ from services.gateway.auth import TokenTable
 from services.gateway.metrics import GatewayMetrics
 from services.node_watcher.metrics import WatcherMetrics
 from services.queue_manager.metrics import QueueMetrics
+from services.queue_manager.state import QueueState
 from services.quota_accountant.metrics import AccountantMetrics
 from services.runtime.kafka.settings import KafkaSettings
 from services.runtime.options import SERVICES
@@ -310,7 +311,7 @@ async def registered_metric_names() -> set[str]:
     names: set[str] = set()
     registries = [CollectorRegistry() for _ in range(6)]
     GatewayMetrics(registries[0], lambda: 0)
-    QueueMetrics(registries[1])
+    QueueMetrics(registries[1], QueueState)
     AccountantMetrics(registries[2])
     DispatcherMetrics(registries[3], "east")
     WatcherMetrics(registries[4], "east")
