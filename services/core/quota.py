@@ -43,7 +43,7 @@ def _guaranteed(spec: QueueSpec, resource: str) -> int:
 class QuotaBook:
     """Mutable quota accounting; ``clone`` gives a scratch copy for one cycle."""
 
-    __slots__ = ("alloc", "cohorts", "governed", "pool_cap", "pool_used", "queues", "root_of", "user_gpus")
+    __slots__ = ("_origin", "alloc", "cohorts", "governed", "pool_cap", "pool_used", "queues", "root_of", "user_gpus")
 
     def __init__(self) -> None:
         self.queues: dict[str, QueueSpec] = {}
@@ -54,13 +54,20 @@ class QuotaBook:
         self.pool_used: dict[str, Amounts] = {}
         self.user_gpus: dict[tuple[str, str], int] = {}
         self.governed: dict[str, frozenset[str]] = {}  # queue -> non-GPU resources under quota
+        #: the ``alloc`` and ``pool_used`` of the book this one was cloned from: an entry that is the very
+        #: same dict as there is still shared, and ``add`` copies it before its first change
+        self._origin: tuple[dict[str, Amounts], dict[str, Amounts]] | None = None
 
     def clone(self) -> QuotaBook:
+        """A scratch copy whose changes never reach this book. Copy-on-write: each queue's allocation and
+        each pool's usage is copied only when the clone first changes it (a cycle touches few of them), so
+        the copy is meant to be used, as a cycle's is, while this book itself does not change."""
         c = QuotaBook.__new__(QuotaBook)
         c.queues, c.cohorts, c.root_of, c.pool_cap = self.queues, self.cohorts, self.root_of, self.pool_cap
         c.governed = self.governed
-        c.alloc = {q: dict(a) for q, a in self.alloc.items()}
-        c.pool_used = {r: dict(a) for r, a in self.pool_used.items()}
+        c.alloc = dict(self.alloc)
+        c.pool_used = dict(self.pool_used)
+        c._origin = (self.alloc, self.pool_used)
         c.user_gpus = dict(self.user_gpus)
         return c
 
@@ -77,6 +84,7 @@ class QuotaBook:
         root = self.root_of.get(queue)
         c.pool_used = {} if root is None else {root: dict(self.pool_used.get(root, {}))}
         c.user_gpus = {}
+        c._origin = None
         return c
 
     def adopt(self, source: QuotaBook, queue: str) -> None:
@@ -141,9 +149,19 @@ class QuotaBook:
 
     # ------------------------------------------------------------------ usage
 
+    def _own(self, table: dict[str, Amounts], origin: dict[str, Amounts] | None, name: str) -> Amounts:
+        """``table[name]`` (created empty if missing), copied first if it is still ``origin``'s."""
+        amounts = table.get(name)
+        if amounts is None:
+            amounts = table[name] = {}
+        elif origin is not None and origin.get(name) is amounts:
+            amounts = table[name] = dict(amounts)
+        return amounts
+
     def add(self, queue: str, req: Mapping[str, int], user: str, sign: int) -> None:
         spec = self.queues.get(queue)
-        alloc = self.alloc.setdefault(queue, {})
+        origin_alloc, origin_pools = self._origin or (None, None)
+        alloc = self._own(self.alloc, origin_alloc, queue)
         root = self.root_of.get(queue)
         for res, amount in req.items():
             before = alloc.get(res, 0)
@@ -151,7 +169,7 @@ class QuotaBook:
             alloc[res] = after
             if spec is not None and root is not None:
                 g = _guaranteed(spec, res)
-                used = self.pool_used.setdefault(root, {})
+                used = self._own(self.pool_used, origin_pools, root)
                 used[res] = used.get(res, 0) + max(0, after - g) - max(0, before - g)
         gpus = sum(v for r, v in req.items() if r.startswith("gpu:"))
         if gpus:
