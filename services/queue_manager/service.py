@@ -38,7 +38,7 @@ from services.queue_manager.pools import Shard
 from services.queue_manager.recovery import rebuild, seed_statuses
 from services.queue_manager.reporting import ReportPacer
 from services.queue_manager.state import Out, QueueState
-from services.runtime.kafka import ConsumerLoop, Delivery, DeliveryFuture, EnvelopeProducer, KafkaSettings
+from services.runtime.kafka import ConsumerLoop, Delivery, EnvelopeProducer, KafkaSettings, Outgoing
 from services.runtime.kafka.table import CompactedTable
 from services.runtime.service import BackgroundTask
 
@@ -102,7 +102,7 @@ class QueueManager:
         self.settings = settings
         self.shard = shard or Shard()
         self.state = QueueState.for_shard(self.shard)
-        self.metrics = QueueMetrics(registry or CollectorRegistry())
+        self.metrics = QueueMetrics(registry or CollectorRegistry(), lambda: self.state)
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.debounce_s = debounce_s
         self.period_s = period_s
@@ -114,6 +114,7 @@ class QueueManager:
         self.ready = asyncio.Event()
         self.cycles = 0
         self._lock = asyncio.Lock()
+        self._inputs: ConsumerLoop | None = None  # the input loop, once running
         self._changed = asyncio.Event()
         self._followers = [
             CompactedTable(settings, CONFIG_TOPIC, on_change=self._on_config),
@@ -162,7 +163,7 @@ class QueueManager:
 
     async def handle(self, envelope: Envelope, delivery: Delivery) -> None:
         """ConsumerLoop handler: fold one input and emit what it changed (committed after the acks)."""
-        self.metrics.inputs.labels(envelope.type).inc()
+        self.metrics.inputs[envelope.type].inc()
         async with self._lock:
             outs = on_input(self.state, envelope.payload, envelope.event_id, self.clock(),
                             retry=delivery.attempt > 1)
@@ -177,6 +178,9 @@ class QueueManager:
     async def cycle(self) -> int:
         """One cycle: records acknowledged first, then decisions and statuses. Returns messages produced."""
         async with self._lock:
+            if self._inputs is not None:
+                # what the inputs handled so far caused goes out first (their records and statuses)
+                await self._inputs.produce_deferred()
             started = time.perf_counter()
             now = self.clock()
             report = self.reports.due(now)
@@ -193,7 +197,6 @@ class QueueManager:
                       (decided - started) * 1000, (time.perf_counter() - decided) * 1000)
         self.metrics.decisions(outcome.decisions)
         self.metrics.waits(outcome.waits)
-        self.metrics.gauges(self.state)
         return len(outcome)
 
     async def run_cycles(self, stop: asyncio.Event) -> None:
@@ -226,7 +229,8 @@ class QueueManager:
         # commit (one broker round trip per batch); a failed output stops the service, which then
         # recovers from muster.jobs and re-reads the uncommitted batch
         loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=loop_group,
-                            settle="batch")
+                            settle="batch", max_records=500)
+        self._inputs = loop
 
         async def stopper() -> None:
             await stop.wait()
@@ -248,6 +252,7 @@ class QueueManager:
                              causation_id=chain["causation_id"])
 
     async def _produce_now(self, outs: Sequence[Out]) -> None:
-        futures: list[DeliveryFuture] = [await self.producer.send(o.topic, self._wrap(o.message)) for o in outs]
-        if futures:
-            await asyncio.gather(*futures)
+        """Produce ``outs`` (as record batches) and wait until the broker acknowledged every one."""
+        if outs:
+            await asyncio.gather(*await self.producer.send_many(Outgoing(o.topic, self._wrap(o.message))
+                                                                for o in outs))

@@ -23,12 +23,13 @@ from services.runtime.kafka import (
     Delivery,
     EnvelopeProducer,
     KafkaSettings,
+    Outgoing,
     RetryPolicy,
     ensure_registry_topics,
 )
 from services.runtime.kafka.headers import TYPE_HEADER, VERSION_HEADER, header_value
 from tests.builders.messages import example_envelopes
-from tests.integration.builders import TopicFactory, committed, eventually, produce, read_all
+from tests.integration.builders import Record, TopicFactory, committed, eventually, produce, read_all
 
 pytestmark = pytest.mark.integration
 
@@ -309,3 +310,61 @@ async def test_batch_settle_never_commits_a_batch_whose_outputs_failed(
         with pytest.raises(RuntimeError, match="broker refused"):
             await asyncio.wait_for(loop.run(), 30)
     assert await committed(kafka_settings, group_id, TopicPartition(source, 0)) in (None, 0)
+
+
+async def test_send_many_lands_where_send_would_and_keeps_the_order_per_partition(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    """More envelopes than fit in one record batch, spread over several partitions by their keys."""
+    one_by_one = await topics.create("one-by-one", partitions=6)
+    batched = await topics.create("batched", partitions=6)
+    examples = [envelope for _, envelope in example_envelopes()]
+    keys = [f"job-{i % 97}" for i in range(4_000)]
+    items = [(keys[i], examples[i % len(examples)]) for i in range(len(keys))]
+    async with EnvelopeProducer(kafka_settings) as producer:
+        await asyncio.gather(*[await producer.send(one_by_one, envelope, key=key) for key, envelope in items])
+        futures = await producer.send_many(Outgoing(batched, envelope, key) for key, envelope in items)
+        await asyncio.gather(*futures)
+    assert len(futures) < len(items) / 10  # record batches, not one future per record
+
+    def by_partition(records: list[Record]) -> dict[int, list[tuple[bytes | None, bytes | None]]]:
+        out: dict[int, list[tuple[bytes | None, bytes | None]]] = {}
+        for record in records:
+            out.setdefault(record.partition, []).append((record.key, record.value))
+        return out
+
+    expected = by_partition(await read_all(kafka_settings, one_by_one, idle_s=0.4))
+    assert len(expected) > 1
+    assert by_partition(await read_all(kafka_settings, batched, idle_s=0.4)) == expected
+
+
+async def test_batch_settle_produces_deferred_outputs_before_what_the_service_sends_itself(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    """A service producing outside the loop (a cycle) mid-batch calls produce_deferred first: on the
+    topic, the outputs of the inputs handled before it come first, those handled after it follow."""
+    source = await topics.create("source")
+    sink = await topics.create("sink")
+    examples = [envelope for _, envelope in example_envelopes()[:6]]
+    marker = examples[-1]
+    group_id = group()
+    holder: list[ConsumerLoop] = []
+
+    async with EnvelopeProducer(kafka_settings) as producer:
+
+        async def forward(envelope: Envelope, delivery: Delivery) -> None:
+            if envelope.event_id == examples[2].event_id:  # the service's own output, between two inputs
+                await holder[0].produce_deferred()
+                await producer.send(sink, marker)
+            await delivery.emit(sink, envelope)
+
+        for envelope in examples[:5]:
+            await producer.send(source, envelope)
+        await producer.flush()
+        loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id, settle="batch")
+        holder.append(loop)
+        async with running(loop):
+            await eventually(lambda: loop.stats.handled == 5 and loop.stats.commits > 0)
+    forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
+    order = [*examples[:2], marker, *examples[2:5]]
+    assert [record.value for record in forwarded] == [encode(envelope) for envelope in order]

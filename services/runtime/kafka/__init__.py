@@ -2,11 +2,12 @@
 
 from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, TombstoneHandler
 from services.runtime.kafka.loop import ConsumerLoop, LoopStats, RetryPolicy
-from services.runtime.kafka.producer import DeliveryFuture, EnvelopeProducer
+from services.runtime.kafka.producer import BatchFuture, DeliveryFuture, EnvelopeProducer, Outgoing
 from services.runtime.kafka.settings import KafkaSettings
 from services.runtime.kafka.topics import TopicPlan, create_topics, ensure_registry_topics, plans_for
 
 __all__ = [
+    "BatchFuture",
     "ConsumerLoop",
     "Delivery",
     "DeliveryFuture",
@@ -14,6 +15,7 @@ __all__ = [
     "Handler",
     "KafkaSettings",
     "LoopStats",
+    "Outgoing",
     "PartitionsCallback",
     "RetryPolicy",
     "TombstoneHandler",

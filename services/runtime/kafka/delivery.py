@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from aiokafka.structs import TopicPartition
 
 from schemas.envelope import Envelope
-from services.runtime.kafka.producer import DeliveryFuture, EnvelopeProducer
+from services.runtime.kafka.producer import BatchFuture, DeliveryFuture, EnvelopeProducer, Outgoing
 
 
 @dataclass
@@ -17,7 +17,9 @@ class Delivery:
     """One consumed record's origin (topic, partition, offset) and the handler's outbox.
 
     ``emit`` buffers a message; the loop awaits every emitted message's acknowledgement before it
-    commits the input offset, so an input is never committed ahead of its outputs.
+    commits the input offset, so an input is never committed ahead of its outputs. With ``deferred``
+    (the loop's batch mode) ``emit`` only collects the messages: the loop produces those of a whole
+    fetched batch together (``take_outgoing``), and a handler attempt that fails has produced nothing.
     """
 
     topic: str
@@ -27,7 +29,9 @@ class Delivery:
     timestamp_ms: int
     attempt: int
     _producer: EnvelopeProducer
-    _pending: list[DeliveryFuture] = field(default_factory=list)
+    deferred: bool = False
+    _pending: list[DeliveryFuture | BatchFuture] = field(default_factory=list)
+    _outgoing: list[Outgoing] = field(default_factory=list)
 
     @property
     def topic_partition(self) -> TopicPartition:
@@ -35,16 +39,27 @@ class Delivery:
 
     async def emit(self, topic: str, envelope: Envelope, *, key: str | None = None) -> None:
         """Produce ``envelope`` to ``topic`` as part of handling this record."""
-        self._pending.append(await self._producer.send(topic, envelope, key=key))
+        if self.deferred:
+            self._outgoing.append(Outgoing(topic, envelope, key))
+        else:
+            self._pending.append(await self._producer.send(topic, envelope, key=key))
 
-    def take_pending(self) -> list[DeliveryFuture]:
-        """Hand the emitted messages' futures to the caller, who then owns waiting for them."""
+    def take_pending(self) -> list[DeliveryFuture | BatchFuture]:
+        """Hand the futures of what was already produced to the caller, who then owns waiting for them."""
         pending, self._pending = self._pending, []
         return pending
 
+    def take_outgoing(self) -> list[Outgoing]:
+        """Hand the deferred messages to the caller, who then owns producing them."""
+        outgoing, self._outgoing = self._outgoing, []
+        return outgoing
+
     async def settle(self) -> None:
-        """Wait for every emitted message to be acknowledged (raises the first failure)."""
+        """Produce what is deferred, then wait for every emitted message to be acknowledged (raises the
+        first failure)."""
         pending, self._pending = self._pending, []
+        if self._outgoing:
+            pending += await self._producer.send_many(self.take_outgoing())
         if pending:
             await asyncio.gather(*pending)
 

@@ -3,10 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import Iterable
 from types import TracebackType
-from typing import Any, Self
+from typing import Any, NamedTuple, Self
 
 from aiokafka import AIOKafkaProducer
+from aiokafka.partitioner import DefaultPartitioner
 from aiokafka.structs import RecordMetadata
 
 from schemas.codec import encode
@@ -15,6 +17,19 @@ from services.runtime.kafka.headers import Headers, envelope_headers
 from services.runtime.kafka.settings import KafkaSettings
 
 DeliveryFuture = asyncio.Future[RecordMetadata]
+#: the delivery of a whole record batch (``send_many``): done once the broker acknowledged every record in it
+BatchFuture = asyncio.Future[Any]
+#: a record batch may hold this many bytes (aiokafka's default is 16 KiB, a dozen envelopes): a producer
+#: that writes many records together then waits less often for a full batch to be sent
+MAX_BATCH_BYTES = 512 * 1024
+
+
+class Outgoing(NamedTuple):
+    """One envelope to produce with ``send_many``; ``key`` defaults to ``envelope.key()``."""
+
+    topic: str
+    envelope: Envelope
+    key: str | None = None
 
 
 class EnvelopeProducer:
@@ -26,9 +41,10 @@ class EnvelopeProducer:
 
     def __init__(self, settings: KafkaSettings, *, linger_ms: int = 5, **producer_options: Any) -> None:
         self._settings = settings
-        self._options = producer_options
+        self._options = {"max_batch_size": MAX_BATCH_BYTES, **producer_options}
         self._linger_ms = linger_ms
         self._producer: AIOKafkaProducer | None = None
+        self._partitioner = DefaultPartitioner()
 
     @property
     def started(self) -> bool:
@@ -95,6 +111,41 @@ class EnvelopeProducer:
             topic, value=value, key=key, headers=headers or [], partition=partition
         )
         return future
+
+    async def send_many(self, items: Iterable[Outgoing]) -> list[BatchFuture]:
+        """Buffer many envelopes as record batches, one per partition where they fit; returns one future
+        per batch. Records keep their order within a partition, and land on the partition ``send`` would
+        choose for their key (the same partitioner), so the two can be mixed for one key.
+
+        Much cheaper per record than ``send`` (no per-record future or accumulator walk): meant for a
+        service that produces the outputs of many inputs, or of a cycle, together and then waits.
+        """
+        producer = self._require()
+        partitions: dict[str, list[int]] = {}
+        open_batches: dict[tuple[str, int], Any] = {}
+        futures: list[BatchFuture] = []
+        for item in items:
+            envelope = item.envelope
+            key = (envelope.key() if item.key is None else item.key).encode()
+            value = encode(envelope)
+            headers = envelope_headers(envelope)
+            all_partitions = partitions.get(item.topic)
+            if all_partitions is None:
+                all_partitions = partitions[item.topic] = sorted(await producer.partitions_for(item.topic))
+            partition = self._partitioner(key, all_partitions, all_partitions)
+            slot = (item.topic, partition)
+            batch = open_batches.get(slot)
+            if batch is None:
+                batch = open_batches[slot] = producer.create_batch()
+            if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                # full: send it (order within the partition is kept) and start the next one
+                futures.append(await producer.send_batch(batch, item.topic, partition=partition))
+                batch = open_batches[slot] = producer.create_batch()
+                if batch.append(key=key, value=value, timestamp=None, headers=headers) is None:
+                    raise ValueError(f"a record of {len(value)} bytes does not fit in a batch for {item.topic}")
+        for (topic, partition), batch in open_batches.items():
+            futures.append(await producer.send_batch(batch, topic, partition=partition))
+        return futures
 
     async def flush(self) -> None:
         """Wait until every buffered record is acknowledged or failed."""
