@@ -14,6 +14,7 @@ import contextlib
 import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
+from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
@@ -23,7 +24,7 @@ from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected, 
 from schemas.envelope import Message, make_envelope
 from schemas.runs import JobStopped, RunStarted, RunSucceeded
 from schemas.topics import DECISIONS_TOPIC, DISPATCHES_TOPIC, RUNS_TOPIC, TOPICS
-from services.runtime.kafka import DeliveryFuture, EnvelopeProducer, KafkaSettings
+from services.runtime.kafka import EnvelopeProducer, KafkaSettings, Outgoing
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +50,8 @@ class FakeCluster:
         self.placements: dict[str, PlacementPlan] = {}
         self.running: set[str] = set()
         self._changed = asyncio.Event()
-        self._inflight: set[DeliveryFuture] = set()
+        self._outbox: list[tuple[str, Message]] = []  # answers not produced yet
+        self._due = asyncio.Event()  # the outbox has something
         self._timers: set[asyncio.TimerHandle] = set()
 
     async def run(self, ready: asyncio.Event, stop: asyncio.Event) -> None:
@@ -64,17 +66,43 @@ class FakeCluster:
             for tp in partitions:
                 await consumer.position(tp)
             ready.set()
-            while not stop.is_set():
-                batch = await consumer.getmany(timeout_ms=50, max_records=2000)
-                for records in batch.values():
-                    for record in records:
-                        await self._on_record(record.value)
+            sender = asyncio.create_task(self._send_loop(stop), name="bench fake cluster: answers")
+            try:
+                while not stop.is_set():
+                    batch = await consumer.getmany(timeout_ms=50, max_records=2000)
+                    for records in batch.values():
+                        for record in records:
+                            self._on_record(record.value)
+            finally:
+                self._due.set()
+                await sender
         finally:
             for timer in self._timers:
                 timer.cancel()
             await consumer.stop()
 
-    async def _on_record(self, raw: bytes | None) -> None:
+    async def _send_loop(self, stop: asyncio.Event) -> None:
+        """Produce the answers gathered in the outbox, all at once each time (as record batches)."""
+        while True:
+            await self._due.wait()
+            self._due.clear()
+            items, self._outbox = self._outbox, []
+            if not items:
+                if stop.is_set():
+                    return
+                continue
+            futures = await self.producer.send_many(Outgoing(topic, make_envelope(message, PRODUCER))
+                                                    for topic, message in items)
+            now = self._clock()
+            for _, message in items:
+                if isinstance(message, RunSucceeded):
+                    self.running.discard(message.job_id)
+                    self.timeline.finished.setdefault(message.job_id, now)
+            self._changed.set()
+            for future in futures:
+                future.add_done_callback(_log_failure)
+
+    def _on_record(self, raw: bytes | None) -> None:
         now = self._clock()
         try:
             envelope = decode(raw, topic=DECISIONS_TOPIC)
@@ -88,7 +116,7 @@ class FakeCluster:
             self.timeline.created.setdefault(message.job_id, now)
             self.running.add(message.job_id)
             self.placements[message.job_id] = message.placement
-            await self._send(RUNS_TOPIC, RunStarted(job_id=message.job_id, attempt=message.attempt, cluster=_cluster(
+            self._send(RUNS_TOPIC, RunStarted(job_id=message.job_id, attempt=message.attempt, cluster=_cluster(
                 message), observed_at=_utc(now), pods_running=message.replicas, pods_total=message.replicas))
             runtime = self._runtime_of(message.job_id)
             if runtime is not None:
@@ -96,29 +124,24 @@ class FakeCluster:
                                                               cluster=_cluster(message), observed_at=_utc(now)))
         elif isinstance(message, JobPreemptionRequested):
             self.timeline.preempt_requested.setdefault(message.job_id, now)
-            await self._send(DISPATCHES_TOPIC, JobStopped(job_id=message.job_id, attempt=message.attempt,
-                                                          cluster=message.cluster, observed_at=_utc(now),
-                                                          reason=message.reason, requeue=message.requeue))
+            self._send(DISPATCHES_TOPIC, JobStopped(job_id=message.job_id, attempt=message.attempt,
+                                                    cluster=message.cluster, observed_at=_utc(now),
+                                                    reason=message.reason, requeue=message.requeue))
             self.timeline.stopped.setdefault(message.job_id, self._clock())
             self.running.discard(message.job_id)
         elif isinstance(message, JobRejected):
             self.rejected[message.job_id] = message.reason
         self._changed.set()
 
-    async def _send(self, topic: str, message: Message) -> None:
-        future = await self.producer.send(topic, make_envelope(message, PRODUCER))
-        self._inflight.add(future)
-        future.add_done_callback(self._inflight.discard)
-        if isinstance(message, RunSucceeded):
-            self.running.discard(message.job_id)
-            self.timeline.finished.setdefault(message.job_id, self._clock())
-            self._changed.set()
+    def _send(self, topic: str, message: Message) -> None:
+        """Answer with ``message`` (produced by the send loop with the other answers of the moment)."""
+        self._outbox.append((topic, message))
+        self._due.set()
 
     def _later(self, delay_s: float, topic: str, message: Message) -> None:
         def fire() -> None:
             self._timers.discard(handle)
-            task = asyncio.ensure_future(self._send(topic, message))
-            task.add_done_callback(_log_failure)
+            self._send(topic, message)
 
         handle = asyncio.get_running_loop().call_later(delay_s, fire)
         self._timers.add(handle)
@@ -151,6 +174,6 @@ def _utc(ts: float) -> datetime:
     return datetime.fromtimestamp(ts, UTC)
 
 
-def _log_failure(task: asyncio.Future[None]) -> None:
-    if not task.cancelled() and task.exception() is not None:
-        log.error("fake cluster could not produce: %r", task.exception())
+def _log_failure(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled() and future.exception() is not None:
+        log.error("fake cluster could not produce: %r", future.exception())
