@@ -21,8 +21,10 @@ from schemas.intents import SubmitJob
 from schemas.topics import CAPACITY_TOPIC, CONFIG_TOPIC, INTENTS_TOPIC
 from services.core import SchedulerConfig
 from services.queue_manager.main import build as build_queue_manager
+from services.queue_manager.main import freezing_after_recovery
 from services.queue_manager.service import QueueManager
 from services.runtime.broker import resolve_broker
+from services.runtime.collector import configure_collector
 from services.runtime.kafka import DeliveryFuture, EnvelopeProducer, KafkaSettings, ensure_registry_topics
 from services.runtime.options import ServeOptions
 
@@ -166,12 +168,13 @@ def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, deb
                         pools: tuple[str, ...], ready: Any) -> None:
     """The child process: serve the queue manager until SIGTERM, signalling ``ready`` once it recovered."""
     logging.basicConfig(level=logging.WARNING, format="queue-manager %(levelname)s %(name)s: %(message)s")
+    configure_collector()  # as `muster serve` does
 
     async def serve() -> None:
         manager, runner = build_queue_manager(ServeOptions(kafka=settings, http_port=0, pools=pools),
                                               scheduler_config=scheduler, period_s=PERIOD_S)
         manager.debounce_s = debounce_s
-        async with manager.producer:
+        async with manager.producer, freezing_after_recovery(manager):
             task = asyncio.create_task(runner.run(handle_signals=True), name="queue manager")
             await _started(task, manager.ready.wait)
             ready.set()

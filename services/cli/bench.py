@@ -52,6 +52,9 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
     if not verbose:  # a fresh broker's leader elections and new topics make the client log retried errors
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     module = _load(BENCHMARKS[name])
+    from services.runtime.collector import configure_collector
+
+    configure_collector()  # the fake cluster stands in for services that `muster serve` would run so
     options: dict[str, Any] = {"quick": quick, "bootstrap": bootstrap}
     if name == "throughput":
         options["debounce_s"] = debounce

@@ -44,4 +44,7 @@ def serve(service: str, bootstrap: str | None, http_host: str, http_port: int, c
                            cluster=cluster, kube_server=kube_server, tokens_file=tokens_file, instance=instance,
                            pools=pools)
     module = importlib.import_module(f"services.{name}.main")
+    from services.runtime.collector import configure_collector
+
+    configure_collector()
     asyncio.run(module.serve(options))

@@ -8,7 +8,10 @@ included), and never an unsharded instance beside shards.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
+from collections.abc import AsyncIterator
 
 from prometheus_client import CollectorRegistry
 
@@ -16,6 +19,7 @@ from services.core import SchedulerConfig
 from services.queue_manager.pools import Shard
 from services.queue_manager.service import QueueManager
 from services.queue_manager.settings import scheduler_config_from_env
+from services.runtime.collector import freeze_heap
 from services.runtime.options import ServeOptions
 from services.runtime.service import BackgroundTask, ServiceRunner
 
@@ -40,5 +44,22 @@ def build(
 async def serve(options: ServeOptions, *, handle_signals: bool = True) -> None:
     """Run the queue manager until SIGTERM (or until its runner is stopped)."""
     manager, runner = build(options, scheduler_config=scheduler_config_from_env())
-    async with manager.producer:
+    async with manager.producer, freezing_after_recovery(manager):
         await runner.run(handle_signals=handle_signals)
+
+
+@contextlib.asynccontextmanager
+async def freezing_after_recovery(manager: QueueManager) -> AsyncIterator[None]:
+    """Within the block, once ``manager`` has recovered its state, freeze the heap (``freeze_heap``)."""
+
+    async def freeze() -> None:
+        await manager.ready.wait()
+        freeze_heap()
+
+    task = asyncio.create_task(freeze(), name="queue_manager:freeze-heap")
+    try:
+        yield
+    finally:
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
