@@ -40,7 +40,7 @@ def _load(module: str) -> Any:
 @click.option("--quick", is_flag=True, help="A small run for a smoke check (well under a minute).")
 @click.option("--bootstrap", default=None, help="Use this Kafka broker instead of starting a private one.")
 @click.option("--debounce", type=float, default=None,
-              help="throughput only: the queue manager's pause after a change, seconds (default 0.2).")
+              help="throughput only: the queue manager's pause after a change, seconds (default 0.05).")
 @click.option("--profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a cProfile of the run to this file.")
 @click.option("-v", "--verbose", is_flag=True, help="Log the services' INFO messages.")

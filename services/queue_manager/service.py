@@ -38,7 +38,7 @@ from services.queue_manager.pools import Shard
 from services.queue_manager.recovery import rebuild, seed_statuses
 from services.queue_manager.reporting import ReportPacer
 from services.queue_manager.state import Out, QueueState
-from services.runtime.kafka import ConsumerLoop, Delivery, EnvelopeProducer, KafkaSettings, Outgoing
+from services.runtime.kafka import BatchFuture, ConsumerLoop, Delivery, EnvelopeProducer, KafkaSettings, Outgoing
 from services.runtime.kafka.table import CompactedTable
 from services.runtime.service import BackgroundTask
 
@@ -80,7 +80,8 @@ async def read_whole(settings: KafkaSettings, topic: str, *, timeout_s: float = 
 class QueueManager:
     """Owns the queue state and serialises every change to it with one lock."""
 
-    DEFAULT_DEBOUNCE_S = 0.2
+    #: short: a burst of submissions is still seen whole, and under steady input cycles follow each other
+    DEFAULT_DEBOUNCE_S = 0.05
     #: Waiting jobs' positions and estimated starts are recomputed at most this often (and, when that
     #: takes long, at most a tenth of the time: see ``reporting``). With a large backlog they are most
     #: of a cycle's cost (the status book publishes a waiting job's new position at most every 5 s
@@ -113,9 +114,14 @@ class QueueManager:
         self.producer = EnvelopeProducer(settings, linger_ms=0)
         self.ready = asyncio.Event()
         self.cycles = 0
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # the state: folding inputs, deciding
+        #: producing: held from a cycle's decisions until they are handed to the producer, and by the input
+        #: loop while it hands over its deferred outputs, so messages keep the order of the changes
+        self._output_lock = asyncio.Lock()
         self._inputs: ConsumerLoop | None = None  # the input loop, once running
         self._changed = asyncio.Event()
+        self._changed_at = 0.0  # time.monotonic() of the first change since the last cycle began
+        self._acks: asyncio.Future[list[object]] | None = None  # the last cycle's decisions, until acknowledged
         self._followers = [
             CompactedTable(settings, CONFIG_TOPIC, on_change=self._on_config),
             CompactedTable(settings, CAPACITY_TOPIC, on_change=self._on_capacity),
@@ -126,14 +132,20 @@ class QueueManager:
 
     def _on_config(self, key: str, envelope: Envelope | None) -> None:
         if self.state.fold_config(key, envelope.payload if envelope else None):
-            self._changed.set()
+            self._mark_changed()
 
     def _on_capacity(self, key: str, envelope: Envelope | None) -> None:
         if self.state.fold_capacity(key, envelope.payload if envelope else None):
-            self._changed.set()
+            self._mark_changed()
 
     def _on_usage(self, key: str, envelope: Envelope | None) -> None:
         if self.state.fold_usage(envelope.payload if envelope else None):
+            self._mark_changed()
+
+    def _mark_changed(self) -> None:
+        """The state changed: a cycle is due ``debounce_s`` after the first change since the last one."""
+        if not self._changed.is_set():
+            self._changed_at = time.monotonic()
             self._changed.set()
 
     def follower_tasks(self) -> list[BackgroundTask]:
@@ -157,7 +169,7 @@ class QueueManager:
         log.info("recovered %d of %d recorded jobs for %s (%d decisions republished)", len(self.state.jobs),
                  len(records), self.shard.describe(), len(republish))
         self.ready.set()
-        self._changed.set()
+        self._mark_changed()
 
     # ------------------------------------------------------------ consumed inputs
 
@@ -171,53 +183,81 @@ class QueueManager:
                 await delivery.emit(out.topic, self._wrap(out.message, envelope))
         if outs:
             self.metrics.decisions(outs)
-            self._changed.set()
+            self._mark_changed()
 
     # ------------------------------------------------------------ cycles
 
     async def cycle(self) -> int:
-        """One cycle: records acknowledged first, then decisions and statuses. Returns messages produced."""
-        async with self._lock:
-            if self._inputs is not None:
-                # what the inputs handled so far caused goes out first (their records and statuses)
-                await self._inputs.produce_deferred()
-            started = time.perf_counter()
-            now = self.clock()
-            report = self.reports.due(now)
-            outcome = run_cycle(self.state, now, self.scheduler_config, report=report)
-            decided = time.perf_counter()
-            if report:
-                self.reports.reported(now, decided - started)
-            self.metrics.cycle_seconds.observe(decided - started)
+        """One cycle: records acknowledged first, then decisions and statuses. Returns messages produced.
+
+        The decisions' acknowledgements are awaited by the next cycle (or ``acknowledged``): a failure
+        stops the service then, which recovers from the records and republishes what they cannot prove
+        delivered. In between, the service handles inputs and pauses for the next cycle."""
+        await self.acknowledged()
+        async with self._output_lock:
+            async with self._lock:
+                if self._inputs is not None:
+                    # what the inputs handled so far caused goes out first (their records and statuses)
+                    await self._inputs.produce_deferred()
+                started = time.perf_counter()
+                now = self.clock()
+                report = self.reports.due(now)
+                outcome = run_cycle(self.state, now, self.scheduler_config, report=report)
+                decided = time.perf_counter()
+                if report:
+                    self.reports.reported(now, decided - started)
+                self.metrics.cycle_seconds.observe(decided - started)
+            # the state is free again: inputs are folded while the records are acknowledged; what they
+            # cause waits for the output lock, so it follows this cycle's decisions
             await self._produce_now(outcome.records)
-            await self._produce_now([*outcome.decisions, *outcome.statuses])
+            # handed to the producer under the lock, so anything produced later follows them; their
+            # acknowledgements are awaited without it, while the inputs go on
+            sent = await self._send([*outcome.decisions, *outcome.statuses])
             self.cycles += 1
-            log.debug("cycle %d%s: %d decisions, %d statuses; decided in %.0f ms, produced in %.0f ms", self.cycles,
-                      " (reported)" if report else "", len(outcome.decisions), len(outcome.statuses),
+            log.debug("cycle %d%s: %d decisions, %d statuses; decided in %.0f ms, records produced in %.0f ms",
+                      self.cycles, " (reported)" if report else "", len(outcome.decisions), len(outcome.statuses),
                       (decided - started) * 1000, (time.perf_counter() - decided) * 1000)
+        if sent:
+            self._acks = asyncio.gather(*sent)
         self.metrics.decisions(outcome.decisions)
         self.metrics.waits(outcome.waits)
         return len(outcome)
 
+    async def acknowledged(self) -> None:
+        """Wait until the broker acknowledged the last cycle's decisions and statuses (raises its failure)."""
+        acks, self._acks = self._acks, None
+        if acks is not None:
+            await acks
+
     async def run_cycles(self, stop: asyncio.Event) -> None:
-        """Cycle ``debounce_s`` after a change and every ``period_s`` for time-based rules.
+        """Cycle ``debounce_s`` after the first change since the last cycle, and every ``period_s`` for
+        time-based rules.
 
         The pause after a change gathers inputs that arrive together: submissions made in one burst land
         on different partitions and may be consumed out of order, and a cycle run on the first of them
-        alone would admit it ahead of earlier submissions still in flight.
+        alone would admit it ahead of earlier submissions still in flight. A change that came while the
+        previous cycle ran has waited already, so under steady input cycles follow each other directly.
         """
-        while not stop.is_set():
-            changed = False
-            with contextlib.suppress(TimeoutError):
-                async with asyncio.timeout(self.period_s):
-                    await self._changed.wait()
-                    changed = True
-            if changed and not stop.is_set():
-                await asyncio.sleep(self.debounce_s)
-            if stop.is_set():
-                return
-            self._changed.clear()
-            await self.cycle()
+        try:
+            while not stop.is_set():
+                changed = False
+                with contextlib.suppress(TimeoutError):
+                    async with asyncio.timeout(self.period_s):
+                        await self._changed.wait()
+                        changed = True
+                if changed and not stop.is_set():
+                    pause = self.debounce_s - (time.monotonic() - self._changed_at)
+                    if pause > 0:
+                        await asyncio.sleep(pause)
+                if stop.is_set():
+                    return
+                self._changed.clear()
+                await self.cycle()
+        finally:
+            try:
+                await self.acknowledged()
+            except Exception:
+                log.exception("the last cycle's decisions were not acknowledged; they are republished on restart")
 
     # ------------------------------------------------------------ the whole service
 
@@ -229,7 +269,7 @@ class QueueManager:
         # commit (one broker round trip per batch); a failed output stops the service, which then
         # recovers from muster.jobs and re-reads the uncommitted batch
         loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=loop_group,
-                            settle="batch", max_records=500)
+                            settle="batch", max_records=500, output_lock=self._output_lock)
         self._inputs = loop
 
         async def stopper() -> None:
@@ -253,6 +293,12 @@ class QueueManager:
 
     async def _produce_now(self, outs: Sequence[Out]) -> None:
         """Produce ``outs`` (as record batches) and wait until the broker acknowledged every one."""
-        if outs:
-            await asyncio.gather(*await self.producer.send_many(Outgoing(o.topic, self._wrap(o.message))
-                                                                for o in outs))
+        sent = await self._send(outs)
+        if sent:
+            await asyncio.gather(*sent)
+
+    async def _send(self, outs: Sequence[Out]) -> list[BatchFuture]:
+        """Hand ``outs`` to the producer, in order, as record batches; returns their deliveries."""
+        if not outs:
+            return []
+        return await self.producer.send_many(Outgoing(o.topic, self._wrap(o.message)) for o in outs)

@@ -74,8 +74,12 @@ class ConsumerLoop:
     the commit: much higher throughput (one broker round trip per batch, not per record, and far less
     work per record in the client), still never a commit ahead of its outputs; a failed output then
     stops the loop with the error (the batch stays uncommitted and is delivered again), so a handler
-    retried in this mode must be idempotent across restarts. Dead letters are produced at once in
-    either mode.
+    retried in this mode must be idempotent across restarts. The batch's outputs are produced while
+    the next batch is handled, and its offsets committed once they are acknowledged (at most one batch
+    settles at a time; a failure stops the loop before anything later is committed). A service whose
+    handler shares state with other producing tasks passes its lock as ``output_lock``: the loop holds
+    it while it hands deferred outputs to the producer, so they keep the order of the changes that
+    caused them. Dead letters are produced at once in either mode.
     Tombstones (null values, deletes on compacted topics) go to ``on_tombstone`` with their key when it
     is given, otherwise to the dead-letter topic as ``malformed``.
     """
@@ -97,6 +101,7 @@ class ConsumerLoop:
         max_records: int = 100,
         poll_timeout_ms: int = 200,
         settle: Literal["record", "batch"] = "record",
+        output_lock: asyncio.Lock | None = None,
     ) -> None:
         group = group_id or settings.group_id
         if not group:
@@ -116,6 +121,8 @@ class ConsumerLoop:
         self._settle_batch = settle == "batch"
         self._outgoing: list[Outgoing] = []  # batch mode: outputs of the batch in hand, not produced yet
         self._in_flight: list[DeliveryFuture | BatchFuture] = []  # batch mode: outputs produced, not settled
+        self._settling: asyncio.Task[None] | None = None  # batch mode: the previous batch's settle and commit
+        self._output_lock = output_lock or asyncio.Lock()
         self._poll_timeout_ms = poll_timeout_ms
         self._consumer: AIOKafkaConsumer | None = None
         self._owned: set[TopicPartition] = set()
@@ -164,12 +171,12 @@ class ConsumerLoop:
                         if self._stopping.is_set():
                             break
                         await self._process(record)
-                await self._settle_in_flight()
-                await self._commit_processed()
+                await self._finish_batch()
         finally:
             with contextlib.suppress(Exception):
-                await self._settle_in_flight()
-                await self._commit_processed()
+                await self._finish_batch()
+                async with self._work_lock:
+                    await self._wait_settled()
             await consumer.stop()
             self._consumer = None
             for sig in installed:
@@ -252,41 +259,95 @@ class ConsumerLoop:
     async def produce_deferred(self) -> None:
         """Batch mode: produce the outputs the batch in hand has caused so far; they are still settled
         before its commit. A service that also produces outside the loop (a scheduling cycle) calls this
-        first, so that its messages follow, on every partition, those its inputs caused before them."""
+        first, holding its ``output_lock``, so that its messages follow, on every partition, those its
+        inputs caused before them."""
         outgoing, self._outgoing = self._outgoing, []
         if outgoing:
             self._in_flight += await self._producer.send_many(outgoing)
 
+    async def _finish_batch(self) -> None:
+        """After a fetched batch: commit it (record mode), or hand it over to be settled and committed
+        while the next one is handled (batch mode)."""
+        async with self._work_lock:
+            if not self._settle_batch:
+                await self._commit_processed()
+                return
+            await self._wait_settled()  # at most one batch settles while the next is handled
+            async with self._output_lock:
+                outgoing, self._outgoing = self._outgoing, []
+                pending, self._in_flight = self._in_flight, []
+                offsets, self._processed = self._processed, {}
+                try:
+                    if outgoing:
+                        pending += await self._producer.send_many(outgoing)
+                except BaseException:
+                    self._clear_batch()
+                    raise
+            if pending or offsets:
+                self._settling = asyncio.create_task(self._settle_and_commit(pending, offsets),
+                                                     name=f"{self.group_id}: settle")
+
+    async def _settle_and_commit(self, pending: list[DeliveryFuture | BatchFuture],
+                                 offsets: dict[TopicPartition, int]) -> None:
+        await asyncio.gather(*pending)
+        try:
+            await self._commit(offsets)
+        except Exception as exc:  # e.g. a rebalance began: the records are delivered again, nothing is lost
+            log.warning("commit of a settled batch failed (its records will be delivered again): %r", exc)
+
+    async def _wait_settled(self) -> None:
+        """Wait for the batch being settled; if its outputs failed, nothing handled since is committed
+        either (the error is raised and the loop stops; those records are delivered again)."""
+        task, self._settling = self._settling, None
+        if task is None:
+            return
+        try:
+            await task
+        except BaseException:
+            self._clear_batch()
+            raise
+
+    def _clear_batch(self) -> None:
+        """Forget the batch in hand: it must not be committed (its outputs, or an earlier batch's, failed)."""
+        self._processed.clear()
+        self._outgoing.clear()
+        self._in_flight.clear()
+
     async def _settle_in_flight(self) -> None:
         """Produce the outputs of the batch in hand and wait for them (batch mode); raises the first failure."""
-        outgoing, self._outgoing = self._outgoing, []
-        pending, self._in_flight = self._in_flight, []
-        if outgoing or pending:
-            try:
-                if outgoing:
+        async with self._output_lock:
+            outgoing, self._outgoing = self._outgoing, []
+            pending, self._in_flight = self._in_flight, []
+            if outgoing:
+                try:
                     pending += await self._producer.send_many(outgoing)
+                except BaseException:
+                    self._processed.clear()
+                    raise
+        if pending:
+            try:
                 await asyncio.gather(*pending)
             except BaseException:
                 self._processed.clear()  # never commit a batch whose outputs may be missing
                 raise
 
     async def _commit_processed(self, only: Collection[TopicPartition] | None = None) -> None:
-        consumer = self._consumer
-        selected = {
-            tp: OffsetAndMetadata(offset, "")
-            for tp, offset in self._processed.items()
-            if only is None or tp in only
-        }
-        if consumer is None or not selected:
-            return
-        await consumer.commit(selected)
-        self.stats.commits += 1
+        selected = {tp: offset for tp, offset in self._processed.items() if only is None or tp in only}
+        await self._commit(selected)
         for tp in selected:
             self._processed.pop(tp, None)
+
+    async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
+        consumer = self._consumer
+        if consumer is None or not offsets:
+            return
+        await consumer.commit({tp: OffsetAndMetadata(offset, "") for tp, offset in offsets.items()})
+        self.stats.commits += 1
 
     async def _on_revoked(self, revoked: Collection[TopicPartition]) -> None:
         async with self._work_lock:
             try:
+                await self._wait_settled()
                 await self._settle_in_flight()
                 await self._commit_processed(only=revoked)
             except Exception:

@@ -45,6 +45,7 @@ class EnvelopeProducer:
         self._linger_ms = linger_ms
         self._producer: AIOKafkaProducer | None = None
         self._partitioner = DefaultPartitioner()
+        self._many_lock = asyncio.Lock()  # one send_many at a time: each keeps its records together
 
     @property
     def started(self) -> bool:
@@ -120,7 +121,10 @@ class EnvelopeProducer:
         Much cheaper per record than ``send`` (no per-record future or accumulator walk): meant for a
         service that produces the outputs of many inputs, or of a cycle, together and then waits.
         """
-        producer = self._require()
+        async with self._many_lock:
+            return await self._send_many(self._require(), items)
+
+    async def _send_many(self, producer: AIOKafkaProducer, items: Iterable[Outgoing]) -> list[BatchFuture]:
         partitions: dict[str, list[int]] = {}
         open_batches: dict[tuple[str, int], Any] = {}
         futures: list[BatchFuture] = []
