@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import Annotated, Literal
 
@@ -23,8 +24,10 @@ EnvName = Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_.\
 Arg = Annotated[str, Field(max_length=4096)]
 
 
+@functools.lru_cache(maxsize=4096)
 def cpu_millicores(quantity: str) -> int:
-    """Kubernetes CPU quantity (``"500m"``, ``"2"``, ``"1.5"``) in millicores."""
+    """Kubernetes CPU quantity (``"500m"``, ``"2"``, ``"1.5"``) in millicores (remembered per string: a
+    service reads the same few quantities for every job)."""
     m = _QUANTITY.match(quantity)
     if m is None or m["unit"] not in (None, "m"):
         raise ValueError(f"not a CPU quantity: {quantity!r}")
@@ -32,8 +35,10 @@ def cpu_millicores(quantity: str) -> int:
     return round(value if m["unit"] == "m" else value * 1000)
 
 
+@functools.lru_cache(maxsize=4096)
 def memory_mib(quantity: str) -> int:
-    """Kubernetes memory quantity (``"512Mi"``, ``"64Gi"``, ``"1G"``) in MiB, rounded up."""
+    """Kubernetes memory quantity (``"512Mi"``, ``"64Gi"``, ``"1G"``) in MiB, rounded up (remembered per
+    string)."""
     m = _QUANTITY.match(quantity)
     if m is None or m["unit"] == "m":
         raise ValueError(f"not a memory quantity: {quantity!r}")

@@ -6,6 +6,7 @@ import asyncio
 import contextlib
 import logging
 import signal
+from collections import deque
 from collections.abc import Awaitable, Callable, Collection, Sequence
 from dataclasses import dataclass
 from typing import Literal, TypeAlias
@@ -23,6 +24,10 @@ from services.runtime.kafka.settings import KafkaSettings
 log = logging.getLogger(__name__)
 
 Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
+#: batch mode: how many handled batches may be settling (outputs in flight, commit pending) at once
+MAX_SETTLING_BATCHES = 4
+#: records handled between two turns of the event loop
+YIELD_EVERY = 32
 
 
 @dataclass(frozen=True)
@@ -75,8 +80,9 @@ class ConsumerLoop:
     work per record in the client), still never a commit ahead of its outputs; a failed output then
     stops the loop with the error (the batch stays uncommitted and is delivered again), so a handler
     retried in this mode must be idempotent across restarts. The batch's outputs are produced while
-    the next batch is handled, and its offsets committed once they are acknowledged (at most one batch
-    settles at a time; a failure stops the loop before anything later is committed). A service whose
+    the next batches are handled, and its offsets committed once they are acknowledged, in order (at
+    most ``MAX_SETTLING_BATCHES`` settle at a time; a failure stops the loop before anything later is
+    committed). A service whose
     handler shares state with other producing tasks passes its lock as ``output_lock``: the loop holds
     it while it hands deferred outputs to the producer, so they keep the order of the changes that
     caused them. Dead letters are produced at once in either mode.
@@ -121,7 +127,8 @@ class ConsumerLoop:
         self._settle_batch = settle == "batch"
         self._outgoing: list[Outgoing] = []  # batch mode: outputs of the batch in hand, not produced yet
         self._in_flight: list[DeliveryFuture | BatchFuture] = []  # batch mode: outputs produced, not settled
-        self._settling: asyncio.Task[None] | None = None  # batch mode: the previous batch's settle and commit
+        #: batch mode: batches handed over, oldest first, each settling and then committing after the one before
+        self._settling: deque[asyncio.Task[None]] = deque()
         self._output_lock = output_lock or asyncio.Lock()
         self._poll_timeout_ms = poll_timeout_ms
         self._consumer: AIOKafkaConsumer | None = None
@@ -166,11 +173,17 @@ class ConsumerLoop:
             consumer.subscribe(self._topics, listener=_Rebalance(self))
             while not self._stopping.is_set():
                 batch = await consumer.getmany(timeout_ms=self._poll_timeout_ms, max_records=self._max_records)
+                handled = 0
                 for records in batch.values():
                     for record in records:
                         if self._stopping.is_set():
                             break
                         await self._process(record)
+                        handled += 1
+                        if handled % YIELD_EVERY == 0:
+                            # a handler that never waits would hold the event loop for the whole batch:
+                            # let acknowledgements, timers and the service's other tasks run
+                            await asyncio.sleep(0)
                 await self._finish_batch()
         finally:
             with contextlib.suppress(Exception):
@@ -267,12 +280,13 @@ class ConsumerLoop:
 
     async def _finish_batch(self) -> None:
         """After a fetched batch: commit it (record mode), or hand it over to be settled and committed
-        while the next one is handled (batch mode)."""
+        while the next ones are handled (batch mode)."""
         async with self._work_lock:
             if not self._settle_batch:
                 await self._commit_processed()
                 return
-            await self._wait_settled()  # at most one batch settles while the next is handled
+            while self._settling and (self._settling[0].done() or len(self._settling) >= MAX_SETTLING_BATCHES):
+                await self._wait_oldest()  # a failure surfaces here, at the latest one poll later
             async with self._output_lock:
                 outgoing, self._outgoing = self._outgoing, []
                 pending, self._in_flight = self._in_flight, []
@@ -284,28 +298,40 @@ class ConsumerLoop:
                     self._clear_batch()
                     raise
             if pending or offsets:
-                self._settling = asyncio.create_task(self._settle_and_commit(pending, offsets),
-                                                     name=f"{self.group_id}: settle")
+                previous = self._settling[-1] if self._settling else None
+                self._settling.append(asyncio.create_task(self._settle_and_commit(previous, pending, offsets),
+                                                          name=f"{self.group_id}: settle"))
 
-    async def _settle_and_commit(self, pending: list[DeliveryFuture | BatchFuture],
+    async def _settle_and_commit(self, previous: asyncio.Task[None] | None,
+                                 pending: list[DeliveryFuture | BatchFuture],
                                  offsets: dict[TopicPartition, int]) -> None:
         await asyncio.gather(*pending)
+        if previous is not None:
+            await asyncio.wait({previous})  # commits in order
+            previous.result()  # an earlier batch failed: neither it nor this one is committed
         try:
             await self._commit(offsets)
         except Exception as exc:  # e.g. a rebalance began: the records are delivered again, nothing is lost
             log.warning("commit of a settled batch failed (its records will be delivered again): %r", exc)
 
-    async def _wait_settled(self) -> None:
-        """Wait for the batch being settled; if its outputs failed, nothing handled since is committed
-        either (the error is raised and the loop stops; those records are delivered again)."""
-        task, self._settling = self._settling, None
-        if task is None:
-            return
+    async def _wait_oldest(self) -> None:
+        """Wait for the oldest batch being settled; if its outputs (or an earlier batch's) failed, nothing
+        handled since is committed either (the error is raised and the loop stops; those records are
+        delivered again)."""
+        task = self._settling.popleft()
         try:
             await task
         except BaseException:
             self._clear_batch()
+            for later in self._settling:
+                later.cancel()
+            self._settling.clear()
             raise
+
+    async def _wait_settled(self) -> None:
+        """Wait until every batch handed over is settled and committed (raises the first failure)."""
+        while self._settling:
+            await self._wait_oldest()
 
     def _clear_batch(self) -> None:
         """Forget the batch in hand: it must not be committed (its outputs, or an earlier batch's, failed)."""
