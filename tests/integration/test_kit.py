@@ -368,3 +368,35 @@ async def test_batch_settle_produces_deferred_outputs_before_what_the_service_se
     forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
     order = [*examples[:2], marker, *examples[2:5]]
     assert [record.value for record in forwarded] == [encode(envelope) for envelope in order]
+
+
+async def test_batch_settle_keeps_handling_while_the_service_holds_the_output_lock(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    """Inputs go on being handled while the service produces (holds its output lock); their outputs
+    and commits wait for the lock, and nothing is committed ahead of its outputs."""
+    source = await topics.create("source")
+    sink = await topics.create("sink")
+    examples = [envelope for _, envelope in example_envelopes()[:8]]
+    group_id = group()
+    output_lock = asyncio.Lock()
+
+    async def forward(envelope: Envelope, delivery: Delivery) -> None:
+        await delivery.emit(sink, envelope)
+
+    async with EnvelopeProducer(kafka_settings) as producer:
+        loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id, settle="batch",
+                            output_lock=output_lock)
+        async with running(loop):
+            async with output_lock:
+                for envelope in examples:
+                    await producer.send(source, envelope)
+                await producer.flush()
+                await eventually(lambda: loop.stats.handled == len(examples))
+                await asyncio.sleep(0.5)  # several polls with the lock held
+                assert loop.stats.commits == 0
+                assert await read_all(kafka_settings, sink, idle_s=0.2) == []
+            await eventually(lambda: loop.stats.commits > 0)
+    assert await committed(kafka_settings, group_id, TopicPartition(source, 0)) == len(examples)
+    forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
+    assert [record.value for record in forwarded] == [encode(envelope) for envelope in examples]

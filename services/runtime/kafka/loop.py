@@ -26,6 +26,8 @@ log = logging.getLogger(__name__)
 Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 #: batch mode: how many handled batches may be settling (outputs in flight, commit pending) at once
 MAX_SETTLING_BATCHES = 4
+#: batch mode: outputs that may wait for the service's output lock before the loop waits for it too
+MAX_DEFERRED_OUTPUTS = 20_000
 #: records handled between two turns of the event loop
 YIELD_EVERY = 32
 
@@ -187,7 +189,7 @@ class ConsumerLoop:
                 await self._finish_batch()
         finally:
             with contextlib.suppress(Exception):
-                await self._finish_batch()
+                await self._finish_batch(wait=True)
                 async with self._work_lock:
                     await self._wait_settled()
             await consumer.stop()
@@ -278,15 +280,19 @@ class ConsumerLoop:
         if outgoing:
             self._in_flight += await self._producer.send_many(outgoing)
 
-    async def _finish_batch(self) -> None:
+    async def _finish_batch(self, *, wait: bool = False) -> None:
         """After a fetched batch: commit it (record mode), or hand it over to be settled and committed
-        while the next ones are handled (batch mode)."""
+        while the next ones are handled (batch mode). While the service holds the output lock (a cycle
+        producing), the loop does not wait for it: the batch is handed over with a later one (unless
+        ``wait``, or too much is waiting already)."""
         async with self._work_lock:
             if not self._settle_batch:
                 await self._commit_processed()
                 return
             while self._settling and (self._settling[0].done() or len(self._settling) >= MAX_SETTLING_BATCHES):
                 await self._wait_oldest()  # a failure surfaces here, at the latest one poll later
+            if self._output_lock.locked() and not wait and len(self._outgoing) < MAX_DEFERRED_OUTPUTS:
+                return
             async with self._output_lock:
                 outgoing, self._outgoing = self._outgoing, []
                 pending, self._in_flight = self._in_flight, []

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from services.core import CohortSpec, PendingReason, Reject, SchedulerConfig, SchedulerState
+from services.core.quota import QuotaBook
 
 from .builders import admitted, check_invariants, cycle, job, node, queue, quotas, state
 
@@ -183,3 +184,26 @@ def test_quota_that_never_frees_gives_no_estimate() -> None:
     state.submit(Job("big", "a", 0.0, gpus_per_pod=8, gpu_type="a100"))
     info = schedule(state, 1.0, SchedulerConfig()).pending["big"]
     assert info.reason is PendingReason.QUEUE_QUOTA and info.estimated_start is None
+
+
+def test_a_clone_of_the_quota_book_is_copied_on_write_and_never_changes_the_original() -> None:
+    book = QuotaBook()
+    book.set_cohort(CohortSpec("c"))
+    for name in ("a", "b"):
+        book.set_queue(queue(name, 8, cohort="c"))
+    book.add("a", {"gpu:a100": 4}, "alice", +1)
+    before = ({q: dict(a) for q, a in book.alloc.items()}, {r: dict(u) for r, u in book.pool_used.items()},
+              dict(book.user_gpus))
+
+    scratch = book.clone()
+    assert scratch.alloc["a"] is book.alloc["a"]  # shared until the scratch copy changes it
+    scratch.add("a", {"gpu:a100": 4}, "alice", +1)
+    scratch.add("b", {"gpu:a100": 12}, "bob", +1)
+    scratch.add("b", {"gpu:a100": 2}, "bob", -1)
+
+    assert (book.alloc, book.pool_used, book.user_gpus) == before
+    assert scratch.alloc["a"] == {"gpu:a100": 8} and scratch.alloc["b"] == {"gpu:a100": 10}
+    assert scratch.pool_used["c"]["gpu:a100"] == 18  # nothing is guaranteed (all nominal quota is lent)
+    again = scratch.clone()  # a clone of a clone shares with its own source only until it writes
+    again.add("a", {"gpu:a100": 1}, "alice", -1)
+    assert scratch.alloc["a"] == {"gpu:a100": 8} and again.alloc["a"] == {"gpu:a100": 7}
