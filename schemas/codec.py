@@ -10,6 +10,9 @@ from pydantic import ValidationError
 from schemas.envelope import Envelope, EnvelopeHeader
 from schemas.topics import MESSAGE_TYPES, TOPICS
 
+#: the message types each registered topic carries (looked up for every decoded record)
+_TYPES_BY_TOPIC: dict[str, frozenset[str]] = {name: frozenset(spec.message_types) for name, spec in TOPICS.items()}
+
 MAX_MESSAGE_BYTES = 1 << 20  # 1 MiB; the broker default max.message.bytes is about the same
 
 DecodeReason = Literal[
@@ -67,8 +70,8 @@ def decode(raw: bytes | None, *, topic: str | None = None, max_bytes: int = MAX_
             "unsupported_version", f"{header.type} v{header.schema_version} (this build reads v{cls.VERSION})"
         )
     if topic is not None:
-        spec = TOPICS.get(topic)
-        if spec is not None and header.type not in spec.message_types:
+        allowed = _TYPES_BY_TOPIC.get(topic)
+        if allowed is not None and header.type not in allowed:
             raise DecodeError("wrong_topic", f"{header.type} does not belong on {topic}")
     if not isinstance(payload, dict):
         raise DecodeError("invalid_payload", "payload must be a JSON object")
