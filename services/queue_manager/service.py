@@ -78,7 +78,9 @@ async def read_whole(settings: KafkaSettings, topic: str, *, timeout_s: float = 
 
 
 class QueueManager:
-    """Owns the queue state and serialises every change to it with one lock."""
+    """Owns the queue state: every change to it is serialised by the state lock, and every message it
+    produces by the output lock (a cycle holds both while it decides, then the output lock alone while
+    its records are acknowledged)."""
 
     #: short: a burst of submissions is still seen whole, and under steady input cycles follow each other
     DEFAULT_DEBOUNCE_S = 0.05

@@ -84,10 +84,9 @@ class ConsumerLoop:
     retried in this mode must be idempotent across restarts. The batch's outputs are produced while
     the next batches are handled, and its offsets committed once they are acknowledged, in order (at
     most ``MAX_SETTLING_BATCHES`` settle at a time; a failure stops the loop before anything later is
-    committed). A service whose
-    handler shares state with other producing tasks passes its lock as ``output_lock``: the loop holds
-    it while it hands deferred outputs to the producer, so they keep the order of the changes that
-    caused them. Dead letters are produced at once in either mode.
+    committed). A service whose handler shares state with other producing tasks passes its lock as
+    ``output_lock``: the loop holds it while it hands deferred outputs to the producer, so they keep
+    the order of the changes that caused them. Dead letters are produced at once in either mode.
     Tombstones (null values, deletes on compacted topics) go to ``on_tombstone`` with their key when it
     is given, otherwise to the dead-letter topic as ``malformed``.
     """
@@ -276,9 +275,20 @@ class ConsumerLoop:
         before its commit. A service that also produces outside the loop (a scheduling cycle) calls this
         first, holding its ``output_lock``, so that its messages follow, on every partition, those its
         inputs caused before them."""
+        self._in_flight = await self._hand_over()
+
+    async def _hand_over(self) -> list[DeliveryFuture | BatchFuture]:
+        """Produce the deferred outputs and take them, with the outputs already in flight, from the loop
+        (the caller holds the output lock). If producing fails, nothing handled so far is committed."""
         outgoing, self._outgoing = self._outgoing, []
-        if outgoing:
-            self._in_flight += await self._producer.send_many(outgoing)
+        pending, self._in_flight = self._in_flight, []
+        try:
+            if outgoing:
+                pending += await self._producer.send_many(outgoing)
+        except BaseException:
+            self._clear_batch()
+            raise
+        return pending
 
     async def _finish_batch(self, *, wait: bool = False) -> None:
         """After a fetched batch: commit it (record mode), or hand it over to be settled and committed
@@ -294,15 +304,8 @@ class ConsumerLoop:
             if self._output_lock.locked() and not wait and len(self._outgoing) < MAX_DEFERRED_OUTPUTS:
                 return
             async with self._output_lock:
-                outgoing, self._outgoing = self._outgoing, []
-                pending, self._in_flight = self._in_flight, []
+                pending = await self._hand_over()
                 offsets, self._processed = self._processed, {}
-                try:
-                    if outgoing:
-                        pending += await self._producer.send_many(outgoing)
-                except BaseException:
-                    self._clear_batch()
-                    raise
             if pending or offsets:
                 previous = self._settling[-1] if self._settling else None
                 self._settling.append(asyncio.create_task(self._settle_and_commit(previous, pending, offsets),
@@ -348,14 +351,7 @@ class ConsumerLoop:
     async def _settle_in_flight(self) -> None:
         """Produce the outputs of the batch in hand and wait for them (batch mode); raises the first failure."""
         async with self._output_lock:
-            outgoing, self._outgoing = self._outgoing, []
-            pending, self._in_flight = self._in_flight, []
-            if outgoing:
-                try:
-                    pending += await self._producer.send_many(outgoing)
-                except BaseException:
-                    self._processed.clear()
-                    raise
+            pending = await self._hand_over()
         if pending:
             try:
                 await asyncio.gather(*pending)

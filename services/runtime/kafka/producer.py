@@ -89,10 +89,8 @@ class EnvelopeProducer:
 
     async def send(self, topic: str, envelope: Envelope, *, key: str | None = None) -> DeliveryFuture:
         """Buffer one envelope (key defaults to ``envelope.key()``); returns its delivery future."""
-        record_key = envelope.key() if key is None else key
-        return await self.send_raw(
-            topic, encode(envelope), key=record_key.encode(), headers=envelope_headers(envelope)
-        )
+        record_key, value, headers = _record(envelope, key)
+        return await self.send_raw(topic, value, key=record_key, headers=headers)
 
     async def send_and_wait(self, topic: str, envelope: Envelope, *, key: str | None = None) -> RecordMetadata:
         """Send one envelope and wait for the broker's acknowledgement."""
@@ -129,10 +127,7 @@ class EnvelopeProducer:
         open_batches: dict[tuple[str, int], Any] = {}
         futures: list[BatchFuture] = []
         for item in items:
-            envelope = item.envelope
-            key = (envelope.key() if item.key is None else item.key).encode()
-            value = encode(envelope)
-            headers = envelope_headers(envelope)
+            key, value, headers = _record(item.envelope, item.key)
             all_partitions = partitions.get(item.topic)
             if all_partitions is None:
                 all_partitions = partitions[item.topic] = sorted(await producer.partitions_for(item.topic))
@@ -154,3 +149,8 @@ class EnvelopeProducer:
     async def flush(self) -> None:
         """Wait until every buffered record is acknowledged or failed."""
         await self._require().flush()
+
+
+def _record(envelope: Envelope, key: str | None) -> tuple[bytes, bytes, Headers]:
+    """Key (``envelope.key()`` unless given), value and headers of the record that carries ``envelope``."""
+    return (envelope.key() if key is None else key).encode(), encode(envelope), envelope_headers(envelope)
