@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import uuid
+import os
 from datetime import UTC, datetime
 from typing import Annotated, Any, ClassVar
 
@@ -58,6 +58,12 @@ class RawEnvelope(EnvelopeHeader):
     payload: dict[str, Any]
 
 
+def new_event_id() -> str:
+    """A fresh event id: 128 random bits as 32 hex digits (the length of a UUID's hex form, at a
+    quarter of ``uuid4().hex``'s cost; every produced message takes one)."""
+    return os.urandom(16).hex()
+
+
 def make_envelope(
     message: Message,
     producer: str,
@@ -69,7 +75,7 @@ def make_envelope(
 ) -> Envelope:
     """Wrap a message. ``occurred_at`` defaults to now (UTC): call this only in the shell, never the core."""
     return Envelope(
-        event_id=event_id or uuid.uuid4().hex,
+        event_id=event_id or new_event_id(),
         type=message.TYPE,
         schema_version=message.VERSION,
         occurred_at=occurred_at or datetime.now(UTC),
