@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from bench.controlplane.cluster import FakeCluster, RuntimeOf
+from bench.controlplane.machine import process_cpu_seconds
 from bench.controlplane.measure import Timeline
 from bench.controlplane.workload import Fleet, QueueLayout
 from schemas.envelope import Message, make_envelope
@@ -152,6 +153,11 @@ class QueueManagerProcess:
             if time.monotonic() > deadline:
                 raise TimeoutError(f"the queue manager did not recover within {START_TIMEOUT_S:g} s")
             await asyncio.sleep(0.05)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the queue-manager process has used so far (None before it started, or off Linux)."""
+        pid = self._process.pid
+        return None if pid is None else process_cpu_seconds(pid)
 
     async def stop(self) -> None:
         if self._process.pid is None:

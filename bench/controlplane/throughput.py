@@ -51,6 +51,20 @@ class Outcome:
     created: Spread
     baseline_per_s: float
     baseline: Spread
+    #: CPU seconds each queue-manager process used for the scenario, from its first submission until its
+    #: last job finished and was taken in (None where it could not be read)
+    manager_cpu_s: tuple[float | None, ...] = ()
+
+    def cpu_ms_per_job(self) -> float | None:
+        """The busiest queue manager's CPU per submitted job, in milliseconds."""
+        used = [s for s in self.manager_cpu_s if s is not None]
+        if not used or len(used) < len(self.manager_cpu_s) or self.scenario.count == 0:
+            return None
+        return max(used) * 1000 / self.scenario.count
+
+    def cpu_cell(self) -> str:
+        ms = self.cpu_ms_per_job()
+        return "-" if ms is None else f"{ms:.2f}"
 
 
 async def run_scenario(stack: Stack, scenario: Scenario, index: int, *, within_s: float,
@@ -61,6 +75,7 @@ async def run_scenario(stack: Stack, scenario: Scenario, index: int, *, within_s
     payloads = [encode(make_envelope(j, SUBMITTER)) for j in jobs]
     base = await round_trip(stack.settings, payloads, scenario.rate)
     ids = {j.job_id for j in jobs}
+    cpu_before = [m.cpu_seconds() for m in stack.managers]
     started = time.time()
     futures = []
     async for due in paced(scenario.count, scenario.rate):
@@ -73,11 +88,13 @@ async def run_scenario(stack: Stack, scenario: Scenario, index: int, *, within_s
                                    within=within_s)
     admitted = [j for j in ids if j in timeline.decided]
     await settle(stack, ids)
+    cpu = tuple(None if before is None or after is None else after - before
+                for before, after in zip(cpu_before, (m.cpu_seconds() for m in stack.managers), strict=True))
     last = max((timeline.decided[j] for j in admitted), default=started)
     return Outcome(scenario, len(admitted), last - started,
                    Spread.of(timeline.delays(timeline.submitted, timeline.decided, admitted)),
                    Spread.of(timeline.delays(timeline.submitted, timeline.created, admitted)),
-                   base.per_second, base.latency)
+                   base.per_second, base.latency, cpu)
 
 
 async def settle(stack: Stack, ids: set[str], *, within_s: float = 60.0) -> None:
@@ -104,11 +121,12 @@ async def throughput(broker: Broker, *, quick: bool, debounce_s: float | None = 
         f"{RUNTIME_S:g} s, 1 queue-manager shard",
         ["scenario", "jobs", "admitted", "admissions/s", "submit->decision p50/p95/p99 ms",
          "submit->Job created p50/p95/p99 ms", "raw broker msgs/s", "raw round trip p50/p95/p99 ms",
-         "vs raw"])
+         "vs raw", "QM CPU ms/job"])
     for o in outcomes:
         ratio = (o.admitted / o.seconds) / o.baseline_per_s if o.seconds > 0 and o.baseline_per_s else 0.0
         table.add(o.scenario.name, f"{o.scenario.count:,}", f"{o.admitted:,}", rate(o.admitted, o.seconds),
-                  o.decision.ms(), o.created.ms(), f"{o.baseline_per_s:,.0f}/s", o.baseline.ms(), f"{ratio:.2f}")
+                  o.decision.ms(), o.created.ms(), f"{o.baseline_per_s:,.0f}/s", o.baseline.ms(), f"{ratio:.2f}",
+                  o.cpu_cell())
     debounce = stack.manager.debounce_s
     table.notes += [
         "capacity is published straight onto muster.capacity.v1 and a fake cluster answers JobAdmitted with "
@@ -116,6 +134,8 @@ async def throughput(broker: Broker, *, quick: bool, debounce_s: float | None = 
         "consumed JobAdmitted",
         f"the queue manager cycles {debounce:g} s after a change (debounce): that bounds submit->decision "
         "from below",
+        "QM CPU ms/job: the queue-manager process's CPU time over the scenario (its jobs submitted, admitted, "
+        "run and finished) per job",
         "setup: " + ", ".join(f"{k} {v:.1f} s" for k, v in setup.items()),
     ]
     return table

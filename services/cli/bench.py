@@ -62,6 +62,8 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
         raise click.UsageError("--debounce applies to the throughput benchmark only")
     # SIGTERM (a time limit, a CI runner) ends the run like Ctrl-C: the private broker is stopped too
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
+    machine = _load("bench.controlplane.machine")
+    before = machine.CpuTimes.now()
     try:
         if profile is None:
             text = asyncio.run(module.main(**options))
@@ -74,3 +76,5 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
     finally:
         signal.signal(signal.SIGTERM, previous)
     click.echo(text)
+    # the figures move with the rest of the machine: say how busy it was and how much the host took
+    click.echo("  " + machine.describe(before, machine.CpuTimes.now()))

@@ -37,6 +37,7 @@ from services.queue_manager.metrics import QueueMetrics
 from services.queue_manager.pools import Shard
 from services.queue_manager.recovery import rebuild, seed_statuses
 from services.queue_manager.reporting import ReportPacer
+from services.queue_manager.routing import passes_over
 from services.queue_manager.state import Out, QueueState
 from services.runtime.kafka import BatchFuture, ConsumerLoop, Delivery, EnvelopeProducer, KafkaSettings, Outgoing
 from services.runtime.kafka.table import CompactedTable
@@ -187,6 +188,10 @@ class QueueManager:
             self.metrics.decisions(outs)
             self._mark_changed()
 
+    def _passes_over(self, topic: str, key: bytes | None, value: bytes | None) -> bool:
+        """A shard need not decode another shard's submissions and run events (see ``routing``)."""
+        return passes_over(self.state, topic, key, value)
+
     # ------------------------------------------------------------ cycles
 
     async def cycle(self) -> int:
@@ -271,7 +276,8 @@ class QueueManager:
         # commit (one broker round trip per batch); a failed output stops the service, which then
         # recovers from muster.jobs and re-reads the uncommitted batch
         loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=loop_group,
-                            settle="batch", max_records=500, output_lock=self._output_lock)
+                            settle="batch", max_records=500, output_lock=self._output_lock,
+                            skip=self._passes_over)
         self._inputs = loop
 
         async def stopper() -> None:

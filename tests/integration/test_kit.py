@@ -146,6 +146,33 @@ async def test_undecodable_messages_go_to_the_dlq_and_the_consumer_continues(
     assert await committed(kafka_settings, group_id, TopicPartition(topic, 0)) == 3
 
 
+async def test_records_skip_passes_over_are_committed_without_decoding(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    topic = await topics.create("skipping")
+    dlq = await topics.create(name=dlq_topic(topic))
+    _, valid = example_envelopes()[0]
+    # the skipped one would be dead-lettered if it were decoded
+    await produce(kafka_settings, topic, [(b"other", b"{not json"), (valid.key().encode(), encode(valid))])
+    seen: Seen = []
+    looked_at: list[tuple[str, bytes | None]] = []
+    group_id = group()
+
+    def skip(record_topic: str, key: bytes | None, value: bytes | None) -> bool:
+        looked_at.append((record_topic, key))
+        return key == b"other"
+
+    async with EnvelopeProducer(kafka_settings) as producer:
+        loop = ConsumerLoop(kafka_settings, [topic], collector(seen), producer, group_id=group_id, skip=skip,
+                            settle="batch")
+        async with running(loop):
+            await eventually(lambda: len(seen) == 1)
+    assert seen[0][0] == valid and looked_at == [(topic, b"other"), (topic, valid.key().encode())]
+    assert loop.stats.passed_over == 1 and loop.stats.handled == 1 and loop.stats.dead_lettered == 0
+    assert await read_all(kafka_settings, dlq, idle_s=0.4) == []
+    assert await committed(kafka_settings, group_id, TopicPartition(topic, 0)) == 2
+
+
 async def test_failing_handler_is_retried_then_dead_lettered(
     kafka_settings: KafkaSettings, topics: TopicFactory
 ) -> None:

@@ -49,6 +49,7 @@ class LoopStats:
     """Counters for metrics and tests."""
 
     handled: int = 0
+    passed_over: int = 0  # records ``skip`` said the service ignores anyway: not decoded
     dead_lettered: int = 0
     retries: int = 0
     commits: int = 0
@@ -88,7 +89,9 @@ class ConsumerLoop:
     ``output_lock``: the loop holds it while it hands deferred outputs to the producer, so they keep
     the order of the changes that caused them. Dead letters are produced at once in either mode.
     Tombstones (null values, deletes on compacted topics) go to ``on_tombstone`` with their key when it
-    is given, otherwise to the dead-letter topic as ``malformed``.
+    is given, otherwise to the dead-letter topic as ``malformed``. ``skip``, given the topic, key and
+    value, may pass a record over before it is decoded (it is committed like a handled one): for a
+    service that can tell from a cheap look that it would ignore the record.
     """
 
     def __init__(
@@ -109,6 +112,7 @@ class ConsumerLoop:
         poll_timeout_ms: int = 200,
         settle: Literal["record", "batch"] = "record",
         output_lock: asyncio.Lock | None = None,
+        skip: Callable[[str, bytes | None, bytes | None], bool] | None = None,
     ) -> None:
         group = group_id or settings.group_id
         if not group:
@@ -131,6 +135,7 @@ class ConsumerLoop:
         #: batch mode: batches handed over, oldest first, each settling and then committing after the one before
         self._settling: deque[asyncio.Task[None]] = deque()
         self._output_lock = output_lock or asyncio.Lock()
+        self._skip = skip
         self._poll_timeout_ms = poll_timeout_ms
         self._consumer: AIOKafkaConsumer | None = None
         self._owned: set[TopicPartition] = set()
@@ -201,7 +206,10 @@ class ConsumerLoop:
         async with self._work_lock:
             if tp not in self._owned:
                 return  # revoked while the batch was in hand: the new owner re-reads it
-            await self._handle_record(record)
+            if self._skip is not None and self._skip(record.topic, record.key, record.value):
+                self.stats.passed_over += 1
+            else:
+                await self._handle_record(record)
             self._processed[tp] = record.offset + 1
 
     async def _handle_record(self, record: Record) -> None:
