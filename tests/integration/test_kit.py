@@ -62,6 +62,12 @@ def group() -> str:
     return f"g-{uuid.uuid4().hex[:8]}"
 
 
+async def input_with_dead_letters(topics: TopicFactory, name: str) -> tuple[str, str, Envelope]:
+    """A new input topic, its dead-letter topic, and a valid envelope to put on it."""
+    topic = await topics.create(name)
+    return topic, await topics.create(name=dlq_topic(topic)), example_envelopes()[0][1]
+
+
 async def test_registry_topics_are_created_once_with_their_settings(kafka_settings: KafkaSettings) -> None:
     await ensure_registry_topics(kafka_settings)
     assert await ensure_registry_topics(kafka_settings) == []
@@ -118,9 +124,7 @@ async def test_envelope_records_carry_type_and_version_headers(
 async def test_undecodable_messages_go_to_the_dlq_and_the_consumer_continues(
     kafka_settings: KafkaSettings, topics: TopicFactory
 ) -> None:
-    topic = await topics.create("input")
-    dlq = await topics.create(name=dlq_topic(topic))
-    _, valid = example_envelopes()[0]
+    topic, dlq, valid = await input_with_dead_letters(topics, "input")
     invalid = orjson.loads(encode(valid))
     invalid["payload"]["job_id"] = "Not A Valid Id!"
     await produce(
@@ -149,9 +153,7 @@ async def test_undecodable_messages_go_to_the_dlq_and_the_consumer_continues(
 async def test_records_skip_passes_over_are_committed_without_decoding(
     kafka_settings: KafkaSettings, topics: TopicFactory
 ) -> None:
-    topic = await topics.create("skipping")
-    dlq = await topics.create(name=dlq_topic(topic))
-    _, valid = example_envelopes()[0]
+    topic, dlq, valid = await input_with_dead_letters(topics, "skipping")
     # the skipped one would be dead-lettered if it were decoded
     await produce(kafka_settings, topic, [(b"other", b"{not json"), (valid.key().encode(), encode(valid))])
     seen: Seen = []
