@@ -10,6 +10,7 @@ import time
 from datetime import UTC, datetime
 
 from bench.controlplane.baseline import round_trip
+from bench.controlplane.machine import spent
 from bench.controlplane.measure import Spread, Table, rate
 from bench.controlplane.pacing import paced
 from bench.controlplane.sizes import BORROWING_LIMIT, NOMINAL, SIZES, per_queue
@@ -38,7 +39,7 @@ async def main(*, quick: bool, bootstrap: str | None) -> str:
         base = await round_trip(broker.settings, [encode(make_envelope(j, SUBMITTER)) for j, _ in jobs], None)
         async with running_stack(broker, fleet, layout, runtimes.__getitem__,
                                  scheduler=SchedulerConfig(min_runtime_s=0.0)) as stack:
-            cpu_before = stack.manager.cpu_seconds()
+            cpu_before = stack.cpu_seconds()
             started = time.time()
             futures = []
             async for due in paced(len(jobs), None):
@@ -52,7 +53,7 @@ async def main(*, quick: bool, bootstrap: str | None) -> str:
             done = await stack.cluster.wait_until(
                 lambda: ids <= timeline.finished.keys() | stack.cluster.rejected.keys(), within=LIMIT_S)
             wall = max(timeline.finished.values(), default=started) - started
-            cpu_after = stack.manager.cpu_seconds()
+            (cpu,) = spent(cpu_before, stack.cpu_seconds())
             setup = dict(stack.setup_s)
     table = Table(
         f"largescale: {cohorts} cohorts x {queues} queues (nominal {NOMINAL}, borrowing limit {BORROWING_LIMIT} "
@@ -70,9 +71,8 @@ async def main(*, quick: bool, bootstrap: str | None) -> str:
         f"wall time until all complete: {wall:.1f} s" if done else
         f"NOT all complete within {LIMIT_S:.0f} s: {completed:,} of {len(jobs):,} completed",
         f"completions/s: {rate(completed, wall)}; submissions produced in {produced:.1f} s",
-        *([f"queue-manager CPU: {cpu_after - cpu_before:.1f} s over the run "
-           f"({(cpu_after - cpu_before) * 1000 / len(jobs):.2f} ms per workload)"]
-          if cpu_before is not None and cpu_after is not None else []),
+        *([f"queue-manager CPU: {cpu:.1f} s over the run ({cpu * 1000 / len(jobs):.2f} ms per workload)"]
+          if cpu is not None else []),
         f"baseline, raw broker round trip of the same {len(jobs):,} submissions: {base.seconds:.1f} s "
         f"({base.per_second:,.0f} msgs/s, p50/p95/p99 {base.latency.ms()} ms)",
         "shape and sizes from Kueue's test/performance/scheduler large-scale generator; a size's request is "

@@ -8,6 +8,7 @@ share next to them tells a slow run on a busy host from a regression.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -73,3 +74,9 @@ def process_cpu_seconds(pid: int, path: Path = Path("/proc")) -> float | None:
     except (IndexError, ValueError):
         return None
     return (utime + stime) / os.sysconf("SC_CLK_TCK")
+
+
+def spent(before: Sequence[float | None], after: Sequence[float | None]) -> tuple[float | None, ...]:
+    """CPU seconds used between two ``process_cpu_seconds`` readings of the same processes (None where
+    either reading is missing)."""
+    return tuple(None if b is None or a is None else a - b for b, a in zip(before, after, strict=True))

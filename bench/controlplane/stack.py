@@ -83,6 +83,10 @@ class Stack:
     def manager(self) -> QueueManagerProcess:
         return self.managers[0]
 
+    def cpu_seconds(self) -> list[float | None]:
+        """CPU time each queue-manager process has used so far (see ``machine.spent``)."""
+        return [m.cpu_seconds() for m in self.managers]
+
     async def submit(self, job: SubmitJob) -> DeliveryFuture:
         """Stamp and buffer one submission (its moment is recorded as it is handed to the producer)."""
         self.timeline.submitted[job.job_id] = job.submitted_at.timestamp()

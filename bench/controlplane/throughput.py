@@ -16,6 +16,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 
 from bench.controlplane.baseline import round_trip
+from bench.controlplane.machine import spent
 from bench.controlplane.measure import Spread, Table, rate
 from bench.controlplane.pacing import paced
 from bench.controlplane.stack import SUBMITTER, Broker, Stack, running_stack
@@ -75,7 +76,7 @@ async def run_scenario(stack: Stack, scenario: Scenario, index: int, *, within_s
     payloads = [encode(make_envelope(j, SUBMITTER)) for j in jobs]
     base = await round_trip(stack.settings, payloads, scenario.rate)
     ids = {j.job_id for j in jobs}
-    cpu_before = [m.cpu_seconds() for m in stack.managers]
+    cpu_before = stack.cpu_seconds()
     started = time.time()
     futures = []
     async for due in paced(scenario.count, scenario.rate):
@@ -88,8 +89,7 @@ async def run_scenario(stack: Stack, scenario: Scenario, index: int, *, within_s
                                    within=within_s)
     admitted = [j for j in ids if j in timeline.decided]
     await settle(stack, ids)
-    cpu = tuple(None if before is None or after is None else after - before
-                for before, after in zip(cpu_before, (m.cpu_seconds() for m in stack.managers), strict=True))
+    cpu = spent(cpu_before, stack.cpu_seconds())
     last = max((timeline.decided[j] for j in admitted), default=started)
     return Outcome(scenario, len(admitted), last - started,
                    Spread.of(timeline.delays(timeline.submitted, timeline.decided, admitted)),

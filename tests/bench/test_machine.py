@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench.controlplane.machine import CpuTimes, describe, process_cpu_seconds
+from bench.controlplane.machine import CpuTimes, describe, process_cpu_seconds, spent
 
 BEFORE = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0 0 0\n"
 AFTER = "cpu  700 0 150 1000 50 0 100 100 0 0\ncpu0 350 0 75 500 25 0 50 50 0 0\n"
@@ -49,3 +49,7 @@ def test_process_cpu_seconds_of_this_process_grows() -> None:
     sum(i * i for i in range(300_000))
     second = process_cpu_seconds(os.getpid())
     assert second is not None and second >= first
+
+
+def test_spent_is_the_difference_per_process_and_none_where_a_reading_is_missing() -> None:
+    assert spent([1.0, None, 2.0], [3.5, 4.0, None]) == (2.5, None, None)
