@@ -28,6 +28,7 @@ SUBCOMMANDS: dict[str, str] = {
     "recurring": "services.cli.jobs:recurring",
     "bench": "services.cli.bench:bench",
     "chaos": "services.cli.chaos:chaos",
+    "k8s": "services.kubereal.cli:k8s",
 }
 
 

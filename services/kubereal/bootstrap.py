@@ -1,0 +1,135 @@
+"""What a fresh local control plane gets before Muster uses it: the cluster file's nodes as KWOK
+nodes, the ServiceAccounts and RBAC of ``deploy/kubernetes``, and one kubeconfig per Muster service
+that authenticates as that service's ServiceAccount (never as the admin).
+
+Every step is idempotent: running it again on a cluster that has it all changes nothing but the
+tokens, which are requested anew.
+"""
+
+from __future__ import annotations
+
+import copy
+from collections.abc import Iterable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import yaml
+from kubernetes_asyncio.client.exceptions import ApiException
+
+from schemas.config import ClusterConfig
+from services.kubereal.controlplane import KWOK_NODE_ANNOTATION, ControlPlane, write_private
+from services.kubesim.nodes import cluster_nodes
+from services.runtime.kube import NAMESPACES, NODES, KubeObject, KubeRest, Resource, build_api_client
+from services.runtime.kube.errors import is_conflict
+
+DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
+SYSTEM_NAMESPACE = "muster-system"
+#: the manifests that define who each service is and what it may do, as a cluster operator applies them
+RBAC_MANIFESTS = (
+    "namespace.yaml",
+    "serviceaccounts.yaml",
+    "rbac-dispatcher.yaml",
+    "rbac-node-watcher.yaml",
+    "components/gateway-kube-jobs/rbac-gateway.yaml",
+)
+#: the services that call the Kubernetes API, and their ServiceAccounts
+SERVICE_ACCOUNTS = {
+    "gateway": "muster-gateway",
+    "dispatcher": "muster-dispatcher",
+    "node-watcher": "muster-node-watcher",
+}
+TOKEN_SECONDS = 365 * 24 * 3600
+#: kinds whose existing object is kept as it is (a node's state, a ServiceAccount's uid and tokens)
+KEEP_EXISTING = frozenset({"Namespace", "ServiceAccount", "Node"})
+
+KINDS: dict[str, Resource] = {
+    r.kind: r for r in (
+        NAMESPACES,
+        NODES,
+        Resource("v1", "ServiceAccount", "serviceaccounts", namespaced=True),
+        Resource("rbac.authorization.k8s.io/v1", "ClusterRole", "clusterroles", namespaced=False),
+        Resource("rbac.authorization.k8s.io/v1", "ClusterRoleBinding", "clusterrolebindings", namespaced=False),
+        Resource("rbac.authorization.k8s.io/v1", "Role", "roles", namespaced=True),
+        Resource("rbac.authorization.k8s.io/v1", "RoleBinding", "rolebindings", namespaced=True),
+    )
+}
+
+
+def kwok_node(node: KubeObject) -> KubeObject:
+    """A node of the cluster file as KWOK manages it: annotated, with resources and no conditions yet
+    (KWOK's node-initialize stage makes it Ready and keeps its heartbeat)."""
+    out = copy.deepcopy(node)
+    out["apiVersion"], out["kind"] = "v1", "Node"
+    out["metadata"].setdefault("annotations", {})[KWOK_NODE_ANNOTATION] = "fake"
+    status = out.get("status") or {}
+    out["status"] = {k: status[k] for k in ("capacity", "allocatable", "addresses") if k in status}
+    return out
+
+
+def manifests(paths: Iterable[Path]) -> list[KubeObject]:
+    docs: list[KubeObject] = []
+    for path in paths:
+        docs += [d for d in yaml.safe_load_all(path.read_text(encoding="utf-8")) if d]
+    return docs
+
+
+async def apply(rest: KubeRest, obj: KubeObject) -> KubeObject:
+    """Create ``obj``, or replace what has its name (RBAC rules follow the manifests)."""
+    resource = KINDS.get(obj["kind"])
+    if resource is None:
+        raise ValueError(f"cannot apply a {obj['kind']}: not one of {sorted(KINDS)}")
+    namespace = obj["metadata"].get("namespace") if resource.namespaced else None
+    try:
+        return await rest.create(resource, obj, namespace)
+    except ApiException as exc:
+        if not is_conflict(exc):
+            raise
+    if obj["kind"] in KEEP_EXISTING:
+        return await rest.get(resource, obj["metadata"]["name"], namespace)
+    current = await rest.get(resource, obj["metadata"]["name"], namespace)
+    body = copy.deepcopy(obj)
+    body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
+    return await rest.replace(resource, body, namespace)
+
+
+@dataclass(frozen=True)
+class Bootstrapped:
+    """The kubeconfig of each service that calls the API (``gateway``, ``dispatcher``, ``node-watcher``)."""
+
+    kubeconfigs: dict[str, Path]
+    nodes: int
+
+
+async def service_token(rest: KubeRest, account: str, seconds: int = TOKEN_SECONDS) -> str:
+    """A bound ServiceAccount token from the TokenRequest API."""
+    path = (f"/api/v1/namespaces/{SYSTEM_NAMESPACE}/serviceaccounts/{account}/token")
+    answer = await rest.request("POST", path, body={
+        "apiVersion": "authentication.k8s.io/v1", "kind": "TokenRequest",
+        "spec": {"expirationSeconds": seconds},
+    })
+    token: str = answer["status"]["token"]
+    return token
+
+
+async def bootstrap(plane: ControlPlane, cluster: ClusterConfig | None, deploy_dir: Path = DEPLOY_DIR) -> Bootstrapped:
+    """Nodes, RBAC and per-service kubeconfigs on a started control plane."""
+    api = await build_api_client(kubeconfig=str(plane.admin_kubeconfig))
+    async with api:
+        rest = KubeRest(api)
+        missing = [m for m in RBAC_MANIFESTS if not (deploy_dir / m).exists()]
+        if missing:
+            raise FileNotFoundError(f"{deploy_dir} lacks {missing}: run from a checkout of the Muster repository")
+        for obj in manifests(deploy_dir / m for m in RBAC_MANIFESTS):
+            await apply(rest, obj)
+        nodes = [kwok_node(n) for n in cluster_nodes(cluster)] if cluster is not None else []
+        for node in nodes:
+            await apply(rest, node)
+        kubeconfigs: dict[str, Path] = {}
+        for service, account in SERVICE_ACCOUNTS.items():
+            token = await service_token(rest, account)
+            path = plane.state_dir / "kubeconfigs" / f"{service}.yaml"
+            config: dict[str, Any] = plane.kubeconfig_for(f"system:serviceaccount:{SYSTEM_NAMESPACE}:{account}", token)
+            write_private(path, yaml.safe_dump(config, sort_keys=False))
+            kubeconfigs[service] = path
+    return Bootstrapped(kubeconfigs, len(nodes))
