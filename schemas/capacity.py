@@ -46,6 +46,8 @@ class NodeState(BaseModel):
     healthy: bool = True
     schedulable: bool = True
     health_reason: Text = ""
+    #: when the node stopped being Ready (its Ready condition's lastTransitionTime); None while healthy
+    unhealthy_since: AwareDatetime | None = None
 
     @model_validator(mode="after")
     def _groups_fit(self) -> NodeState:

@@ -100,6 +100,7 @@ class Node:
     taints: frozenset[str] = frozenset()  # taint keys; a job must tolerate every one
     healthy: bool = True
     schedulable: bool = True
+    unhealthy_since: float | None = None  # when it stopped being healthy (None: healthy, or not known)
 
     def domain(self, level: str) -> tuple[str, ...]:
         """The identity of this node's domain at a topology level, e.g. ("c1", "z1", "b2")."""
@@ -283,6 +284,8 @@ class SchedulerConfig:
     elastic: bool = True
     bin_packing: bool = True
     min_runtime_s: float = 300.0  # a job that has run less than this is not a victim (anti-thrash)
+    # how long a node may stay unhealthy before its jobs are stopped (Kubernetes' not-ready toleration)
+    node_unhealthy_grace_s: float = 300.0
     starvation_age_s: float = 24 * 3600.0  # waiting longer than this boosts a job above fair share
     default_runtime_estimate_s: float = 3600.0
     max_admissions_per_cycle: int = 1000

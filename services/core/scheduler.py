@@ -11,6 +11,7 @@ from .elastic import grow
 from .model import (
     CycleResult,
     Job,
+    Node,
     PendingReason,
     Preempt,
     PreemptReason,
@@ -86,6 +87,8 @@ def _housekeeping(cycle: Cycle) -> None:
             Preempt(job_id, rj.job.attempt, PreemptReason.MAX_RUNTIME.value, rj.job.grace_period_s, requeue=False)
         )
     for name in sorted(st.lost_nodes):
+        if not _lost_for_good(st.cap.nodes.get(name), now, cycle.cfg.node_unhealthy_grace_s):
+            continue
         for job_id in st.node_jobs.get(name, {}):
             rj = st.running[job_id]
             if rj.terminating or job_id in cycle.taken:
@@ -94,6 +97,18 @@ def _housekeeping(cycle: Cycle) -> None:
             cycle.decisions.append(
                 Preempt(job_id, rj.job.attempt, PreemptReason.NODE_UNHEALTHY.value, rj.job.grace_period_s)
             )
+
+
+def _lost_for_good(node: Node | None, now: float, grace_s: float) -> bool:
+    """Whether the jobs on an unhealthy or removed node must be stopped now.
+
+    A removed node is gone with its pods. An unhealthy one is given ``grace_s`` from when it stopped
+    being healthy (Kubernetes waits 300 s before it evicts from a NotReady node): a heartbeat that
+    comes late for a moment must not preempt a week-long gang. It takes no new work meanwhile.
+    """
+    if node is None or node.healthy:
+        return node is None
+    return node.unhealthy_since is None or now - node.unhealthy_since >= grace_s
 
 
 # ---------------------------------------------------------------------- the muster order

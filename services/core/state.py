@@ -110,7 +110,8 @@ class SchedulerState:
         else:
             self.lost_nodes.add(node.name)
         self._count_totals(node, +1)
-        if old is None or replace(old, healthy=node.healthy, schedulable=node.schedulable) != node:
+        if old is None or replace(old, healthy=node.healthy, schedulable=node.schedulable,
+                                  unhealthy_since=node.unhealthy_since) != node:
             self.node_version += 1  # static shape changed: facts derived from the node set are stale
             self.cache.clear()
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 import re
 from collections.abc import Iterable, Mapping
+from datetime import datetime
 from typing import Any
 
 from schemas.capacity import NodeState, NodeTopology, Taint
@@ -125,7 +126,20 @@ def node_state(node: KubeObject, cluster: str, pods: Iterable[KubeObject] = ()) 
         healthy=healthy,
         schedulable=not bool((node.get("spec") or {}).get("unschedulable")),
         health_reason=reason[:2048],
+        unhealthy_since=None if healthy or ready is None else _transition_time(ready),
     )
+
+
+def _transition_time(condition: KubeObject) -> datetime | None:
+    """The condition's ``lastTransitionTime``; None when it is missing or unreadable."""
+    raw = condition.get("lastTransitionTime")
+    if not isinstance(raw, str):
+        return None
+    try:
+        when = datetime.fromisoformat(raw)
+    except ValueError:
+        return None
+    return when if when.tzinfo is not None else None
 
 
 def _name(obj: KubeObject) -> str:

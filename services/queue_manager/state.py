@@ -141,8 +141,11 @@ class QueueState:
 
     def fold_capacity(self, key: str, message: Message | None) -> bool:
         if isinstance(message, NodeStateObserved):
-            self.nodes[message.state.node] = message.state
-            self._place_node(message.state)
+            state = message.state
+            if not state.healthy and state.unhealthy_since is None:  # a report that does not say since when
+                state = state.model_copy(update={"unhealthy_since": message.observed_at})
+            self.nodes[state.node] = state
+            self._place_node(state)
         elif isinstance(message, NodeRemoved):
             self.nodes.pop(message.node, None)
             self.sched.remove_node(message.node)

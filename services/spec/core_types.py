@@ -78,6 +78,7 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
 
 def node_from_state(s: NodeState, extra_labels: Mapping[str, str] | None = None) -> Node:
     """The node as the core sees it; ``extra_labels`` are added to (and override) the node's own labels."""
+    unhealthy_since = None if s.healthy or s.unhealthy_since is None else s.unhealthy_since.timestamp()
     topo = {k: v for k, v in (("zone", s.topology.zone), ("block", s.topology.block), ("rack", s.topology.rack)) if v}
     return Node(
         name=s.node,
@@ -92,6 +93,7 @@ def node_from_state(s: NodeState, extra_labels: Mapping[str, str] | None = None)
         taints=frozenset(t.key for t in s.taints if t.effect != "PreferNoSchedule"),
         healthy=s.healthy,
         schedulable=s.schedulable,
+        unhealthy_since=unhealthy_since,
     )
 
 

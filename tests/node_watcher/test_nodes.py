@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import copy
+from datetime import UTC, datetime
 from decimal import Decimal
 
 import pytest
@@ -31,6 +32,16 @@ def test_not_ready_node_is_unhealthy_and_tainted() -> None:
     assert not state.healthy
     assert "NodeStatusUnknown" in state.health_reason
     assert {(t.key, t.effect) for t in state.taints} >= {("node.kubernetes.io/unreachable", "NoExecute")}
+
+
+def test_a_not_ready_node_says_since_when_from_its_ready_condition() -> None:
+    node = not_ready(example_node())
+    ready = next(c for c in node["status"]["conditions"] if c["type"] == "Ready")
+    ready["lastTransitionTime"] = "2026-11-24T09:00:00Z"
+    assert node_state(node, CLUSTER).unhealthy_since == datetime(2026, 11, 24, 9, 0, tzinfo=UTC)
+    ready["lastTransitionTime"] = "yesterday"
+    assert node_state(node, CLUSTER).unhealthy_since is None  # the queue manager then uses the report's time
+    assert node_state(example_node(), CLUSTER).unhealthy_since is None
 
 
 def test_cordoned_node_is_unschedulable() -> None:

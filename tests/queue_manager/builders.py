@@ -40,9 +40,10 @@ def config_messages(gpus: int = 64) -> list[Message]:
     ]
 
 
-def node(name: str = "east-a100-0", gpus: int = 8, *, healthy: bool = True) -> NodeStateObserved:
+def node(name: str = "east-a100-0", gpus: int = 8, *, healthy: bool = True,
+         unhealthy_since: datetime | None = None) -> NodeStateObserved:
     state = NodeState(cluster=CLUSTER, node=name, gpu_type="a100", gpus_allocatable=gpus, cpu_m=96_000,
-                      memory_mb=1 << 20, healthy=healthy)
+                      memory_mb=1 << 20, healthy=healthy, unhealthy_since=unhealthy_since)
     return NodeStateObserved(state=state, observed_at=T0)
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import uuid
+from datetime import UTC, datetime
 
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected
 from schemas.envelope import Message
@@ -15,7 +16,7 @@ from services.queue_manager.cycle import CycleOutcome, run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.state import Out, QueueState
 from services.queue_manager.status import WAITING_REFRESH_S
-from tests.queue_manager.builders import NOW, folded_state, node, of_type, run_fields, submit
+from tests.queue_manager.builders import NOW, T0, folded_state, node, of_type, run_fields, submit
 
 CFG = SchedulerConfig(min_runtime_s=0.0)
 
@@ -231,13 +232,26 @@ def test_suspend_resume_priority_and_scale_of_waiting_job() -> None:
     assert feed(qs, ChangePriority(job_id="j1", priority_class="high", requested_by="admin")) == []
 
 
-def test_unhealthy_node_preempts_with_requeue() -> None:
+def test_an_unhealthy_node_preempts_with_requeue_once_its_grace_is_over() -> None:
     qs = folded_state()
     admitted_running(qs, "j1")
-    sick = node("east-a100-0", healthy=False)
+    sick = node("east-a100-0", healthy=False)  # observed at T0, which says since when
     qs.fold_capacity(sick.key(), sick)
-    (req,) = of_type(cycle(qs).decisions, JobPreemptionRequested)
+    grace = SchedulerConfig().node_unhealthy_grace_s
+    assert not of_type(cycle(qs, T0.timestamp() + grace - 1).decisions, JobPreemptionRequested)
+    (req,) = of_type(cycle(qs, T0.timestamp() + grace).decisions, JobPreemptionRequested)
     assert (req.reason, req.requeue) == ("node_unhealthy", True)
+
+
+def test_a_node_not_ready_for_a_moment_preempts_nothing() -> None:
+    qs = folded_state()
+    admitted_running(qs, "j1")
+    sick = node("east-a100-0", healthy=False, unhealthy_since=datetime.fromtimestamp(NOW - 1, UTC))
+    qs.fold_capacity(sick.key(), sick)
+    assert not of_type(cycle(qs).decisions, JobPreemptionRequested)
+    well = node("east-a100-0")
+    qs.fold_capacity(well.key(), well)
+    assert not of_type(cycle(qs, NOW + 3600).decisions, JobPreemptionRequested)
 
 
 def test_a_retried_delivery_resends_the_current_record_and_preemption() -> None:

@@ -155,6 +155,35 @@ def test_unhealthy_node_preempts_its_jobs_with_requeue() -> None:
     assert not any(isinstance(x, Admit) for x in result.decisions)
 
 
+def test_a_short_not_ready_flap_preempts_nothing_and_a_long_one_stops_the_jobs_after_the_grace() -> None:
+    cfg = SchedulerConfig(node_unhealthy_grace_s=300.0)
+    n, spare = node("n", 8), node("spare", 8)
+    st = state([queue("q", 16)], [n, spare], [job("a")])
+    (admit,) = cycle(st, 0, cfg).decisions
+    assert isinstance(admit, Admit) and admit.placement.nodes[0].node == "n"
+    st.upsert_node(replace(n, healthy=False, unhealthy_since=10.0))
+    st.submit(job("b", submit=10.0))
+    during = cycle(st, 11, cfg).decisions
+    assert not any(isinstance(d, Preempt) for d in during)
+    (b,) = [d for d in during if isinstance(d, Admit)]
+    assert b.placement.nodes[0].node == "spare"  # no new work on the unhealthy node meanwhile
+    st.upsert_node(n)  # Ready again within the grace: nothing happened to "a"
+    assert not any(isinstance(d, Preempt) for d in cycle(st, 400, cfg).decisions)
+    st.upsert_node(replace(n, healthy=False, unhealthy_since=500.0))
+    assert not any(isinstance(d, Preempt) for d in cycle(st, 799, cfg).decisions)
+    (d,) = [d for d in cycle(st, 800, cfg).decisions if isinstance(d, Preempt)]
+    assert (d.job_id, d.reason, d.requeue) == ("a", PreemptReason.NODE_UNHEALTHY.value, True)
+
+
+def test_a_removed_node_stops_its_jobs_at_once() -> None:
+    n = node("n", 8)
+    st = state([queue("q", 8)], [n], [job("a")])
+    cycle(st, 0)
+    st.remove_node("n")
+    (d,) = cycle(st, 1).decisions
+    assert isinstance(d, Preempt) and d.reason == PreemptReason.NODE_UNHEALTHY.value
+
+
 def test_young_victims_make_the_preemptor_wait_with_a_precise_reason_and_estimate() -> None:
     from services.core import SchedulerConfig, SchedulerState, schedule
     from services.core.model import Job, Node, PendingReason, Preempt, QueueSpec, ResourceQuota
