@@ -10,6 +10,7 @@ import pytest
 from services.runtime.broker import BOOTSTRAP_ENV, ResolvedBroker, resolve_broker
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kafka.topics import ensure_registry_topics
+from tests.builders.realkube import RealKube
 
 
 @pytest.fixture(scope="session")
@@ -52,6 +53,16 @@ def registry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resolv
 @pytest.fixture
 def registry_settings(registry_broker: ResolvedBroker) -> KafkaSettings:
     return KafkaSettings(bootstrap=registry_broker.bootstrap, client_id="muster-test", request_timeout_ms=15_000)
+
+
+@pytest.fixture(scope="session")
+def real_kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealKube]:
+    """The run's real control planes (built from Go modules once, into ~/.cache/muster), started on first use."""
+    kube = RealKube.create(tmp_path_factory.mktemp("realkube"))
+    try:
+        yield kube
+    finally:
+        kube.close()
 
 
 @pytest.fixture(autouse=True)

@@ -24,6 +24,9 @@ from services.runtime.options import SERVICES, ServeOptions
               help="the cluster a dispatcher / node watcher serves")
 @click.option("--kube-server", envvar="MUSTER_KUBE_SERVER", default=None,
               help="Kubernetes API URL (default: KUBECONFIG or in-cluster)")
+@click.option("--kubeconfig", type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              envvar="MUSTER_KUBECONFIG", default=None,
+              help="the service's own kubeconfig (default: KUBECONFIG or in-cluster)")
 @click.option("--tokens", "tokens_file", type=click.Path(exists=True, dir_okay=False, path_type=Path),
               envvar="MUSTER_TOKENS_FILE", default=None, help="gateway: bearer tokens file")
 @click.option("--instance", default="0", show_default=True, help="instance id (client id suffix)")
@@ -31,7 +34,7 @@ from services.runtime.options import SERVICES, ServeOptions
               help="queue manager shard: a pool it owns (repeatable; default: every pool)")
 @click.option("--log-level", default="INFO", show_default=True)
 def serve(service: str, bootstrap: str | None, http_host: str, http_port: int, config_file: Path | None,
-          cluster: str, kube_server: str | None, tokens_file: Path | None, instance: str,
+          cluster: str, kube_server: str | None, kubeconfig: Path | None, tokens_file: Path | None, instance: str,
           pools: tuple[str, ...], log_level: str) -> None:
     """Run one Muster service (gateway, queue-manager, quota-accountant, dispatcher, node-watcher)."""
     logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
@@ -41,7 +44,8 @@ def serve(service: str, bootstrap: str | None, http_host: str, http_port: int, c
     kafka = KafkaSettings() if bootstrap is None else KafkaSettings(bootstrap=bootstrap)
     kafka = kafka.with_identity(client_id=f"muster-{service}-{instance}")
     options = ServeOptions(kafka=kafka, http_host=http_host, http_port=http_port, config_file=config_file,
-                           cluster=cluster, kube_server=kube_server, tokens_file=tokens_file, instance=instance,
+                           cluster=cluster, kube_server=kube_server, kubeconfig=kubeconfig,
+                           tokens_file=tokens_file, instance=instance,
                            pools=pools)
     module = importlib.import_module(f"services.{name}.main")
     from services.runtime.collector import configure_collector

@@ -43,7 +43,7 @@ async def serve(
     registry = CollectorRegistry()
     metrics = DispatcherMetrics(registry, options.cluster)
     kafka = options.kafka.with_identity(client_id=f"muster-{SERVICE}-{options.cluster}-{options.instance}")
-    api = await build_api_client(options.kube_server)
+    api = await build_api_client(options.kube_server, kubeconfig=options.kubeconfig_path)
     async with api:
         producer = EnvelopeProducer(kafka)
         await producer.start()

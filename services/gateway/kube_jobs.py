@@ -181,9 +181,11 @@ class KubeJobSubmitter:
         log.info("submitted Job %s as %s to queue %s", key, submission.job_id, submission.spec.queue)
 
 
-async def watch_kube_jobs(ctx: GatewayContext, server: str | None, stop: asyncio.Event) -> None:
-    """Watch labelled Jobs in every namespace until ``stop``; ``server`` None means KUBECONFIG / in-cluster."""
-    api = await build_api_client(server)
+async def watch_kube_jobs(ctx: GatewayContext, server: str | None, stop: asyncio.Event, *,
+                          kubeconfig: str | None = None) -> None:
+    """Watch labelled Jobs in every namespace until ``stop``; ``server`` None means ``kubeconfig``, then
+    KUBECONFIG / in-cluster."""
+    api = await build_api_client(server, kubeconfig=kubeconfig)
     async with api:
         informer = job_cache(KubeRest(api), label_selector=QUEUE_LABEL)
         informer.add_handler(KubeJobSubmitter(ctx).handle)

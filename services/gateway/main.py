@@ -142,7 +142,7 @@ class GatewayServer:
             await producer.stop()
 
     def _kube_task(self, ctx: GatewayContext) -> BackgroundTask | None:
-        if not (self.options.kube_server or os.environ.get("KUBECONFIG")):
+        if not (self.options.kube_server or self.options.kubeconfig or os.environ.get("KUBECONFIG")):
             return None
         from services.gateway.kube_jobs import watch_kube_jobs
 
@@ -150,7 +150,7 @@ class GatewayServer:
 
         async def kube(stop: asyncio.Event) -> None:
             if await unless_stopped(stop, self.ready.wait()):
-                await watch_kube_jobs(ctx, server, stop)
+                await watch_kube_jobs(ctx, server, stop, kubeconfig=self.options.kubeconfig_path)
 
         return kube
 

@@ -8,6 +8,7 @@ tokens, which are requested anew.
 
 from __future__ import annotations
 
+import asyncio
 import copy
 from collections.abc import Iterable
 from dataclasses import dataclass
@@ -19,12 +20,23 @@ from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas.config import ClusterConfig
 from services.kubereal.controlplane import KWOK_NODE_ANNOTATION, ControlPlane, write_private
-from services.kubesim.nodes import cluster_nodes
-from services.runtime.kube import NAMESPACES, NODES, KubeObject, KubeRest, Resource, build_api_client
-from services.runtime.kube.errors import is_conflict
+from services.kubesim.nodes import cluster_nodes, node_ready
+from services.runtime.kube import (
+    JOBS,
+    NAMESPACES,
+    NODES,
+    PODS,
+    KubeObject,
+    KubeRest,
+    Resource,
+    build_api_client,
+    delete,
+)
+from services.runtime.kube.errors import is_already_exists
 
 DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 SYSTEM_NAMESPACE = "muster-system"
+SYSTEM_NAMESPACES = (SYSTEM_NAMESPACE, "kube-system", "kube-public", "kube-node-lease")
 #: the manifests that define who each service is and what it may do, as a cluster operator applies them
 RBAC_MANIFESTS = (
     "namespace.yaml",
@@ -83,7 +95,7 @@ async def apply(rest: KubeRest, obj: KubeObject) -> KubeObject:
     try:
         return await rest.create(resource, obj, namespace)
     except ApiException as exc:
-        if not is_conflict(exc):
+        if not is_already_exists(exc):
             raise
     if obj["kind"] in KEEP_EXISTING:
         return await rest.get(resource, obj["metadata"]["name"], namespace)
@@ -112,6 +124,48 @@ async def service_token(rest: KubeRest, account: str, seconds: int = TOKEN_SECON
     return token
 
 
+async def register_nodes(rest: KubeRest, cluster: ClusterConfig | None, *, exclusive: bool = False) -> list[str]:
+    """The cluster's nodes as KWOK nodes; ``exclusive`` deletes every other node first. Their names."""
+    nodes = [kwok_node(n) for n in cluster_nodes(cluster)] if cluster is not None else []
+    names = [n["metadata"]["name"] for n in nodes]
+    if exclusive:
+        existing, _ = await rest.list(NODES)
+        for node in existing:
+            if node["metadata"]["name"] not in names:
+                await delete(rest, NODES, node["metadata"]["name"])
+    for node in nodes:
+        await apply(rest, node)
+    return names
+
+
+async def wait_nodes_ready(rest: KubeRest, names: Iterable[str], timeout_s: float = 60.0) -> None:
+    """Until KWOK has made every named node Ready."""
+    wanted = set(names)
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while True:
+        nodes, _ = await rest.list(NODES)
+        ready = {n["metadata"]["name"] for n in nodes if node_ready(n)}
+        if wanted <= ready:
+            return
+        if asyncio.get_running_loop().time() > deadline:
+            raise TimeoutError(f"nodes not Ready after {timeout_s:.0f}s: {sorted(wanted - ready)}")
+        await asyncio.sleep(0.2)
+
+
+async def clear_workloads(rest: KubeRest, keep_namespaces: Iterable[str] = SYSTEM_NAMESPACES) -> int:
+    """Delete every Job and pod outside the system namespaces at once (pods without grace). How many."""
+    keep = set(keep_namespaces)
+    deleted = 0
+    for resource, grace in ((JOBS, None), (PODS, 0)):
+        items, _ = await rest.list(resource)
+        for item in items:
+            meta = item["metadata"]
+            if meta.get("namespace") in keep:
+                continue
+            deleted += await delete(rest, resource, meta["name"], meta["namespace"], grace_period_seconds=grace)
+    return deleted
+
+
 async def bootstrap(plane: ControlPlane, cluster: ClusterConfig | None, deploy_dir: Path = DEPLOY_DIR) -> Bootstrapped:
     """Nodes, RBAC and per-service kubeconfigs on a started control plane."""
     api = await build_api_client(kubeconfig=str(plane.admin_kubeconfig))
@@ -122,9 +176,7 @@ async def bootstrap(plane: ControlPlane, cluster: ClusterConfig | None, deploy_d
             raise FileNotFoundError(f"{deploy_dir} lacks {missing}: run from a checkout of the Muster repository")
         for obj in manifests(deploy_dir / m for m in RBAC_MANIFESTS):
             await apply(rest, obj)
-        nodes = [kwok_node(n) for n in cluster_nodes(cluster)] if cluster is not None else []
-        for node in nodes:
-            await apply(rest, node)
+        nodes = await register_nodes(rest, cluster)
         kubeconfigs: dict[str, Path] = {}
         for service, account in SERVICE_ACCOUNTS.items():
             token = await service_token(rest, account)

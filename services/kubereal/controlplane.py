@@ -7,7 +7,9 @@ kubeconfig use; Muster's services get ServiceAccount tokens instead (``services.
 Everything lives in the state directory: certificates, etcd's data, logs, ports and kubeconfigs, so
 starting again on the same directory keeps the cluster's objects.
 
-Synchronous: from async code call ``start`` and ``close`` through ``asyncio.to_thread``.
+Synchronous. The children get SIGTERM when the thread that started them ends (so nothing outlives an
+interrupted run): call ``start`` from a thread that lives as long as the cluster should, e.g. the main
+thread, or ``asyncio.to_thread`` inside an ``asyncio.run`` that lasts as long.
 """
 
 from __future__ import annotations

@@ -34,7 +34,7 @@ async def serve(
     """
     registry = CollectorRegistry()
     metrics = WatcherMetrics(registry, options.cluster)
-    api = await build_api_client(options.kube_server)
+    api = await build_api_client(options.kube_server, kubeconfig=options.kubeconfig_path)
     async with api:
         rest = KubeRest(api)
         producer = EnvelopeProducer(options.kafka.with_identity(client_id=f"muster-{SERVICE}-{options.cluster}"))

@@ -16,7 +16,8 @@ class ServeOptions:
 
     ``config_file``: the cluster file (queues, cohorts, priority classes, tenants); the gateway seeds
     ``muster.config`` from it. ``cluster`` and ``kube_server``: the one cluster a dispatcher or
-    node-state watcher serves (``kube_server`` None means KUBECONFIG / in-cluster configuration).
+    node-state watcher serves (``kube_server`` None means ``kubeconfig``, then KUBECONFIG / in-cluster
+    configuration).
     ``http_port`` serves /metrics and /healthz (the gateway's API too); 0 picks a free port.
     """
 
@@ -26,6 +27,11 @@ class ServeOptions:
     config_file: Path | None = None
     cluster: str = "default"
     kube_server: str | None = None
+    kubeconfig: Path | None = None  # the service's own kubeconfig (its ServiceAccount), over KUBECONFIG
     tokens_file: Path | None = None
     instance: str = "0"
     pools: tuple[str, ...] = ()  # queue-manager shard: the pools it owns; empty = every pool
+
+    @property
+    def kubeconfig_path(self) -> str | None:
+        return str(self.kubeconfig) if self.kubeconfig is not None else None

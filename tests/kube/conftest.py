@@ -1,7 +1,8 @@
 """The live target for the client-layer tests: the simulated cluster, or the real one named by KUBECONFIG.
 
-Every test that takes ``target`` runs against kubesim and, marked ``cluster`` and only when
-``KUBECONFIG`` is set, against the real cluster. Tests that need kubesim's fault controls call
+Every test that takes ``target`` runs against kubesim, against the real control plane built from Go
+modules (marked ``realkube``) and, marked ``cluster`` and only when ``KUBECONFIG`` is set, against the
+cluster it names. Tests that need kubesim's fault controls call
 ``target.require_sim()`` and are skipped on the real cluster.
 """
 
@@ -16,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from services.kubesim import KubeSim
 from services.runtime.kube import NAMESPACES, Backoff, KubeRest, RetryPolicy, build_api_client, create_or_get
 from services.runtime.kube import delete as delete_object
 
@@ -39,21 +41,24 @@ class KubeTarget:
         return self.sim
 
 
-def _kubesim_class() -> Any:
-    try:
-        from services.kubesim import KubeSim
-    except ImportError:
-        return None
-    return KubeSim
+def _cluster_small() -> Any:
+    from services.spec.cluster_file import load_cluster_file
+
+    return load_cluster_file(CLUSTER_FILE).clusters[0]
 
 
-@pytest.fixture(params=["kubesim", pytest.param("cluster", marks=pytest.mark.cluster)])
+@pytest.fixture(params=["kubesim", pytest.param("real", marks=pytest.mark.realkube),
+                        pytest.param("cluster", marks=pytest.mark.cluster)])
 async def target(request: pytest.FixtureRequest) -> AsyncIterator[KubeTarget]:
     namespace = f"muster-test-{uuid.uuid4().hex[:8]}"
-    if request.param == "cluster":
-        if not os.environ.get("KUBECONFIG"):
-            pytest.skip("real-cluster tests run only when KUBECONFIG is set")
-        api = await build_api_client()
+    if request.param in ("cluster", "real"):
+        if request.param == "real":
+            real = await request.getfixturevalue("real_kube").prepare(_cluster_small())
+            api = await build_api_client(kubeconfig=str(real.admin_kubeconfig))
+        else:
+            if not os.environ.get("KUBECONFIG"):
+                pytest.skip("real-cluster tests run only when KUBECONFIG is set")
+            api = await build_api_client()
         rest = KubeRest(api, retry=TEST_RETRY)
         async with api:
             await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
@@ -63,10 +68,7 @@ async def target(request: pytest.FixtureRequest) -> AsyncIterator[KubeTarget]:
             finally:
                 await delete_object(rest, NAMESPACES, namespace)
         return
-    kubesim = _kubesim_class()
-    if kubesim is None:
-        pytest.skip("services.kubesim does not export KubeSim yet")
-    sim = kubesim.from_cluster_file(str(CLUSTER_FILE), profile="zero")
+    sim = KubeSim.from_cluster_file(str(CLUSTER_FILE), profile="zero")
     async with sim.serve(host="127.0.0.1", port=0) as url:
         api = await build_api_client(url)
         async with api:
