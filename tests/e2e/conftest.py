@@ -41,8 +41,11 @@ def e2e_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSett
         broker.close()
 
 
-@pytest.fixture
-async def system(e2e_settings: KafkaSettings, e2e_config: MusterConfig, tmp_path: Path) -> AsyncIterator[System]:
-    async with running_system(e2e_settings, e2e_config, tmp_path) as running:
+@pytest.fixture(params=["kubesim", pytest.param("real", marks=pytest.mark.realkube)])
+async def system(request: pytest.FixtureRequest, e2e_settings: KafkaSettings, e2e_config: MusterConfig,
+                 tmp_path: Path) -> AsyncIterator[System]:
+    """The whole system on kubesim, and again on a real control plane (etcd, kube-apiserver, KWOK nodes)."""
+    real = request.getfixturevalue("real_kube") if request.param == "real" else None
+    async with running_system(e2e_settings, e2e_config, tmp_path, real=real) as running:
         yield running
     assert running.log.dead_letters == [], "messages went to a dead-letter topic"

@@ -29,6 +29,7 @@ from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import JOBS, PODS, Backoff, KubeObject, KubeRest, RetryPolicy, build_api_client
 from services.runtime.options import ServeOptions
 from services.runtime.service import ServiceRunner
+from tests.builders.realkube import RealKube
 from tests.e2e.builders import ADMIN_TOKEN, member_token, tokens
 from tests.e2e.log import TopicLog
 
@@ -123,12 +124,22 @@ class Api:
 
 @dataclass
 class Cluster:
-    """One simulated cluster, its URL and a Kubernetes client of it."""
+    """One cluster (simulated, or a real control plane), its URL and an admin Kubernetes client of it.
+
+    ``kubeconfigs`` holds each service's own kubeconfig on a real control plane (its ServiceAccount);
+    on kubesim the services reach ``url`` without credentials."""
 
     name: str
-    sim: KubeSim
+    sim: KubeSim | None
     url: str
     rest: KubeRest
+    kubeconfigs: dict[str, Path] = field(default_factory=dict)
+
+    def access(self, service: str) -> dict[str, Any]:
+        """The ``ServeOptions`` fields by which ``service`` reaches this cluster."""
+        if self.kubeconfigs:
+            return {"kube_server": None, "kubeconfig": self.kubeconfigs[service]}
+        return {"kube_server": self.url}
 
     async def jobs(self, job_id: str | None = None, namespace: str | None = None) -> list[KubeObject]:
         selector = f"muster.dev/job-id={job_id}" if job_id else None
@@ -184,8 +195,8 @@ class System:
         self.services[name] = service
         return service
 
-    async def start_gateway(self, kube_server: str | None) -> str:
-        server = GatewayServer(self.options(kube_server=kube_server))
+    async def start_gateway(self) -> str:
+        server = GatewayServer(self.options(**self.first_cluster().access("gateway")))
         service = self._spawn("gateway", server.run(handle_signals=False))
         service.stopper = server.stop
         await service.started(server.ready.wait)
@@ -220,7 +231,7 @@ class System:
             service.stopper = runner.stop
             registered.set()
 
-        options = self.options(cluster=cluster, kube_server=self.clusters[cluster].url, instance=cluster)
+        options = self.options(cluster=cluster, instance=cluster, **self.clusters[cluster].access("dispatcher"))
         service = self._spawn(f"dispatcher/{cluster}", dispatcher_main.serve(
             options, settings=DISPATCH, handle_signals=False, on_ready=ready))
         await service.started(registered.wait)
@@ -235,7 +246,7 @@ class System:
             service.stopper = runner.stop
             registered.set()
 
-        options = self.options(cluster=cluster, kube_server=self.clusters[cluster].url, instance=cluster)
+        options = self.options(cluster=cluster, instance=cluster, **self.clusters[cluster].access("node-watcher"))
         service = self._spawn(f"node-watcher/{cluster}", watcher_main.serve(
             options, handle_signals=False, on_ready=ready))
         await service.started(registered.wait)
@@ -260,15 +271,24 @@ class System:
 
 @contextlib.asynccontextmanager
 async def running_system(settings: KafkaSettings, config: MusterConfig, tmp_path: Path, *,
-                         scheduler: SchedulerConfig = SCHEDULER) -> AsyncIterator[System]:
-    """Start kubesim per cluster, then gateway, node watchers, accountant, queue manager and dispatchers."""
+                         scheduler: SchedulerConfig = SCHEDULER, real: RealKube | None = None) -> AsyncIterator[System]:
+    """Start a cluster per cluster of ``config`` (kubesim, or with ``real`` one real control plane each),
+    then gateway, node watchers, accountant, queue manager and dispatchers."""
     config_file = tmp_path / "cluster.yaml"
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
     tokens_file = tmp_path / "tokens.yaml"
     tokens_file.write_text(yaml.safe_dump(tokens(tuple(t.name for t in config.tenants))), encoding="utf-8")
     async with contextlib.AsyncExitStack() as stack:
         clusters: dict[str, Cluster] = {}
-        for cluster in config.clusters:
+        for index, cluster in enumerate(config.clusters):
+            if real is not None:
+                plane = await real.prepare(cluster, index)
+                api = await stack.enter_async_context(
+                    await build_api_client(kubeconfig=str(plane.admin_kubeconfig)))
+                clusters[cluster.name] = Cluster(cluster.name, None, plane.plane.url,
+                                                 KubeRest(api, retry=KUBE_RETRY, request_timeout=10.0),
+                                                 kubeconfigs=plane.kubeconfigs)
+                continue
             sim = KubeSim(config, cluster_name=cluster.name, profile="zero")
             url = await stack.enter_async_context(sim.serve(port=0))
             api = await stack.enter_async_context(await build_api_client(url))
@@ -279,7 +299,7 @@ async def running_system(settings: KafkaSettings, config: MusterConfig, tmp_path
         stack.push_async_callback(log.stop)
         system = System(settings, config, config_file, tokens_file, clusters, log, scheduler)
         stack.push_async_callback(system.stop_all)
-        url = await system.start_gateway(kube_server=system.first_cluster().url)
+        url = await system.start_gateway()
         system._api = Api(await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=10)))
         for name in clusters:
             await system.start_watcher(name)
