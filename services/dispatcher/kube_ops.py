@@ -67,15 +67,26 @@ class KubeOps:
     async def annotate_job(self, namespace: str, name: str, annotations: dict[str, str]) -> KubeObject | None:
         return await self.patch_job(namespace, name, {"metadata": {"annotations": annotations}})
 
-    async def delete_job(self, namespace: str, name: str, reason: str) -> bool:
-        """Mark the Job as deleted by Muster (and why), then delete it with background propagation.
+    async def delete_job(self, namespace: str, name: str, reason: str, *, propagation: str = "Background") -> bool:
+        """Mark the Job as deleted by Muster (and why), then delete it (background propagation unless told).
 
-        Returns False when it was already gone.
+        With ``Foreground`` the Job stays, marked for deletion, until the server has removed its last
+        pod, so its disappearance means the gang's resources are free. Returns False when it was gone.
         """
         marked = await self.annotate_job(namespace, name, {ann.DELETED_BY: ann.MUSTER, ann.DELETE_REASON: reason})
         if marked is None:
             return False
-        return await delete(self.rest, JOBS, name, namespace, propagation="Background")
+        return await delete(self.rest, JOBS, name, namespace, propagation=propagation)
+
+    async def end_pods(self, job: KubeObject, grace_s: int) -> int:
+        """Delete the Job's pods with at most ``grace_s`` to stop (a later delete may only shorten the
+        grace a pod has, never lengthen it); how many were still there."""
+        ended = 0
+        for pod in await self.pods_of(job):
+            meta: dict[str, Any] = pod.get("metadata") or {}
+            ended += await delete(self.rest, PODS, str(meta["name"]), meta.get("namespace"),
+                                  grace_period_seconds=max(0, grace_s))
+        return ended
 
     async def list_jobs(self) -> list[KubeObject]:
         """Every Job carrying a Muster job id, in all namespaces."""

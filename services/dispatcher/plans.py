@@ -52,6 +52,9 @@ class DispatchSettings:
     restart_backoff_s: float = 10.0  # pause before the first whole-gang restart; doubles each time
     restart_backoff_max_s: float = 300.0
     handshake_poll_s: float = 1.0  # how often a preemption handshake looks for the checkpoint acknowledgement
+    # after a handshake that used up its grace, a pod's last chance to exit after SIGTERM before SIGKILL
+    stop_floor_s: float = 5.0
+    stop_wait_margin_s: float = 30.0  # beyond the pods' grace, how long a stop waits for them to be gone
     release_poll_s: float = 0.2  # how often a new revision waits for the pods of the one it replaces to be gone
     bind_pods: bool = True  # Muster binds each pod to its planned node (see ``binder``); else affinity only
 

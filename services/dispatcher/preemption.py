@@ -10,15 +10,23 @@
    once its checkpoint is safe), the Job finishes or disappears, or the grace period ends, whichever
    comes first. A suspended Job (a revision not yet released) has nothing to checkpoint: no wait.
    The wait runs as a tracked task: other decisions keep flowing.
-3. ``JobStopped(reason, requeue, checkpointed)`` is reported, then the Job is marked
-   ``muster.dev/deleted-by=muster`` and deleted with background propagation. Reporting first means a
-   crash in between repeats the report rather than losing it.
+3. The Job is marked ``muster.dev/deleted-by=muster`` and deleted with foreground propagation, and its
+   pods are deleted with what is left of the grace period (at least ``stop_floor_s``): the handshake
+   and the pods' own ``terminationGracePeriodSeconds`` share one budget instead of adding up. A job
+   without a checkpoint grace keeps its pods' own grace period.
+4. Once the Job is gone (the foreground deletion ends with its last pod, so its GPUs are really free)
+   ``JobStopped(reason, requeue, checkpointed)`` is reported. A crash before that resumes the stop from
+   the Job, which is still there, marked for deletion; a crash after the Job went and before the report
+   is covered by the node watcher's ``RunDeleted(by=muster)``, which the queue manager takes as the stop
+   of a preempting job. If the pods are not gone after their grace plus ``stop_wait_margin_s``, the stop
+   is reported anyway (and logged): a stuck node must not hold the queue forever.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
+import math
 
 from schemas.decisions import JobPreemptionRequested
 from schemas.envelope import Envelope
@@ -122,11 +130,11 @@ async def handshake(ctx: Context, run: Run) -> None:
         ctx.metrics.handshakes.labels(ctx.cluster).inc()
     try:
         checkpointed = await _wait_for_acknowledgement(ctx, run, pre)
+        await _stop(ctx, run, pre)
         await ctx.reporter.report(
             JobStopped(**ctx.base(run.job_id, run.attempt), reason=pre.reason, requeue=pre.requeue,
                        checkpointed=checkpointed),
             correlation_id=run.correlation_id or None, causation_id=pre.event_id or None)
-        await ctx.ops.delete_job(run.namespace, run.name, "preempted")
         ctx.drop_run(run, finished=True)
         if ctx.metrics is not None:
             ctx.metrics.preemptions.labels(ctx.cluster, str(checkpointed).lower()).inc()
@@ -137,3 +145,27 @@ async def handshake(ctx: Context, run: Run) -> None:
     finally:
         if ctx.metrics is not None:
             ctx.metrics.handshakes.labels(ctx.cluster).dec()
+
+
+def _pod_grace(job: KubeObject) -> float:
+    spec = (((job.get("spec") or {}).get("template") or {}).get("spec")) or {}
+    return float(spec.get("terminationGracePeriodSeconds", 30))
+
+
+async def _stop(ctx: Context, run: Run, pre: Preemption) -> None:
+    """Delete the gang within what is left of its grace and wait until its pods are gone."""
+    job = await ctx.ops.get_job(run.namespace, run.name)
+    if job is None:
+        return
+    await ctx.ops.delete_job(run.namespace, run.name, "preempted", propagation="Foreground")
+    grace = _pod_grace(job)
+    if pre.grace_s > 0:
+        grace = min(grace, max(ctx.settings.stop_floor_s, pre.deadline - ctx.clock().timestamp()))
+        await ctx.ops.end_pods(job, math.ceil(grace))
+    limit = asyncio.get_running_loop().time() + grace + ctx.settings.stop_wait_margin_s
+    while await ctx.ops.get_job(run.namespace, run.name) is not None:
+        if asyncio.get_running_loop().time() > limit:
+            log.warning("job %s attempt %d: pods still there %.0fs after their grace; reported stopped anyway",
+                        run.job_id, run.attempt, ctx.settings.stop_wait_margin_s)
+            return
+        await asyncio.sleep(ctx.settings.release_poll_s)

@@ -62,6 +62,9 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
         qs.sched.job_finished(entry.job_id, now)
         entry.finish("failed", now, message.reason, message.message)
         return [qs.record(entry)]
+    if isinstance(message, RunDeleted) and message.by == "muster" and entry.state == "preempting":
+        # the dispatcher deleted the gang it was stopping (its JobStopped may follow, or be lost in a crash)
+        return _stopped(qs, entry, now, entry.requeue_on_stop, entry.reason or "preempted", "stopped")
     if isinstance(message, RunDeleted) and message.by == "external":
         qs.sched.job_finished(entry.job_id, now)
         entry.finish("failed", now, "deleted_externally", "the job's objects were deleted outside Muster")
