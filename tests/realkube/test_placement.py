@@ -1,0 +1,66 @@
+"""Muster's planned nodes win with the default scheduler running: every pod of a Muster gang names
+``schedulerName: muster``, which kube-scheduler leaves alone, so it never binds one pod of a gang, let
+alone half of it; the dispatcher's binder binds each pod to the node planned for its completion index."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+
+import pytest
+
+from services.dispatcher.binder import Binder
+from services.dispatcher.plans import DispatchSettings, admission_manifest
+from services.runtime.kube import EVENTS, JOBS, PODS, KubeObject, KubeRest
+from tests.dispatcher.builders import admitted, placement, spec
+from tests.realkube.conftest import NAMESPACE
+
+pytestmark = pytest.mark.realkube
+
+PLAN = placement("east-a100-2", "east-a100-0", "east-a100-3", pods_per_node=2)
+
+
+async def gang_pods(rest: KubeRest, job: str) -> list[KubeObject]:
+    pods, _ = await rest.list(PODS, NAMESPACE, label_selector=f"muster.dev/job-id={job}")
+    return pods
+
+
+async def wait_pods(rest: KubeRest, job: str, count: int, condition: str, check: object) -> list[KubeObject]:
+    pods: list[KubeObject] = []
+    async with asyncio.timeout(60):
+        while True:
+            pods = await gang_pods(rest, job)
+            if len(pods) == count and all(check(p) for p in pods):  # type: ignore[operator]
+                return pods
+            await asyncio.sleep(0.2)
+    raise AssertionError(f"pods of {job} not {condition}: {pods}")
+
+
+async def test_the_default_scheduler_never_binds_a_muster_pod_and_the_binder_follows_the_plan(
+        admin: KubeRest) -> None:
+    decision = admitted("placed", plan=PLAN, job_spec=spec(replicas=PLAN.pods, gpus=4, seconds=None))
+    manifest = admission_manifest(decision, "event-1", "corr-1", DispatchSettings())
+    assert manifest["spec"]["template"]["spec"]["schedulerName"] == "muster"
+    await admin.create(JOBS, manifest, NAMESPACE)
+    pods = await wait_pods(admin, "placed", PLAN.pods, "created", lambda p: True)
+    await asyncio.sleep(5)  # kube-scheduler and the Job controller have had every chance to act
+    pods = await gang_pods(admin, "placed")
+    assert [p["spec"].get("nodeName") for p in pods] == [None] * PLAN.pods, "kube-scheduler bound a Muster pod"
+    events, _ = await admin.list(EVENTS, NAMESPACE)
+    by_scheduler = [e for e in events if e.get("reportingComponent") == "default-scheduler"
+                    or (e.get("source") or {}).get("component") == "default-scheduler"]
+    assert by_scheduler == [], by_scheduler
+
+    binder = Binder(admin)
+    stop = asyncio.Event()
+    task = asyncio.create_task(binder.run(stop))
+    try:
+        pods = await wait_pods(admin, "placed", PLAN.pods, "bound and running",
+                               lambda p: p["spec"].get("nodeName") and p["status"].get("phase") == "Running")
+    finally:
+        stop.set()
+        await task
+    plan = json.loads(manifest["metadata"]["annotations"]["muster.dev/placement"])
+    for pod in pods:
+        index = int(pod["metadata"]["annotations"]["batch.kubernetes.io/job-completion-index"])
+        assert pod["spec"]["nodeName"] == plan[index], (index, pod["spec"]["nodeName"], plan)
