@@ -16,7 +16,7 @@ from schemas.config import MusterConfig
 from services.chaos.plan import ChaosPlan
 from services.cli.credentials import write_credentials
 from services.cli.supervise import Child, free_port
-from services.cli.up import service_children
+from services.cli.up import ClusterAccess, service_children
 from services.kubesim import KubeSim
 from services.runtime.broker import KafkaBroker
 from services.runtime.kafka import KafkaSettings
@@ -122,7 +122,8 @@ async def running_system(plan: ChaosPlan, config: MusterConfig, state_dir: Path,
             config_file = state_dir / "config.yaml"
             await asyncio.to_thread(config_file.write_text, yaml.safe_dump(config.model_dump(mode="json")),
                                     encoding="utf-8")
-            children = service_children(config, state_dir, broker.bootstrap, {sim.cluster_name: url}, config_file,
+            children = service_children(config, state_dir, broker.bootstrap, {sim.cluster_name: ClusterAccess(url)},
+                                        config_file,
                                         int(gateway_url.rsplit(":", 1)[1]))
             for child in children:
                 child.env["MUSTER_SCHEDULER_MIN_RUNTIME_S"] = f"{plan.min_runtime_s:g}"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import signal
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -33,23 +34,43 @@ def with_cluster_count(cfg: MusterConfig, count: int | None) -> MusterConfig:
     return cfg.model_copy(update={"clusters": clusters})
 
 
-def kubeconfig(urls: dict[str, str]) -> dict[str, Any]:
-    """A kubeconfig with one context per simulated cluster (no credentials: kubesim is loopback only)."""
-    return {
-        "apiVersion": "v1",
-        "kind": "Config",
-        "clusters": [{"name": n, "cluster": {"server": u}} for n, u in urls.items()],
-        "users": [{"name": "muster-dev", "user": {}}],
-        "contexts": [{"name": n, "context": {"cluster": n, "user": "muster-dev"}} for n in urls],
-        "current-context": next(iter(urls)),
-    }
+def kubeconfig(urls: dict[str, str], admins: dict[str, dict[str, Any]] | None = None) -> dict[str, Any]:
+    """A kubeconfig with one context per cluster: kubesim's without credentials (it is loopback only),
+    a real control plane's with its admin kubeconfig's CA and token (``admins`` by cluster name)."""
+    admins = admins or {}
+    clusters, users, contexts = [], [{"name": "muster-dev", "user": {}}], []
+    for name, url in urls.items():
+        admin = admins.get(name)
+        if admin is None:
+            clusters.append({"name": name, "cluster": {"server": url}})
+            contexts.append({"name": name, "context": {"cluster": name, "user": "muster-dev"}})
+            continue
+        clusters.append({"name": name, "cluster": admin["clusters"][0]["cluster"]})
+        users.append({"name": f"{name}-admin", "user": admin["users"][0]["user"]})
+        contexts.append({"name": name, "context": {"cluster": name, "user": f"{name}-admin"}})
+    return {"apiVersion": "v1", "kind": "Config", "clusters": clusters, "users": users, "contexts": contexts,
+            "current-context": next(iter(urls))}
 
 
 def _step(message: str) -> None:
     click.echo(click.style("» ", fg="cyan") + message)
 
 
-def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, urls: dict[str, str],
+@dataclass(frozen=True)
+class ClusterAccess:
+    """How the services reach one cluster: kubesim's URL (no credentials), or a real control plane
+    through one kubeconfig per service (its ServiceAccount)."""
+
+    url: str
+    kubeconfigs: dict[str, Path] = field(default_factory=dict)
+
+    def args(self, service: str) -> list[str]:
+        if self.kubeconfigs:
+            return ["--kubeconfig", str(self.kubeconfigs[service])]
+        return ["--kube-server", self.url]
+
+
+def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, clusters: dict[str, ClusterAccess],
                      config_file: Path, gateway_port: int) -> list[Child]:
     """The five services: one gateway, queue manager and accountant; a dispatcher + watcher per cluster."""
     env = {"MUSTER_KAFKA_BOOTSTRAP": bootstrap}
@@ -57,21 +78,46 @@ def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, urls: d
     children = [
         # the gateway also turns labelled, suspended batch/v1 Jobs of the first cluster into submissions
         Child("gateway", ["gateway", "--config", str(config_file), "--tokens", str(state_dir / "tokens.yaml"),
-                          "--kube-server", next(iter(urls.values()))],
+                          *next(iter(clusters.values())).args("gateway")],
               gateway_port, logs / "gateway.log", env),
         Child("queue-manager", ["queue-manager"], free_port(), logs / "queue-manager.log", env),
         Child("quota-accountant", ["quota-accountant"], free_port(), logs / "quota-accountant.log", env),
     ]
-    for name, url in urls.items():
+    for name, access in clusters.items():
         for service in ("dispatcher", "node-watcher"):
-            children.append(Child(f"{service}/{name}", [service, "--cluster", name, "--kube-server", url,
+            children.append(Child(f"{service}/{name}", [service, "--cluster", name, *access.args(service),
                                                         "--instance", name],
                                   free_port(), logs / f"{service}-{name}.log", env))
     return children
 
 
+async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.AsyncExitStack,
+                         ) -> tuple[dict[str, ClusterAccess], dict[str, dict[str, Any]]]:
+    """One real control plane per cluster of ``cfg``, with its nodes as KWOK nodes (built first if needed)."""
+    from services.kubereal.bootstrap import bootstrap as bootstrap_plane
+    from services.kubereal.build import build
+    from services.kubereal.controlplane import ControlPlane
+
+    _step("building the Kubernetes control plane from its Go modules (the first time only: ~10 min on 2 cores)")
+    binaries = await asyncio.to_thread(build, lambda m: _step(click.style(m, dim=True)))
+    access: dict[str, ClusterAccess] = {}
+    admins: dict[str, dict[str, Any]] = {}
+    for cluster in cfg.clusters:
+        plane = ControlPlane(state_dir / "k8s" / cluster.name, binaries, name=cluster.name, profile="realistic")
+        # started on a worker thread that lives as long as this event loop (the control plane's children
+        # end with the thread that started them)
+        await asyncio.to_thread(plane.start)
+        stack.push_async_callback(asyncio.to_thread, plane.close)
+        done = await bootstrap_plane(plane, cluster)
+        access[cluster.name] = ClusterAccess(plane.url, done.kubeconfigs)
+        admins[cluster.name] = yaml.safe_load(plane.admin_kubeconfig.read_text(encoding="utf-8"))
+        _step(f"Kubernetes control plane {cluster.name!r}: {done.nodes} KWOK nodes at {plane.url} "
+              f"(logs in {plane.log_dir})")
+    return access, admins
+
+
 async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap: str | None, port: int,
-               gateway_port: int, profile: str) -> None:
+               gateway_port: int, profile: str, kube: str) -> None:
     from services.kubesim import KubeSim
     from services.runtime.broker import resolve_broker
     from services.runtime.kafka.settings import KafkaSettings
@@ -85,25 +131,31 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
         created = await ensure_registry_topics(KafkaSettings(bootstrap=broker.bootstrap))
         _step(f"topics ready ({len(created)} created)")
         async with contextlib.AsyncExitStack() as stack:
-            urls: dict[str, str] = {}
+            access: dict[str, ClusterAccess] = {}
+            admins: dict[str, dict[str, Any]] = {}
+            if kube == "real":
+                access, admins = await _real_clusters(cfg, state_dir, stack)
             for i, cluster in enumerate(cfg.clusters):
+                if kube == "real":
+                    break
                 sim = KubeSim(cfg, cluster_name=cluster.name, profile=profile)
-                urls[cluster.name] = await stack.enter_async_context(
-                    sim.serve(host="127.0.0.1", port=port + i if port else 0)
-                )
+                url = await stack.enter_async_context(sim.serve(host="127.0.0.1", port=port + i if port else 0))
+                access[cluster.name] = ClusterAccess(url)
                 gpus = sum(g.count * g.gpus_per_node for g in cluster.node_groups)
                 nodes = sum(g.count for g in cluster.node_groups)
-                _step(f"simulated cluster {cluster.name!r}: {nodes} nodes, {gpus} GPUs at {urls[cluster.name]}")
+                _step(f"simulated cluster {cluster.name!r}: {nodes} nodes, {gpus} GPUs at {url}")
+            urls = {name: a.url for name, a in access.items()}
             config_path = state_dir / "kubeconfig"
+            config_path.touch(mode=0o600, exist_ok=True)
             await asyncio.to_thread(
-                config_path.write_text, yaml.safe_dump(kubeconfig(urls), sort_keys=False), encoding="utf-8"
+                config_path.write_text, yaml.safe_dump(kubeconfig(urls, admins), sort_keys=False), encoding="utf-8"
             )
             gateway_port = gateway_port or free_port()
             gateway_url = f"http://127.0.0.1:{gateway_port}"
             creds = await asyncio.to_thread(write_credentials, state_dir, cfg, gateway_url)
             merged = state_dir / "config.yaml"
             await asyncio.to_thread(merged.write_text, yaml.safe_dump(cfg.model_dump(mode="json")), encoding="utf-8")
-            children = service_children(cfg, state_dir, broker.bootstrap, urls, merged, gateway_port)
+            children = service_children(cfg, state_dir, broker.bootstrap, access, merged, gateway_port)
             for child in children:
                 await child.start()
             for child in children:
@@ -143,10 +195,13 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
 @click.option("--gateway-port", type=click.IntRange(0, 65000), default=8000, show_default=True,
               help="port of the gateway's HTTP API (0: any free port)")
 @click.option("--profile", type=click.Choice(["realistic", "zero"]), default="realistic", show_default=True,
-              help="simulated kubelet delays")
+              help="simulated kubelet delays (kubesim)")
+@click.option("--kube", type=click.Choice(["kubesim", "real"]), default="kubesim", show_default=True,
+              help="kubesim (quick), or a real control plane per cluster (etcd, kube-apiserver, controllers, "
+                   "scheduler, KWOK nodes) built from Go modules on first use")
 def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstrap: str | None,
-       kubesim_port: int, gateway_port: int, profile: str) -> None:
-    """Start the embedded system: Apache Kafka, Muster's topics and simulated GPU clusters."""
+       kubesim_port: int, gateway_port: int, profile: str, kube: str) -> None:
+    """Start the embedded system: Apache Kafka, Muster's topics, GPU clusters and the five services."""
     try:
         cfg = with_cluster_count(load_cluster_file(cluster_file or DEFAULT_CLUSTER), clusters)
     except ValueError as exc:
@@ -154,4 +209,4 @@ def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstr
     state_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_run(cfg, cluster_file or DEFAULT_CLUSTER, state_dir.resolve(), bootstrap, kubesim_port,
-                         gateway_port, profile))
+                         gateway_port, profile, kube))

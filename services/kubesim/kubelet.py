@@ -26,6 +26,8 @@ from services.kubesim.store import StoreEvent
 
 DURATION_ANNOTATION = "kubesim.muster.dev/duration-seconds"
 EXIT_CODE_ANNOTATION = "kubesim.muster.dev/exit-code"
+MUSTER_JOB_LABEL = "muster.dev/job-id"
+PLAIN_JOB_POD_SECONDS = 1.0
 COMPONENT = "kubelet"
 
 
@@ -45,6 +47,23 @@ PROFILES: dict[str, KubeletProfile] = {
 }
 
 PodKey = tuple[str, str, str]  # namespace, name, uid
+
+
+def run_seconds(pod: Obj) -> float | None:
+    """How long a started pod runs: its duration annotation; else about a second for a plain Job's pod
+    (``kubectl create job x --image=busybox -- true`` completes, as with KWOK); else until deleted (a
+    Muster gang pod without a duration, like a long training run, and any pod no Job owns)."""
+    duration = annotations_of(pod).get(DURATION_ANNOTATION)
+    if duration is not None:
+        try:
+            return float(duration)
+        except ValueError:
+            return 0.0
+    meta = pod.get("metadata") or {}
+    owned_by_job = any(ref.get("kind") == "Job" for ref in meta.get("ownerReferences") or [])
+    if owned_by_job and MUSTER_JOB_LABEL not in (meta.get("labels") or {}):
+        return PLAIN_JOB_POD_SECONDS
+    return None
 
 
 def _container_statuses(pod: Obj, state: dict[str, object], ready: bool, restarts: int = 0) -> list[Obj]:
@@ -202,12 +221,8 @@ class Kubelet(Reconciler):
         started = self.registry.write(PODS, pod)
         for c in pod["spec"].get("containers") or []:
             self.events.record(started, "Normal", "Started", f"Started container {c.get('name')}", COMPONENT)
-        duration = annotations_of(pod).get(DURATION_ANNOTATION)
-        if duration is not None:
-            try:
-                seconds = float(duration)
-            except ValueError:
-                seconds = 0.0
+        seconds = run_seconds(pod)
+        if seconds is not None:
             self._later((m["namespace"], m["name"], m["uid"]), seconds, "finish")
 
     @staticmethod

@@ -62,6 +62,16 @@ async def test_indexed_job_runs_to_completion(api: Api) -> None:
     assert all(p["status"]["phase"] == "Succeeded" for p in await _job_pods(api, "train"))
 
 
+async def test_a_plain_job_without_a_duration_completes_as_kubectl_create_job_expects(api: Api) -> None:
+    await api.post(JOBS, job("hello", duration=None))
+
+    async def complete() -> dict[str, Any] | None:
+        j = await _job(api, "hello")
+        return j if _conditions(j).get("Complete") == "True" else None
+
+    assert (await eventually(complete, within=10.0))["status"]["succeeded"] == 1
+
+
 async def test_suspend_and_resume(api: Api) -> None:
     await api.post(JOBS, job("s", completions=2, parallelism=2, duration=None, suspend=True))
     j = await eventually(lambda: _suspended(api, "s"))
