@@ -23,7 +23,10 @@ BENCHMARKS: dict[str, str] = {
     "gang": "bench.controlplane.gang",
     "reclaim": "bench.controlplane.reclaim",
     "shards": "bench.controlplane.shards",
+    "dispatch": "bench.controlplane.kube",
 }
+#: benchmarks of the Kubernetes side (``--kube real``): kubesim and a real control plane in one run
+KUBE_BENCHMARKS = ("gang", "dispatch")
 
 
 def _load(module: str) -> Any:
@@ -43,19 +46,28 @@ def _load(module: str) -> Any:
               help="throughput only: the queue manager's pause after a change, seconds (default 0.05).")
 @click.option("--profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a cProfile of the run to this file.")
+@click.option("--kube", type=click.Choice(["none", "real"]), default="none", show_default=True,
+              help="gang, dispatch: measure the dispatcher on kubesim and on a real control plane (built from Go "
+                   "modules on first use) instead of the queue manager against a fake cluster")
 @click.option("-v", "--verbose", is_flag=True, help="Log the services' INFO messages.")
 def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None, profile: Path | None,
-          verbose: bool) -> None:
+          kube: str, verbose: bool) -> None:
     """Run the benchmark NAME and print its figures next to a baseline measured in the same run."""
+    if name == "dispatch" and kube != "real":
+        raise click.UsageError("dispatch measures the Kubernetes side: run it with --kube real")
+    if kube == "real" and name not in KUBE_BENCHMARKS:
+        raise click.UsageError(f"--kube real applies to {', '.join(KUBE_BENCHMARKS)}")
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not verbose:  # a fresh broker's leader elections and new topics make the client log retried errors
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    module = _load(BENCHMARKS[name])
+    module = _load("bench.controlplane.kube" if kube == "real" else BENCHMARKS[name])
     from services.runtime.collector import configure_collector
 
     configure_collector()  # the fake cluster stands in for services that `muster serve` would run so
     options: dict[str, Any] = {"quick": quick, "bootstrap": bootstrap}
+    if kube == "real":
+        options["benchmark"] = name
     if name == "throughput":
         options["debounce_s"] = debounce
     elif debounce is not None:

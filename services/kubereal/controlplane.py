@@ -213,6 +213,9 @@ class ControlPlane:
             f"--kubeconfig={self._component_kubeconfig()}", "--leader-elect=false", "--secure-port=0",
             f"--service-account-private-key-file={self.pki.sa_key}", f"--root-ca-file={self.pki.ca_cert}",
             "--use-service-account-credentials=false", f"--cluster-name={self.name}",
+            # client rate limits as large clusters set them (the defaults, 20 QPS, pace the Job
+            # controller's pod creation at 20 pods/s, far below what the API server takes)
+            "--kube-api-qps=300", "--kube-api-burst=600",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--v=1",
         ]
 
@@ -220,6 +223,7 @@ class ControlPlane:
         return [
             str(self.binaries.path("kube-scheduler")),
             f"--kubeconfig={self._component_kubeconfig()}", "--leader-elect=false", "--secure-port=0", "--v=1",
+            "--kube-api-qps=300", "--kube-api-burst=600",
         ]
 
     def _kwok_argv(self) -> list[str]:

@@ -44,7 +44,7 @@ NO_KUBE_ACCESS = {"queue_manager", "quota_accountant"}
 EXPECTED_RULES: dict[str, dict[tuple[str, str], set[str]]] = {
     "node_watcher": {("", "nodes"): READ_VERBS, ("", "pods"): READ_VERBS, ("batch", "jobs"): READ_VERBS},
     "dispatcher": {("batch", "jobs"): {"create", "get", "list", "patch", "delete"},
-                   ("", "pods"): {"list", "watch", "patch"}, ("", "pods/binding"): {"create"},
+                   ("", "pods"): {"list", "watch", "patch", "delete"}, ("", "pods/binding"): {"create"},
                    ("", "nodes"): {"list", "watch"},
                    ("", "namespaces"): {"create", "get"}},
     "gateway": {("batch", "jobs"): READ_VERBS},

@@ -1,0 +1,256 @@
+"""The Kubernetes side of Muster (``muster bench gang|dispatch --kube real``): the dispatcher turning
+admission decisions into Indexed Jobs and binding their pods, on kubesim and on a real control plane
+(etcd, kube-apiserver, kube-controller-manager, kube-scheduler, KWOK nodes) in the same run.
+
+- ``gang``: one 512-pod gang (8 GPUs a pod, one pod a node) on 1,000 nodes, from the JobAdmitted
+  decision on the topic to every pod Running (read from the API server). KAI-Scheduler reports 48.7 s
+  for its 512-pod gang; the goal here is 10 s.
+- ``dispatch``: a burst of 4-pod gangs (1 GPU a pod): Jobs created and pods bound per second, from
+  the first decision to the last pod bound. Goal: 200 pods/s bound.
+
+The queue manager is not in the loop (its cost is ``muster bench gang`` / ``throughput`` without
+``--kube``): decisions are produced straight onto ``muster.decisions.v1``. The KWOK nodes start pods
+at once (its ``fast`` pod stages), as kubesim's ``zero`` profile does.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import tempfile
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+from bench.controlplane.measure import Spread, Table, rate
+from bench.controlplane.stack import Broker, private_broker
+from schemas.config import ClusterConfig, MusterConfig, NodeGroupConfig, TopologyConfig
+from schemas.decisions import JobAdmitted, NodePods, PlacementPlan
+from schemas.envelope import make_envelope
+from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
+from schemas.topics import DECISIONS_TOPIC
+from services.dispatcher import main as dispatcher_main
+from services.dispatcher.plans import DispatchSettings
+from services.runtime.kafka import EnvelopeProducer
+from services.runtime.kube import JOBS, PODS, KubeObject, KubeRest, build_api_client
+from services.runtime.options import ServeOptions
+from services.runtime.service import ServiceRunner
+
+NAMESPACE = "bench"
+QUEUE_MANAGER = "queue_manager"  # the decisions' producer, as the topic registry knows it
+START_TIMEOUT_S = 120.0
+
+
+@dataclass
+class Backend:
+    """A cluster the dispatcher runs against: its name, an admin client, and how the dispatcher reaches it."""
+
+    name: str
+    cluster: str
+    rest: KubeRest
+    access: dict[str, Any]
+    setup_s: float
+
+
+def fleet(cluster: str, nodes: int) -> ClusterConfig:
+    return ClusterConfig(name=cluster, node_groups=[NodeGroupConfig(
+        name="a100", count=nodes, gpus_per_node=8, gpu_type="a100", cpu=96, memory_gb=1024,
+        topology=TopologyConfig(zone=f"{cluster}-z", block="b0", racks=max(1, nodes // 80)),
+        taints=["nvidia.com/gpu"])])
+
+
+@contextlib.asynccontextmanager
+async def kubesim(cluster: ClusterConfig) -> AsyncIterator[Backend]:
+    from services.kubesim import KubeSim
+
+    started = time.perf_counter()
+    sim = KubeSim(MusterConfig(clusters=[cluster]), cluster_name=cluster.name, profile="zero")
+    async with sim.serve(port=0) as url:
+        api = await build_api_client(url, connection_pool_size=64)
+        async with api:
+            yield Backend("kubesim", cluster.name, KubeRest(api, request_timeout=60.0), {"kube_server": url},
+                          time.perf_counter() - started)
+
+
+@contextlib.asynccontextmanager
+async def real(cluster: ClusterConfig, root: Path) -> AsyncIterator[Backend]:
+    from services.kubereal.bootstrap import bootstrap, wait_nodes_ready
+    from services.kubereal.build import build
+    from services.kubereal.controlplane import ControlPlane
+
+    binaries = await asyncio.to_thread(build, lambda m: None)
+    started = time.perf_counter()
+    plane = ControlPlane(root / cluster.name, binaries, name=cluster.name, profile="fast")
+    await asyncio.to_thread(plane.start)
+    try:
+        done = await bootstrap(plane, cluster)
+        api = await build_api_client(kubeconfig=str(plane.admin_kubeconfig), connection_pool_size=64)
+        async with api:
+            rest = KubeRest(api, request_timeout=60.0)
+            await wait_nodes_ready(rest, [f"{cluster.name}-a100-{i}" for i in range(cluster.node_groups[0].count)],
+                                   timeout_s=300)
+            yield Backend("real control plane", cluster.name, rest,
+                          {"kube_server": None, "kubeconfig": done.kubeconfigs["dispatcher"]},
+                          time.perf_counter() - started)
+    finally:
+        await asyncio.to_thread(plane.close)
+
+
+@contextlib.asynccontextmanager
+async def dispatcher(broker: Broker, backend: Backend) -> AsyncIterator[None]:
+    """The dispatcher of ``backend``'s cluster, in this process, until the block ends."""
+    ready = asyncio.Event()
+    runners: list[ServiceRunner] = []
+
+    def on_ready(runner: ServiceRunner, _: object) -> None:
+        runners.append(runner)
+        ready.set()
+
+    options = ServeOptions(kafka=broker.settings, cluster=backend.cluster, instance=backend.cluster,
+                           **backend.access)
+    task = asyncio.create_task(dispatcher_main.serve(options, settings=DispatchSettings(), handle_signals=False,
+                                                     on_ready=on_ready))
+    async with asyncio.timeout(START_TIMEOUT_S):
+        await asyncio.wait({task, asyncio.ensure_future(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        if task.done():
+            task.result()
+        await runners[0].loops[0].wait_assigned()
+    try:
+        yield
+    finally:
+        runners[0].stop()
+        await task
+
+
+def decision(job_id: str, cluster: str, nodes: list[str], pods_per_node: int, gpus: int) -> JobAdmitted:
+    plan = PlacementPlan(cluster=cluster, nodes=[NodePods(node=n, pods=pods_per_node) for n in nodes])
+    spec = JobSpec(name=job_id, queue="bench", replicas=plan.pods,
+                   template=PodTemplate(image="registry.example/train:1", command=["python", "train.py"],
+                                        resources=ResourceRequest(gpus=gpus, gpu_type="a100", cpu="1",
+                                                                  memory="1Gi")))
+    return JobAdmitted(job_id=job_id, attempt=0, tenant="bench", queue="bench", namespace=NAMESPACE, priority=100,
+                       replicas=plan.pods, placement=plan, spec=spec)
+
+
+async def pods_of(rest: KubeRest, selector: str) -> list[KubeObject]:
+    pods, _ = await rest.list(PODS, NAMESPACE, label_selector=selector)
+    return pods
+
+
+async def wait_pods(rest: KubeRest, selector: str, count: int, done: Callable[[KubeObject], bool],
+                    within: float, poll: float = 0.25) -> float:
+    """Poll until ``count`` pods match ``selector`` and ``done``; the time it took (NaN on time-out)."""
+    started = time.perf_counter()
+    while time.perf_counter() - started < within:
+        pods = await pods_of(rest, selector)
+        if len(pods) >= count and sum(1 for p in pods if done(p)) >= count:
+            return time.perf_counter() - started
+        await asyncio.sleep(poll)
+    return float("nan")
+
+
+def running(pod: KubeObject) -> bool:
+    return (pod.get("status") or {}).get("phase") == "Running"
+
+
+def bound(pod: KubeObject) -> bool:
+    return bool((pod.get("spec") or {}).get("nodeName"))
+
+
+async def clear(rest: KubeRest) -> None:
+    jobs, _ = await rest.list(JOBS, NAMESPACE)
+    for job in jobs:
+        await rest.delete(JOBS, job["metadata"]["name"], NAMESPACE, propagation="Background")
+    for pod in await pods_of(rest, "muster.dev/job-id"):
+        with contextlib.suppress(Exception):
+            await rest.delete(PODS, pod["metadata"]["name"], NAMESPACE, grace_period_seconds=0)
+    deadline = time.perf_counter() + 120
+    for _ in range(240):
+        if not await pods_of(rest, "muster.dev/job-id") or time.perf_counter() > deadline:
+            return
+        await asyncio.sleep(0.5)
+
+
+async def gang_trials(broker: Broker, backend: Backend, producer: EnvelopeProducer, *, pods: int,
+                      trials: int) -> list[float]:
+    nodes = [f"{backend.cluster}-a100-{i}" for i in range(pods)]
+    times: list[float] = []
+    async with dispatcher(broker, backend):
+        for t in range(trials):
+            job_id = f"gang-{backend.cluster}-{t}"
+            started = time.perf_counter()
+            await (await producer.send(DECISIONS_TOPIC, make_envelope(
+                decision(job_id, backend.cluster, nodes, 1, 8), QUEUE_MANAGER)))
+            await wait_pods(backend.rest, f"muster.dev/job-id={job_id}", pods, running, within=120, poll=0.1)
+            times.append(time.perf_counter() - started)
+            await clear(backend.rest)
+    return times
+
+
+async def dispatch_burst(broker: Broker, backend: Backend, producer: EnvelopeProducer, *, jobs: int,
+                         nodes: int) -> tuple[float, float]:
+    """Seconds until every Job exists and until every pod is bound, from the first decision produced."""
+    decisions = [decision(f"burst-{backend.cluster}-{j}", backend.cluster,
+                          [f"{backend.cluster}-a100-{(j * 2 + k) % nodes}" for k in range(2)], 2, 1)
+                 for j in range(jobs)]
+    async with dispatcher(broker, backend):
+        started = time.perf_counter()
+        futures = [await producer.send(DECISIONS_TOPIC, make_envelope(d, QUEUE_MANAGER)) for d in decisions]
+        await asyncio.gather(*futures)
+        created = float("nan")
+        while time.perf_counter() - started < 300:
+            items, _ = await backend.rest.list(JOBS, NAMESPACE)
+            if len(items) >= jobs:
+                created = time.perf_counter() - started
+                break
+            await asyncio.sleep(0.25)
+        await wait_pods(backend.rest, "muster.dev/job-id", jobs * 4, bound, within=300)
+        pods_bound = time.perf_counter() - started
+        await clear(backend.rest)
+    return created, pods_bound
+
+
+async def main(*, benchmark: str, quick: bool, bootstrap: str | None) -> str:
+    nodes = 125 if quick else 1_000
+    pods = 64 if quick else 512
+    trials = 1 if quick else 3
+    jobs = 25 if quick else 250
+    rows: list[list[str]] = []
+    notes: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="muster-bench-kube-") as root:
+        async with private_broker(bootstrap) as broker:
+            producer = EnvelopeProducer(broker.settings.with_identity(client_id="muster-bench-decisions"))
+            await producer.start()
+            try:
+                for make, cluster in ((kubesim, "sim"), (real, "real")):
+                    config = fleet(cluster, nodes)
+                    context = make(config) if make is kubesim else real(config, Path(root))
+                    async with context as backend:
+                        notes.append(f"{backend.name}: {nodes:,} nodes ready in {backend.setup_s:.1f} s")
+                        if benchmark == "gang":
+                            times = await gang_trials(broker, backend, producer, pods=pods, trials=trials)
+                            spread = Spread.of(times)
+                            rows.append([backend.name, f"{spread.p50:.2f} s", f"{spread.worst:.2f} s",
+                                         ", ".join(f"{t:.2f}" for t in times)])
+                        else:
+                            created, bound_s = await dispatch_burst(broker, backend, producer, jobs=jobs,
+                                                                    nodes=nodes)
+                            rows.append([backend.name, f"{created:.2f} s", rate(jobs, created),
+                                         f"{bound_s:.2f} s", rate(jobs * 4, bound_s)])
+            finally:
+                await producer.stop()
+    if benchmark == "gang":
+        table = Table(f"gang on Kubernetes: one {pods}-pod gang (8 GPUs a pod, one pod a node) on {nodes:,} nodes, "
+                      f"JobAdmitted -> every pod Running, {trials} trial(s)",
+                      ["cluster", "p50", "max", "trials (s)"])
+        notes.append("goal: <= 10 s on the real control plane (KAI-Scheduler reports 48.7 s for 512 pods)")
+    else:
+        table = Table(f"dispatch on Kubernetes: {jobs} gangs of 4 pods x 1 GPU decided at once on {nodes:,} nodes",
+                      ["cluster", "all Jobs created", "Jobs/s", "all pods bound", "pods bound/s"])
+        notes.append("goal: >= 200 pods/s bound on the real control plane")
+    for row in rows:
+        table.add(*row)
+    table.notes += notes
+    return table.render()
