@@ -7,7 +7,7 @@ from collections.abc import Callable, Iterable
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from schemas.capacity import NodeState
+from schemas.capacity import NodeState, NodeStateObserved
 from schemas.envelope import Message
 
 
@@ -27,12 +27,21 @@ class WatcherMetrics:
         self.backlog = Gauge("muster_node_watcher_outbox_backlog", "Messages waiting to be published",
                              ["cluster"], registry=registry)
         self._gpu_types: set[str] = set()
+        # a flap shorter than a scrape shows here, not in the node gauges
+        self.not_ready = Counter("muster_node_watcher_not_ready_transitions", "Nodes that stopped being Ready",
+                                 ["cluster"], registry=registry)
+        self._healthy: dict[str, bool] = {}
 
     def watch_backlog(self, size: Callable[[], int]) -> None:
         self.backlog.labels(self.cluster).set_function(lambda: float(size()))
 
     def sent(self, message: Message) -> None:
         self.messages.labels(self.cluster, message.TYPE).inc()
+        if isinstance(message, NodeStateObserved):
+            was = self._healthy.get(message.state.node, True)
+            self._healthy[message.state.node] = message.state.healthy
+            if was and not message.state.healthy:
+                self.not_ready.labels(self.cluster).inc()
 
     def capacity(self, states: Iterable[NodeState]) -> None:
         """Recompute the node and GPU gauges from the current node states."""

@@ -94,3 +94,19 @@ def test_cpu_and_memory_units() -> None:
     assert mebibytes("1056763Ki") == 1031 and mebibytes("64Gi") == 65_536
     with pytest.raises(ValueError):
         parse_quantity("lots")
+
+
+def test_a_flap_is_counted_even_when_it_is_over_before_a_scrape() -> None:
+    from prometheus_client import CollectorRegistry
+
+    from schemas.capacity import NodeStateObserved
+    from services.node_watcher.metrics import WatcherMetrics
+
+    registry = CollectorRegistry()
+    metrics = WatcherMetrics(registry, CLUSTER)
+    now = datetime(2026, 11, 24, tzinfo=UTC)
+    well, sick = node_state(example_node(), CLUSTER), node_state(not_ready(example_node()), CLUSTER)
+    for state in (well, sick, sick, well, sick):
+        metrics.sent(NodeStateObserved(state=state, observed_at=now))
+    count = registry.get_sample_value("muster_node_watcher_not_ready_transitions_total", {"cluster": CLUSTER})
+    assert count == 2
