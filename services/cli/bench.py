@@ -26,7 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "dispatch": "bench.controlplane.kube",
 }
 #: benchmarks of the Kubernetes side (``--kube real``): kubesim and a real control plane in one run
-KUBE_BENCHMARKS = ("gang", "dispatch")
+KUBE_BENCHMARKS = ("gang", "dispatch", "reclaim")
 
 
 def _load(module: str) -> Any:
@@ -47,8 +47,8 @@ def _load(module: str) -> Any:
 @click.option("--profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help="Write a cProfile of the run to this file.")
 @click.option("--kube", type=click.Choice(["none", "real"]), default="none", show_default=True,
-              help="gang, dispatch: measure the dispatcher on kubesim and on a real control plane (built from Go "
-                   "modules on first use) instead of the queue manager against a fake cluster")
+              help="gang, dispatch, reclaim: measure the Kubernetes side on kubesim and on a real control plane "
+                   "(built from Go modules on first use) instead of the queue manager against a fake cluster")
 @click.option("-v", "--verbose", is_flag=True, help="Log the services' INFO messages.")
 def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None, profile: Path | None,
           kube: str, verbose: bool) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import signal
 import socket
 import sys
 from collections.abc import Callable
@@ -12,6 +13,15 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+
+def stop_on_signals() -> asyncio.Event:
+    """An event that SIGINT (Ctrl-C) or SIGTERM sets, in place of the default handlers."""
+    stop = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        loop.add_signal_handler(sig, stop.set)
+    return stop
 
 
 def free_port(host: str = "127.0.0.1") -> int:

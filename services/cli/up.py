@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -15,7 +14,7 @@ import yaml
 
 from schemas.config import MusterConfig
 from services.cli.credentials import write_credentials
-from services.cli.supervise import Child, free_port, supervise
+from services.cli.supervise import Child, free_port, stop_on_signals, supervise
 from services.spec.cluster_file import load_cluster_file
 
 DEFAULT_CLUSTER = Path(__file__).parent / "data" / "default-cluster.yaml"
@@ -172,11 +171,7 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             click.echo(f"  tenant tokens        {creds['tenant_tokens']}")
             click.echo(f"  service logs         {state_dir / 'logs'}")
             click.echo("Press Ctrl-C to stop.")
-            stop = asyncio.Event()
-            loop = asyncio.get_running_loop()
-            for sig in (signal.SIGINT, signal.SIGTERM):
-                loop.add_signal_handler(sig, stop.set)
-            await supervise(children, stop, lambda m: _step(click.style(m, fg="yellow")))
+            await supervise(children, stop_on_signals(), lambda m: _step(click.style(m, fg="yellow")))
             _step("stopping")
     finally:
         await asyncio.gather(*(child.stop() for child in children), return_exceptions=True)

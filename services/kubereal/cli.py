@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import signal
 import time
 from pathlib import Path
 
 import click
 
+from services.cli.supervise import stop_on_signals
 from services.kubereal.build import BuildError, build
 from services.kubereal.controlplane import PROFILES, ControlPlane, ControlPlaneError
 from services.spec.cluster_file import load_cluster_file
@@ -60,10 +60,7 @@ async def _serve(plane: ControlPlane, cluster_file: Path | None) -> None:
         click.echo(f"  KWOK nodes           {done.nodes}")
         click.echo(f"  logs                 {plane.log_dir}")
         click.echo("Press Ctrl-C to stop (the cluster's state stays in the state directory).")
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGINT, signal.SIGTERM):
-            loop.add_signal_handler(sig, stop.set)
+        stop = stop_on_signals()
         while not stop.is_set():
             plane.check_alive()
             with contextlib.suppress(TimeoutError):

@@ -14,7 +14,7 @@ import pytest
 
 from schemas.config import MusterConfig
 from schemas.decisions import JobAdmitted, JobPreemptionRequested
-from schemas.runs import JobStopped, RunStarted, RunSucceeded
+from schemas.runs import JobStopped, RunDeleted, RunStarted, RunSucceeded
 from tests.e2e.builders import gpu_cluster, job_spec, muster_config
 from tests.e2e.system import System
 
@@ -64,7 +64,9 @@ async def test_urgent_job_preempts_the_running_one_which_later_completes(system:
     assert order == [(low[0], 0), (low[1], 0), (urgent, 0), (low[1], 1), (low[2], 0)]
     # one job at a time on the precious node: each run starts after the previous one ended
     ends = {(s.job_id, s.attempt): s.observed_at for s in system.log.messages(RunSucceeded)}
-    ends[(low[1], 0)] = stopped.observed_at
+    # a preempted run ends when its Job is gone (the node watcher's RunDeleted may come before JobStopped)
+    deleted = [d.observed_at for d in system.log.messages(RunDeleted, job_id=low[1]) if d.attempt == 0]
+    ends[(low[1], 0)] = min([stopped.observed_at, *deleted])
     starts = first_starts(system)
     for (_, prev_job, prev_attempt), (start, _, _) in pairwise(starts):
         assert start >= ends[(prev_job, prev_attempt)]

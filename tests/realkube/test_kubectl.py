@@ -9,27 +9,11 @@ from pathlib import Path
 import pytest
 
 from tests.builders.realkube import RealCluster, RealKube
+from tests.kubesim.test_kubectl import JOB_YAML
 from tests.realkube.conftest import NAMESPACE
 
 pytestmark = pytest.mark.realkube
 
-JOB_YAML = f"""\
-apiVersion: batch/v1
-kind: Job
-metadata: {{name: demo, namespace: {NAMESPACE}}}
-spec:
-  completions: 2
-  parallelism: 2
-  completionMode: Indexed
-  template:
-    metadata:
-      annotations: {{kubesim.muster.dev/duration-seconds: "1.5"}}
-    spec:
-      restartPolicy: Never
-      tolerations: [{{key: nvidia.com/gpu, operator: Exists}}]
-      containers:
-      - {{name: main, image: busybox, resources: {{limits: {{nvidia.com/gpu: "4"}}}}}}
-"""
 
 
 async def kubectl(real_kube: RealKube, real: RealCluster, *args: str) -> str:

@@ -47,8 +47,9 @@ async def test_the_default_scheduler_never_binds_a_muster_pod_and_the_binder_fol
     pods = await gang_pods(admin, "placed")
     assert [p["spec"].get("nodeName") for p in pods] == [None] * PLAN.pods, "kube-scheduler bound a Muster pod"
     events, _ = await admin.list(EVENTS, NAMESPACE)
-    by_scheduler = [e for e in events if e.get("reportingComponent") == "default-scheduler"
-                    or (e.get("source") or {}).get("component") == "default-scheduler"]
+    names = {p["metadata"]["name"] for p in pods}
+    by_scheduler = [e for e in events if (e.get("involvedObject") or {}).get("name") in names
+                    and "default-scheduler" in (e.get("reportingComponent"), (e.get("source") or {}).get("component"))]
     assert by_scheduler == [], by_scheduler
 
     binder = Binder(admin)
