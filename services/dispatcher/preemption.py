@@ -11,9 +11,10 @@
    comes first. A suspended Job (a revision not yet released) has nothing to checkpoint: no wait.
    The wait runs as a tracked task: other decisions keep flowing.
 3. The Job is marked ``muster.dev/deleted-by=muster`` and deleted with foreground propagation, and its
-   pods are deleted with what is left of the grace period (at least ``stop_floor_s``): the handshake
-   and the pods' own ``terminationGracePeriodSeconds`` share one budget instead of adding up. A job
-   without a checkpoint grace keeps its pods' own grace period.
+   pods are deleted with what is left of the grace period (at least ``stop_floor_s``, at most their
+   own ``terminationGracePeriodSeconds``): the handshake and the pods' grace share one budget instead
+   of adding up. A job that does not checkpoint has a budget of 0, so its pods get ``stop_floor_s``
+   between SIGTERM and SIGKILL.
 4. Once the Job is gone (the foreground deletion ends with its last pod, so its GPUs are really free)
    ``JobStopped(reason, requeue, checkpointed)`` is reported. A crash before that resumes the stop from
    the Job, which is still there, marked for deletion; a crash after the Job went and before the report
@@ -158,10 +159,8 @@ async def _stop(ctx: Context, run: Run, pre: Preemption) -> None:
     if job is None:
         return
     await ctx.ops.delete_job(run.namespace, run.name, "preempted", propagation="Foreground")
-    grace = _pod_grace(job)
-    if pre.grace_s > 0:
-        grace = min(grace, max(ctx.settings.stop_floor_s, pre.deadline - ctx.clock().timestamp()))
-        await ctx.ops.end_pods(job, math.ceil(grace))
+    grace = min(_pod_grace(job), max(ctx.settings.stop_floor_s, pre.deadline - ctx.clock().timestamp()))
+    await ctx.ops.end_pods(job, math.ceil(grace))
     limit = asyncio.get_running_loop().time() + grace + ctx.settings.stop_wait_margin_s
     while await ctx.ops.get_job(run.namespace, run.name) is not None:
         if asyncio.get_running_loop().time() > limit:

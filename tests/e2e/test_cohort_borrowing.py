@@ -33,7 +33,10 @@ async def test_lender_reclaims_quota_from_the_borrower(system: System) -> None:
     await system.api.wait_state(lender, "running", within=30)
     [reclaim] = system.log.messages(JobPreemptionRequested, job_id=borrower)
     assert reclaim.attempt == 0 and reclaim.requeue and reclaim.preemptor == lender
-    assert system.log.messages(JobStopped, job_id=borrower, attempt=0)
+    # the stop is reported once the borrower's pods are gone (the lender may start on the node watcher's
+    # RunDeleted a moment before the dispatcher's JobStopped arrives)
+    await system.log.wait_until(lambda: bool(system.log.messages(JobStopped, job_id=borrower, attempt=0)),
+                                within=30, what="the borrower's JobStopped")
     [admitted] = system.log.messages(JobAdmitted, job_id=lender)
     assert not admitted.borrowed
     # the borrower is back in its queue as its next attempt; team-a's own job was never touched
