@@ -229,8 +229,9 @@ async def dispatch_burst(broker: Broker, backend: Backend, producer: EnvelopePro
             if len(items) >= jobs:
                 created = time.perf_counter() - started
                 break
-            await asyncio.sleep(0.25)
-        await wait_pods(backend.rest, "muster.dev/job-id", jobs * 4, bound, within=300)
+            await asyncio.sleep(1.0)
+        # polled once a second: listing every pod more often would load the API server more than the work
+        await wait_pods(backend.rest, "muster.dev/job-id", jobs * 4, bound, within=300, poll=1.0)
         pods_bound = time.perf_counter() - started
         await clear(backend.rest)
     return created, pods_bound

@@ -32,6 +32,7 @@ log = logging.getLogger(__name__)
 
 #: how long the binder waits for its first list of Nodes before binding without knowing their room
 NODE_SYNC_TIMEOUT_S = 10.0
+MAX_BINDINGS_IN_FLIGHT = 32  # concurrent pods/binding requests
 SCHEDULER_NAME = "muster"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 
@@ -71,6 +72,9 @@ class Binder:
         self.on_bound = on_bound
         self.bound = 0
         self.room = NodeRoom()
+        #: bindings on their way to the API server (a gang's pods are bound concurrently)
+        self._inflight: set[asyncio.Task[None]] = set()
+        self._slots = asyncio.Semaphore(MAX_BINDINGS_IN_FLIGHT)
         #: node -> pods planned onto it that wait for room there, oldest first
         self.waiting: dict[str, dict[str, KubeObject]] = {}
         #: set once both caches are listed: until then pods are only counted, so that a pod listed early
@@ -82,7 +86,10 @@ class Binder:
         return sum(len(pods) for pods in self.waiting.values())
 
     async def bind(self, pod: KubeObject) -> bool:
-        """Bind ``pod`` to its planned node if it has room (else hold it); False when not bound now."""
+        """Bind ``pod`` to its planned node if it has room (else hold it); False when not bound now.
+
+        The binding request goes out as its own task (at most ``MAX_BINDINGS_IN_FLIGHT`` at once), so
+        the pods of a gang are bound concurrently; its GPUs are reserved here, before the request."""
         node = binding_target(pod, self.scheduler_name)
         if node is None:
             return False
@@ -96,21 +103,34 @@ class Binder:
             return False
         self._unwait(node, key)
         self.room.reserve(pod, node)  # before the request: a concurrent decision must see these GPUs taken
+        await self._slots.acquire()
+        task = asyncio.create_task(self._post(pod, node, key), name=f"bind {key}")
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+        return True
+
+    async def _post(self, pod: KubeObject, node: str, key: str) -> None:
         meta = pod["metadata"]
         path = PODS.object_path(str(meta["name"]), str(meta["namespace"]), "binding")
         try:
             await self.rest.request("POST", path, body=binding(str(meta["name"]), node))
         except Exception as exc:
             if status_of(exc) == 409:
-                return False  # bound by an earlier event: the reservation stands until the watch shows the pod
+                return  # bound by an earlier event: the reservation stands until the watch shows the pod
             self.room.unreserve(pod, node)
             if not is_not_found(exc):
                 log.error("binding pod %s to %s failed: %s", key, node, exc)
-            return False
+            return
+        finally:
+            self._slots.release()
         self.bound += 1
         if self.on_bound is not None:
             self.on_bound()
-        return True
+
+    async def settled(self) -> None:
+        """Until every binding sent so far has its answer."""
+        while self._inflight:
+            await asyncio.gather(*list(self._inflight), return_exceptions=True)
 
     async def _on_pod(self, event_type: str, pod: KubeObject) -> None:
         if event_type == "DELETED":
@@ -173,3 +193,6 @@ class Binder:
         finally:
             await informer.stop()
             await nodes.stop()
+            for task in list(self._inflight):
+                task.cancel()
+            await self.settled()
