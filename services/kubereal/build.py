@@ -40,6 +40,7 @@ KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", 
 BINARIES = ("etcd", *KUBE_COMMANDS, "kwok")
 GO_MODULE_DIR = Path(__file__).resolve().parents[2] / "controlplane"
 CACHE_ENV = "MUSTER_CACHE_DIR"
+FALLBACK_GO = "/usr/local/go/bin/go"
 
 
 class BuildError(RuntimeError):
@@ -113,9 +114,13 @@ def build(log: Callable[[str], None] = print, *, force: bool = False,
     target = cached(environ, module_dir)
     if target.complete and not force:
         return target
-    if shutil.which("go") is None:
-        raise BuildError("the Go toolchain (1.26 or newer) is needed to build the control plane: install `go`")
-    env = {**(os.environ if environ is None else environ), "GOTOOLCHAIN": "local",
+    base = dict(os.environ if environ is None else environ)
+    if shutil.which("go", path=base.get("PATH")) is None and Path(FALLBACK_GO).exists():
+        base["PATH"] = f"{Path(FALLBACK_GO).parent}:{base.get('PATH', '')}"  # Go's own install location
+    if shutil.which("go", path=base.get("PATH")) is None:
+        raise BuildError("the Go toolchain (1.26 or newer) is needed to build the control plane: install `go`, "
+                         "or set MUSTER_SKIP_REAL_KUBE=1 to leave out the real control-plane tier")
+    env = {**base, "GOTOOLCHAIN": "local",
            "GOFLAGS": "-mod=readonly -buildvcs=false"}
     partial = target.root.with_name(target.root.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
