@@ -194,7 +194,8 @@ class KubeApi:
         page = items[start:start + limit] if limit else items[start:]
         if limit and start + limit < len(items):
             meta["continue"] = base64.urlsafe_b64encode(orjson.dumps({"start": start + limit, "rv": rv})).decode()
-            meta["remainingItemCount"] = len(items) - start - limit
+            if not (q.get("labelSelector") or q.get("fieldSelector")):  # the real server cannot count those
+                meta["remainingItemCount"] = len(items) - start - limit
         if as_table:
             return json_response(table(t.rt.kind, page, meta, q.get("includeObject", "Object")))
         return json_response({"kind": t.rt.list_kind, "apiVersion": t.rt.api_version, "metadata": meta,
@@ -242,7 +243,8 @@ class KubeApi:
         assert t.name is not None
         pod = self.store.get(PODS, t.namespace or "", t.name)
         if (pod.get("spec") or {}).get("nodeName"):
-            raise ApiError(409, f'pod {t.name} is already assigned to node "{pod["spec"]["nodeName"]}"', "Conflict")
+            raise ApiError(409, f'pod {t.name} is already assigned to node "{pod["spec"]["nodeName"]}"', "Conflict",
+                           {"name": t.name, "kind": "pods/binding"})
         pod["spec"]["nodeName"] = node
         self.registry.write(PODS, pod)
         return json_response(status_object(201, "", ""), 201)

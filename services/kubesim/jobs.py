@@ -23,7 +23,7 @@ def _index(pod: Obj) -> int | None:
 
 
 def format_indexes(indexes: set[int]) -> str:
-    """``{0,1,2,4}`` -> ``"0-2,4"`` as in ``status.completedIndexes``."""
+    """``{0,1,2,4,6,7}`` -> ``"0-2,4,6,7"`` as in ``status.completedIndexes``."""
     parts: list[str] = []
     ordered = sorted(indexes)
     i = 0
@@ -31,7 +31,9 @@ def format_indexes(indexes: set[int]) -> str:
         j = i
         while j + 1 < len(ordered) and ordered[j + 1] == ordered[j] + 1:
             j += 1
-        parts.append(str(ordered[i]) if i == j else f"{ordered[i]}-{ordered[j]}")
+        # a run of two is written as two numbers, as the real Job controller does
+        parts.append(str(ordered[i]) if i == j else f"{ordered[i]},{ordered[j]}" if j == i + 1
+                     else f"{ordered[i]}-{ordered[j]}")
         i = j + 1
     return ",".join(parts)
 

@@ -71,6 +71,9 @@ class Registry:
             merged = deep(old)
             if "status" in new:
                 merged["status"] = new["status"]
+            for key in ("labels", "annotations"):  # the status subresource still takes these, as the real one
+                if key in new.get("metadata", {}):
+                    merged["metadata"][key] = new["metadata"][key]
             new = merged
         elif "status" in rt.subresources:
             if "status" in old:
@@ -165,6 +168,10 @@ class Registry:
         if rt is NAMESPACES:
             obj.setdefault("status", {})["phase"] = "Terminating"
         if not finalizers and grace == 0:
+            if rt is PODS and not already:  # a pod is marked deleting first (one MODIFIED event), as for real
+                m["deletionTimestamp"] = now_rfc3339()
+                m["deletionGracePeriodSeconds"] = 0
+                self.store.replace(rt, obj)
             return self.store.remove(rt, namespace, name)
         if already and grace == 0 and rt is PODS:
             m["deletionGracePeriodSeconds"] = 0

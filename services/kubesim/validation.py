@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import copy
+
 import re
 from typing import Any
 
@@ -163,6 +165,18 @@ def apply_defaults_after_create(rt: ResourceType, obj: Obj) -> bool:
     return False
 
 
+def _fixed_pod_spec(spec: Obj) -> Obj:
+    """The part of a pod's spec that no update may change (as the real API server's validation has it;
+    ``nodeName`` is left to the binding check above, scheduling gates may be removed)."""
+    fixed = copy.deepcopy(spec)
+    for key in ("activeDeadlineSeconds", "tolerations", "schedulingGates", "nodeName"):
+        fixed.pop(key, None)
+    for key in ("containers", "initContainers"):
+        for container in fixed.get(key) or []:
+            container.pop("image", None)
+    return fixed
+
+
 def check_update(rt: ResourceType, old: Obj, new: Obj) -> None:
     """Reject changes to immutable fields (422)."""
     causes: list[tuple[str, str]] = []
@@ -171,10 +185,12 @@ def check_update(rt: ResourceType, old: Obj, new: Obj) -> None:
         old_node, new_node = (old.get("spec") or {}).get("nodeName"), (new.get("spec") or {}).get("nodeName")
         if old_node and new_node != old_node:
             causes.append(("spec.nodeName", "Forbidden: pod updates may not change nodeName"))
-        old_c = [(c.get("name"), c.get("resources")) for c in (old.get("spec") or {}).get("containers") or []]
-        new_c = [(c.get("name"), c.get("resources")) for c in (new.get("spec") or {}).get("containers") or []]
-        if old_c != new_c:
-            causes.append(("spec", "Forbidden: pod updates may not change containers or their resources"))
+        if _fixed_pod_spec(old.get("spec") or {}) != _fixed_pod_spec(new.get("spec") or {}):
+            causes.append(("spec", "Forbidden: pod updates may not change fields other than "
+                                   "`spec.containers[*].image`, `spec.initContainers[*].image`, "
+                                   "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "
+                                   "tolerations), `spec.terminationGracePeriodSeconds` (allow it to be set to 1 if "
+                                   "it was previously negative)"))
     elif rt is JOBS:
         for fld in ("selector", "completionMode"):
             if (old.get("spec") or {}).get(fld) != (new.get("spec") or {}).get(fld):

@@ -146,12 +146,17 @@ async def test_patch_types(api: Api) -> None:
                                      "application/merge-patch+json")
     assert status == 200 and merged["metadata"]["labels"] == {"b": "2", "c": "3"}
 
-    smp = {"spec": {"containers": [{"name": "main", "env": [{"name": "Y", "value": "2"}]}]}}
+    # containers merge by name: the image (one of a pod's few mutable fields) changes, the rest stays
+    smp = {"spec": {"containers": [{"name": "main", "image": "busybox:2"}]}}
     status, strategic = await api.patch(f"{PODS}/p", smp, "application/strategic-merge-patch+json")
     assert status == 200
     container = strategic["spec"]["containers"][0]
-    assert container["image"] == "busybox"
-    assert container["env"] == [{"name": "X", "value": "1"}, {"name": "Y", "value": "2"}]
+    assert container["image"] == "busybox:2"
+    assert container["env"] == [{"name": "X", "value": "1"}]
+    # anything else of a pod's spec is immutable, as on a real API server
+    env = {"spec": {"containers": [{"name": "main", "env": [{"name": "Y", "value": "2"}]}]}}
+    status, err = await api.patch(f"{PODS}/p", env, "application/strategic-merge-patch+json")
+    assert (status, err["reason"], err["details"]["causes"][0]["field"]) == (422, "Invalid", "spec")
 
     ops = [{"op": "replace", "path": "/metadata/labels/b", "value": "20"},
            {"op": "add", "path": "/metadata/annotations/note", "value": "hi"}]
