@@ -124,18 +124,44 @@ async def service_token(rest: KubeRest, account: str, seconds: int = TOKEN_SECON
     return token
 
 
+def _shape(node: KubeObject) -> tuple[object, ...]:
+    """What the cluster file decides of a node: labels, annotations, taints, allocatable resources."""
+    meta, spec, status = node["metadata"], node.get("spec") or {}, node.get("status") or {}
+    annotations = {k: v for k, v in (meta.get("annotations") or {}).items() if not k.startswith("kwok.x-k8s.io/")
+                   or k == KWOK_NODE_ANNOTATION}
+    return (meta.get("labels"), annotations, spec.get("taints") or [], status.get("allocatable"))
+
+
 async def register_nodes(rest: KubeRest, cluster: ClusterConfig | None, *, exclusive: bool = False) -> list[str]:
-    """The cluster's nodes as KWOK nodes; ``exclusive`` deletes every other node first. Their names."""
+    """The cluster's nodes as KWOK nodes; their names. A node that exists already is kept as it is
+    (a restart keeps the cluster's state), unless ``exclusive``: then every node that is not one of
+    these, or that has another shape (labels, taints, GPUs), is deleted and registered anew."""
     nodes = [kwok_node(n) for n in cluster_nodes(cluster)] if cluster is not None else []
     names = [n["metadata"]["name"] for n in nodes]
     if exclusive:
+        wanted = {n["metadata"]["name"]: _shape(n) for n in nodes}
         existing, _ = await rest.list(NODES)
         for node in existing:
-            if node["metadata"]["name"] not in names:
-                await delete(rest, NODES, node["metadata"]["name"])
+            name = node["metadata"]["name"]
+            if wanted.get(name) != _shape(node):
+                await delete(rest, NODES, name)
+                await _until_gone(rest, name)
     for node in nodes:
         await apply(rest, node)
     return names
+
+
+async def _until_gone(rest: KubeRest, name: str, timeout_s: float = 30.0) -> None:
+    deadline = asyncio.get_running_loop().time() + timeout_s
+    while asyncio.get_running_loop().time() < deadline:
+        try:
+            await rest.get(NODES, name)
+        except ApiException as exc:
+            if exc.status == 404:
+                return
+            raise
+        await asyncio.sleep(0.1)
+    raise TimeoutError(f"node {name} still there {timeout_s:.0f}s after its deletion")
 
 
 async def wait_nodes_ready(rest: KubeRest, names: Iterable[str], timeout_s: float = 60.0) -> None:

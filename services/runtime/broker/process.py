@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import json
+import logging
 import shutil
 import signal
 import subprocess
@@ -24,6 +25,9 @@ from services.runtime.broker.properties import (
     render_properties,
     server_properties,
 )
+
+log = logging.getLogger(__name__)
+PORT_ATTEMPTS = 3  # starts on freshly chosen ports when the chosen ones were taken meanwhile
 
 
 class BrokerError(RuntimeError):
@@ -120,17 +124,28 @@ class KafkaBroker:
             layout = BrokerLayout(self._root)
             distribution = self._distribution or dist.locate()
             self._distribution = distribution
-            self._choose_ports(layout)
-            self._write_config(layout)
-            if not layout.is_formatted():
-                self._format(layout, distribution)
-            self._launch(layout, distribution)
-            try:
-                wait_until_ready(self.bootstrap, timeout=self._startup_timeout, alive=lambda: self.running)
-            except (RuntimeError, TimeoutError) as exc:
-                self._terminate()
-                raise BrokerError(f"{exc}\n--- console ---\n{_tail(layout.console_log)}") from exc
-            return self
+            chosen_here = self._port is None and self._controller_port is None
+            for attempt in range(1, PORT_ATTEMPTS + 1):
+                self._choose_ports(layout)
+                self._write_config(layout)
+                if not layout.is_formatted():
+                    self._format(layout, distribution)
+                self._launch(layout, distribution)
+                try:
+                    wait_until_ready(self.bootstrap, timeout=self._startup_timeout, alive=lambda: self.running)
+                    return self
+                except (RuntimeError, TimeoutError) as exc:
+                    exited = not self.running
+                    self._terminate()
+                    # a port picked as free can be taken before the JVM binds it (another process's
+                    # outgoing connection, say): pick new ones and start again
+                    if exited and chosen_here and attempt < PORT_ATTEMPTS and not self._ports_free():
+                        log.warning("the broker exited while starting and a port it was given is taken now; "
+                                    "starting it again on other ports (%d/%d)", attempt + 1, PORT_ATTEMPTS)
+                        self._port = self._controller_port = None
+                        continue
+                    raise BrokerError(f"{exc}\n--- console ---\n{_tail(layout.console_log)}") from exc
+            raise AssertionError("unreachable")
 
     def stop(self) -> None:
         """SIGTERM (controlled shutdown), wait, then SIGKILL; data and ports are kept."""
@@ -177,6 +192,9 @@ class KafkaBroker:
     def __repr__(self) -> str:
         address = f"{self._host}:{self._port}" if self._port else "unstarted"
         return f"KafkaBroker({address}, log_dir={self._root}, running={self.running})"
+
+    def _ports_free(self) -> bool:
+        return all(port is not None and port_is_free(self._host, port) for port in (self._port, self._controller_port))
 
     def _choose_ports(self, layout: BrokerLayout) -> None:
         if self._port is None and layout.state_file.is_file():
