@@ -97,7 +97,7 @@ async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.A
     from services.kubereal.build import build
     from services.kubereal.controlplane import ControlPlane
 
-    _step("building the Kubernetes control plane from its Go modules (the first time only: ~10 min on 2 cores)")
+    _step("building the Kubernetes control plane from its Go modules (the first time only: ~7 min on 2 cores)")
     binaries = await asyncio.to_thread(build, lambda m: _step(click.style(m, dim=True)))
     access: dict[str, ClusterAccess] = {}
     admins: dict[str, dict[str, Any]] = {}
