@@ -233,21 +233,6 @@ async def watch_from_a_version(api: Api) -> Observed:
     return {"events": types}
 
 
-async def watch_from_the_first_version(api: Api) -> Observed:
-    """A watch from resourceVersion 1 on a fresh namespace: nothing to replay, no error (etcd has not
-    compacted yet), the stream ends at its timeout."""
-    events: list[Any] = []
-    status = 200
-    try:
-        async with asyncio.timeout(20):
-            async for event in api.rest.watch(PODS, api.namespace, resource_version="1", timeout_seconds=2,
-                                              bookmarks=False):
-                events.append(event.get("type"))
-    except ApiException as exc:
-        status = int(exc.status or 0)
-    return {"status": status, "events": events}
-
-
 async def watch_from_a_compacted_version(api: Api) -> Observed:
     """After a compaction, a watch from a resourceVersion before it ends with 410 Expired."""
     _, listed = await api.call("GET", api.pods())
@@ -267,8 +252,9 @@ async def watch_from_a_compacted_version(api: Api) -> Observed:
     except ApiException as exc:
         status = int(exc.status or 0)
     errors = [e["object"] for e in events if e.get("type") == "ERROR"]
-    return {"status": status, "served or expired": bool(errors) or len(events) >= 2, "error": {"code": errors[0].get("code"), "reason": errors[0].get("reason"),
-                                        "kind": errors[0].get("kind")} if errors else None}
+    first = {"code": errors[0].get("code"), "reason": errors[0].get("reason"), "kind": errors[0].get("kind")} \
+        if errors else None
+    return {"status": status, "served or expired": bool(errors) or len(events) >= 2, "error": first}
 
 
 async def list_pages(api: Api) -> Observed:
@@ -293,7 +279,6 @@ CORPUS: dict[str, Callable[[Api], Awaitable[Observed]]] = {
     "finalizers": deletion_with_finalizers,
     "jobs": job_suspend_resume_and_indexed_completion,
     "watch": watch_from_a_version,
-    "old watch": watch_from_the_first_version,
     "compacted watch": watch_from_a_compacted_version,
     "list pages": list_pages,
 }
