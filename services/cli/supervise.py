@@ -8,7 +8,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -84,9 +84,18 @@ class Child:
 
 
 async def supervise(children: list[Child], stop: asyncio.Event, notify: Callable[[str], None],
-                    max_restarts: int = 5) -> None:
-    """Restart a child that exits on its own (with backoff), until ``stop`` is set."""
+                    max_restarts: int = 5, checks: Sequence[Callable[[], None]] = ()) -> None:
+    """Restart a child that exits on its own (with backoff), until ``stop`` is set.
+
+    ``checks`` raise when something the children depend on is gone (a local Kubernetes control
+    plane, say): that is reported and ends the supervision, as ``stop`` would."""
     while not stop.is_set():
+        for check in checks:
+            try:
+                check()
+            except Exception as exc:
+                notify(f"stopping: {exc}")
+                return
         for child in children:
             process = child.process
             if process is None or process.returncode is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -91,7 +92,7 @@ def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, cluster
 
 
 async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.AsyncExitStack,
-                         ) -> tuple[dict[str, ClusterAccess], dict[str, dict[str, Any]]]:
+                         ) -> tuple[dict[str, ClusterAccess], dict[str, dict[str, Any]], list[Callable[[], None]]]:
     """One real control plane per cluster of ``cfg``, with its nodes as KWOK nodes (built first if needed)."""
     from services.kubereal.bootstrap import bootstrap as bootstrap_plane
     from services.kubereal.build import build
@@ -101,18 +102,20 @@ async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.A
     binaries = await asyncio.to_thread(build, lambda m: _step(click.style(m, dim=True)))
     access: dict[str, ClusterAccess] = {}
     admins: dict[str, dict[str, Any]] = {}
+    checks: list[Callable[[], None]] = []
     for cluster in cfg.clusters:
         plane = ControlPlane(state_dir / "k8s" / cluster.name, binaries, name=cluster.name, profile="realistic")
         # started on a worker thread that lives as long as this event loop (the control plane's children
         # end with the thread that started them)
         await asyncio.to_thread(plane.start)
         stack.push_async_callback(asyncio.to_thread, plane.close)
+        checks.append(plane.check_alive)
         done = await bootstrap_plane(plane, cluster)
         access[cluster.name] = ClusterAccess(plane.url, done.kubeconfigs)
         admins[cluster.name] = yaml.safe_load(plane.admin_kubeconfig.read_text(encoding="utf-8"))
         _step(f"Kubernetes control plane {cluster.name!r}: {done.nodes} KWOK nodes at {plane.url} "
               f"(logs in {plane.log_dir})")
-    return access, admins
+    return access, admins, checks
 
 
 async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap: str | None, port: int,
@@ -132,8 +135,9 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
         async with contextlib.AsyncExitStack() as stack:
             access: dict[str, ClusterAccess] = {}
             admins: dict[str, dict[str, Any]] = {}
+            planes: list[Callable[[], None]] = []  # each real control plane's liveness check
             if kube == "real":
-                access, admins = await _real_clusters(cfg, state_dir, stack)
+                access, admins, planes = await _real_clusters(cfg, state_dir, stack)
             for i, cluster in enumerate(cfg.clusters):
                 if kube == "real":
                     break
@@ -171,7 +175,8 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             click.echo(f"  tenant tokens        {creds['tenant_tokens']}")
             click.echo(f"  service logs         {state_dir / 'logs'}")
             click.echo("Press Ctrl-C to stop.")
-            await supervise(children, stop_on_signals(), lambda m: _step(click.style(m, fg="yellow")))
+            await supervise(children, stop_on_signals(), lambda m: _step(click.style(m, fg="yellow")),
+                            checks=planes)
             _step("stopping")
     finally:
         await asyncio.gather(*(child.stop() for child in children), return_exceptions=True)
