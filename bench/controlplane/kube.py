@@ -43,7 +43,7 @@ from services.dispatcher.plans import DispatchSettings
 from services.node_watcher import main as watcher_main
 from services.runtime.kafka import EnvelopeProducer
 from services.runtime.kube import JOBS, PODS, KubeObject, KubeRest, build_api_client
-from services.runtime.options import ServeOptions
+from services.runtime.options import ClusterAccess, ServeOptions
 from services.runtime.service import ServiceRunner
 
 NAMESPACE = "bench"
@@ -53,12 +53,12 @@ START_TIMEOUT_S = 120.0
 
 @dataclass
 class Backend:
-    """A cluster the dispatcher runs against: its name, an admin client, and how the dispatcher reaches it."""
+    """A cluster the services run against: its name, an admin client, and how the services reach it."""
 
     name: str
     cluster: str
     rest: KubeRest
-    access: dict[str, Any]
+    access: ClusterAccess
     setup_s: float
 
 
@@ -78,7 +78,7 @@ async def kubesim(cluster: ClusterConfig) -> AsyncIterator[Backend]:
     async with sim.serve(port=0) as url:
         api = await build_api_client(url, connection_pool_size=64)
         async with api:
-            yield Backend("kubesim", cluster.name, KubeRest(api, request_timeout=60.0), {"kube_server": url},
+            yield Backend("kubesim", cluster.name, KubeRest(api, request_timeout=60.0), ClusterAccess(url),
                           time.perf_counter() - started)
 
 
@@ -99,8 +99,7 @@ async def real(cluster: ClusterConfig, root: Path) -> AsyncIterator[Backend]:
             rest = KubeRest(api, request_timeout=60.0)
             names = [f"{cluster.name}-{GPU_TYPE}-{i}" for i in range(cluster.node_groups[0].count)]
             await wait_nodes_ready(rest, names, timeout_s=300)
-            yield Backend("real control plane", cluster.name, rest,
-                          {"kube_server": None, "kubeconfig": None, "kubeconfigs": done.kubeconfigs},
+            yield Backend("real control plane", cluster.name, rest, ClusterAccess(plane.url, done.kubeconfigs),
                           time.perf_counter() - started)
     finally:
         await asyncio.to_thread(plane.close)
@@ -119,11 +118,8 @@ async def service(broker: Broker, backend: Backend, kind: str) -> AsyncIterator[
         watchers.append(component)
         ready.set()
 
-    access = dict(backend.access)
-    if "kubeconfig" in access:
-        access["kubeconfig"] = access["kubeconfigs"][kind]
-    access.pop("kubeconfigs", None)
-    options = ServeOptions(kafka=broker.settings, cluster=backend.cluster, instance=backend.cluster, **access)
+    options = ServeOptions(kafka=broker.settings, cluster=backend.cluster, instance=backend.cluster,
+                           **backend.access.fields(kind))
     if kind == "dispatcher":
         task = asyncio.create_task(dispatcher_main.serve(options, settings=DispatchSettings(), handle_signals=False,
                                                          on_ready=on_ready))

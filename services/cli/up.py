@@ -6,7 +6,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +15,7 @@ import yaml
 from schemas.config import MusterConfig
 from services.cli.credentials import write_credentials
 from services.cli.supervise import Child, free_port, stop_on_signals, supervise
+from services.runtime.options import ClusterAccess
 from services.spec.cluster_file import load_cluster_file
 
 DEFAULT_CLUSTER = Path(__file__).parent / "data" / "default-cluster.yaml"
@@ -54,20 +54,6 @@ def kubeconfig(urls: dict[str, str], admins: dict[str, dict[str, Any]] | None = 
 
 def _step(message: str) -> None:
     click.echo(click.style("» ", fg="cyan") + message)
-
-
-@dataclass(frozen=True)
-class ClusterAccess:
-    """How the services reach one cluster: kubesim's URL (no credentials), or a real control plane
-    through one kubeconfig per service (its ServiceAccount)."""
-
-    url: str
-    kubeconfigs: dict[str, Path] = field(default_factory=dict)
-
-    def args(self, service: str) -> list[str]:
-        if self.kubeconfigs:
-            return ["--kubeconfig", str(self.kubeconfigs[service])]
-        return ["--kube-server", self.url]
 
 
 def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, clusters: dict[str, ClusterAccess],

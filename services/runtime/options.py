@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from services.runtime.kafka.settings import KafkaSettings
 
@@ -35,3 +37,25 @@ class ServeOptions:
     @property
     def kubeconfig_path(self) -> str | None:
         return str(self.kubeconfig) if self.kubeconfig is not None else None
+
+
+@dataclass(frozen=True)
+class ClusterAccess:
+    """How a service reaches one cluster: kubesim's URL (no credentials), or a real control plane
+    through one kubeconfig per service (its ServiceAccount), keyed ``gateway``, ``dispatcher``,
+    ``node-watcher``."""
+
+    url: str
+    kubeconfigs: Mapping[str, Path] = field(default_factory=dict)
+
+    def fields(self, service: str) -> dict[str, Any]:
+        """The ``ServeOptions`` fields by which ``service`` reaches the cluster."""
+        if self.kubeconfigs:
+            return {"kube_server": None, "kubeconfig": self.kubeconfigs[service]}
+        return {"kube_server": self.url, "kubeconfig": None}
+
+    def args(self, service: str) -> list[str]:
+        """The same as ``muster serve`` options."""
+        if self.kubeconfigs:
+            return ["--kubeconfig", str(self.kubeconfigs[service])]
+        return ["--kube-server", self.url]

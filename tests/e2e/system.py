@@ -27,7 +27,7 @@ from services.quota_accountant.accountant import AccountantSettings
 from services.quota_accountant.main import build as build_accountant
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import JOBS, PODS, Backoff, KubeObject, KubeRest, RetryPolicy, build_api_client
-from services.runtime.options import ServeOptions
+from services.runtime.options import ClusterAccess, ServeOptions
 from services.runtime.service import ServiceRunner
 from tests.builders.realkube import RealKube
 from tests.e2e.builders import ADMIN_TOKEN, member_token, tokens
@@ -124,22 +124,13 @@ class Api:
 
 @dataclass
 class Cluster:
-    """One cluster (simulated, or a real control plane), its URL and an admin Kubernetes client of it.
-
-    ``kubeconfigs`` holds each service's own kubeconfig on a real control plane (its ServiceAccount);
-    on kubesim the services reach ``url`` without credentials."""
+    """One cluster (simulated, or a real control plane), an admin Kubernetes client of it, and how the
+    services reach it."""
 
     name: str
     sim: KubeSim | None
-    url: str
+    access: ClusterAccess
     rest: KubeRest
-    kubeconfigs: dict[str, Path] = field(default_factory=dict)
-
-    def access(self, service: str) -> dict[str, Any]:
-        """The ``ServeOptions`` fields by which ``service`` reaches this cluster."""
-        if self.kubeconfigs:
-            return {"kube_server": None, "kubeconfig": self.kubeconfigs[service]}
-        return {"kube_server": self.url}
 
     async def jobs(self, job_id: str | None = None, namespace: str | None = None) -> list[KubeObject]:
         selector = f"muster.dev/job-id={job_id}" if job_id else None
@@ -196,7 +187,7 @@ class System:
         return service
 
     async def start_gateway(self) -> str:
-        server = GatewayServer(self.options(**self.first_cluster().access("gateway")))
+        server = GatewayServer(self.options(**self.first_cluster().access.fields("gateway")))
         service = self._spawn("gateway", server.run(handle_signals=False))
         service.stopper = server.stop
         await service.started(server.ready.wait)
@@ -231,7 +222,7 @@ class System:
             service.stopper = runner.stop
             registered.set()
 
-        options = self.options(cluster=cluster, instance=cluster, **self.clusters[cluster].access("dispatcher"))
+        options = self.options(cluster=cluster, instance=cluster, **self.clusters[cluster].access.fields("dispatcher"))
         service = self._spawn(f"dispatcher/{cluster}", dispatcher_main.serve(
             options, settings=DISPATCH, handle_signals=False, on_ready=ready))
         await service.started(registered.wait)
@@ -246,7 +237,8 @@ class System:
             service.stopper = runner.stop
             registered.set()
 
-        options = self.options(cluster=cluster, instance=cluster, **self.clusters[cluster].access("node-watcher"))
+        access = self.clusters[cluster].access.fields("node-watcher")
+        options = self.options(cluster=cluster, instance=cluster, **access)
         service = self._spawn(f"node-watcher/{cluster}", watcher_main.serve(
             options, handle_signals=False, on_ready=ready))
         await service.started(registered.wait)
@@ -285,15 +277,14 @@ async def running_system(settings: KafkaSettings, config: MusterConfig, tmp_path
                 plane = await real.prepare(cluster, index)
                 api = await stack.enter_async_context(
                     await build_api_client(kubeconfig=str(plane.admin_kubeconfig)))
-                clusters[cluster.name] = Cluster(cluster.name, None, plane.plane.url,
-                                                 KubeRest(api, retry=KUBE_RETRY, request_timeout=10.0),
-                                                 kubeconfigs=plane.kubeconfigs)
+                clusters[cluster.name] = Cluster(cluster.name, None, ClusterAccess(plane.plane.url, plane.kubeconfigs),
+                                                 KubeRest(api, retry=KUBE_RETRY, request_timeout=10.0))
                 continue
             sim = KubeSim(config, cluster_name=cluster.name, profile="zero")
             url = await stack.enter_async_context(sim.serve(port=0))
             api = await stack.enter_async_context(await build_api_client(url))
-            clusters[cluster.name] = Cluster(cluster.name, sim, url, KubeRest(api, retry=KUBE_RETRY,
-                                                                               request_timeout=10.0))
+            clusters[cluster.name] = Cluster(cluster.name, sim, ClusterAccess(url),
+                                             KubeRest(api, retry=KUBE_RETRY, request_timeout=10.0))
         log = TopicLog(settings)
         await log.start()
         stack.push_async_callback(log.stop)
