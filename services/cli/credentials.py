@@ -12,7 +12,8 @@ import yaml
 from schemas.config import MusterConfig
 
 
-def _write_private(path: Path, text: str) -> None:
+def write_private(path: Path, text: str) -> None:
+    """Write ``text`` to a file only its owner may read (created so, never readable by others meanwhile)."""
     path.parent.mkdir(parents=True, exist_ok=True)
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
     with os.fdopen(fd, "w", encoding="utf-8") as handle:
@@ -35,9 +36,9 @@ def write_credentials(state_dir: Path, cfg: MusterConfig, gateway_url: str) -> d
         "cli": state_dir / "cli.yaml",
         "tenant_tokens": state_dir / "tenant-tokens.yaml",
     }
-    _write_private(paths["tokens"], yaml.safe_dump(entries, sort_keys=False))
-    _write_private(paths["cli"], yaml.safe_dump({"url": gateway_url, "token": plain["admin"][2]}, sort_keys=False))
+    write_private(paths["tokens"], yaml.safe_dump(entries, sort_keys=False))
+    write_private(paths["cli"], yaml.safe_dump({"url": gateway_url, "token": plain["admin"][2]}, sort_keys=False))
     tenant_cfgs = {name: {"url": gateway_url, "token": token, "tenant": tenant, "role": role}
                    for name, (role, tenant, token) in plain.items()}
-    _write_private(paths["tenant_tokens"], yaml.safe_dump(tenant_cfgs, sort_keys=False))
+    write_private(paths["tenant_tokens"], yaml.safe_dump(tenant_cfgs, sort_keys=False))
     return paths

@@ -13,7 +13,7 @@ import click
 import yaml
 
 from schemas.config import MusterConfig
-from services.cli.credentials import write_credentials
+from services.cli.credentials import write_credentials, write_private
 from services.cli.supervise import Child, free_port, stop_on_signals, supervise
 from services.runtime.options import ClusterAccess
 from services.spec.cluster_file import load_cluster_file
@@ -124,21 +124,18 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             planes: list[Callable[[], None]] = []  # each real control plane's liveness check
             if kube == "real":
                 access, admins, planes = await _real_clusters(cfg, state_dir, stack)
-            for i, cluster in enumerate(cfg.clusters):
-                if kube == "real":
-                    break
-                sim = KubeSim(cfg, cluster_name=cluster.name, profile=profile)
-                url = await stack.enter_async_context(sim.serve(host="127.0.0.1", port=port + i if port else 0))
-                access[cluster.name] = ClusterAccess(url)
-                gpus = sum(g.count * g.gpus_per_node for g in cluster.node_groups)
-                nodes = sum(g.count for g in cluster.node_groups)
-                _step(f"simulated cluster {cluster.name!r}: {nodes} nodes, {gpus} GPUs at {url}")
+            else:
+                for i, cluster in enumerate(cfg.clusters):
+                    sim = KubeSim(cfg, cluster_name=cluster.name, profile=profile)
+                    url = await stack.enter_async_context(sim.serve(host="127.0.0.1", port=port + i if port else 0))
+                    access[cluster.name] = ClusterAccess(url)
+                    gpus = sum(g.count * g.gpus_per_node for g in cluster.node_groups)
+                    nodes = sum(g.count for g in cluster.node_groups)
+                    _step(f"simulated cluster {cluster.name!r}: {nodes} nodes, {gpus} GPUs at {url}")
             urls = {name: a.url for name, a in access.items()}
             config_path = state_dir / "kubeconfig"
-            config_path.touch(mode=0o600, exist_ok=True)
-            await asyncio.to_thread(
-                config_path.write_text, yaml.safe_dump(kubeconfig(urls, admins), sort_keys=False), encoding="utf-8"
-            )
+            text = yaml.safe_dump(kubeconfig(urls, admins), sort_keys=False)
+            await asyncio.to_thread(write_private, config_path, text)
             gateway_port = gateway_port or free_port()
             gateway_url = f"http://127.0.0.1:{gateway_port}"
             creds = await asyncio.to_thread(write_credentials, state_dir, cfg, gateway_url)

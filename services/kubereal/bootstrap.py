@@ -19,7 +19,8 @@ import yaml
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas.config import ClusterConfig
-from services.kubereal.controlplane import KWOK_NODE_ANNOTATION, ControlPlane, write_private
+from services.cli.credentials import write_private
+from services.kubereal.controlplane import KWOK_NODE_ANNOTATION, ControlPlane
 from services.kubesim.nodes import cluster_nodes, node_ready
 from services.runtime.kube import (
     JOBS,
@@ -30,9 +31,9 @@ from services.runtime.kube import (
     KubeRest,
     Resource,
     build_api_client,
+    create_or_get,
     delete,
 )
-from services.runtime.kube.errors import is_already_exists
 
 DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 SYSTEM_NAMESPACE = "muster-system"
@@ -92,14 +93,9 @@ async def apply(rest: KubeRest, obj: KubeObject) -> KubeObject:
     if resource is None:
         raise ValueError(f"cannot apply a {obj['kind']}: not one of {sorted(KINDS)}")
     namespace = obj["metadata"].get("namespace") if resource.namespaced else None
-    try:
-        return await rest.create(resource, obj, namespace)
-    except ApiException as exc:
-        if not is_already_exists(exc):
-            raise
-    if obj["kind"] in KEEP_EXISTING:
-        return await rest.get(resource, obj["metadata"]["name"], namespace)
-    current = await rest.get(resource, obj["metadata"]["name"], namespace)
+    current, created = await create_or_get(rest, resource, obj, namespace)
+    if created or obj["kind"] in KEEP_EXISTING:
+        return current
     body = copy.deepcopy(obj)
     body["metadata"]["resourceVersion"] = current["metadata"]["resourceVersion"]
     return await rest.replace(resource, body, namespace)

@@ -25,6 +25,7 @@ from typing import Any, Self
 import httpx
 import yaml
 
+from services.cli.credentials import write_private
 from services.kubereal.build import Binaries
 from services.kubereal.pki import Pki, ensure_pki
 from services.kubereal.processes import Process, tail
@@ -52,12 +53,6 @@ def kubeconfig(server: str, ca_file: Path, user: str, token: str, cluster: str =
         "contexts": [{"name": cluster, "context": {"cluster": cluster, "user": user}}],
         "current-context": cluster,
     }
-
-
-def write_private(path: Path, text: str) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.touch(mode=0o600, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
 
 
 class ControlPlane:

@@ -34,10 +34,6 @@ class RealCluster:
     def kubeconfig(self, service: str) -> Path:
         return self.kubeconfigs[service]
 
-    async def admin_rest(self) -> tuple[KubeRest, object]:
-        api = await build_api_client(kubeconfig=str(self.admin_kubeconfig))
-        return KubeRest(api), api
-
 
 @dataclass
 class RealKube:
