@@ -98,7 +98,7 @@ async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.A
         checks.append(plane.check_alive)
         done = await bootstrap_plane(plane, cluster)
         access[cluster.name] = ClusterAccess(plane.url, done.kubeconfigs)
-        admins[cluster.name] = yaml.safe_load(plane.admin_kubeconfig.read_text(encoding="utf-8"))
+        admins[cluster.name] = plane.admin_config
         _step(f"Kubernetes control plane {cluster.name!r}: {done.nodes} KWOK nodes at {plane.url} "
               f"(logs in {plane.log_dir})")
     return access, admins, checks

@@ -90,6 +90,11 @@ class ControlPlane:
     def log_dir(self) -> Path:
         return self.state_dir / "logs"
 
+    @property
+    def admin_config(self) -> dict[str, Any]:
+        """The admin kubeconfig (as written to ``admin_kubeconfig``); after ``start``."""
+        return self.kubeconfig_for("muster-admin", self.admin_token)
+
     def kubeconfig_for(self, user: str, token: str) -> dict[str, Any]:
         return kubeconfig(self.url, self.ca_file, user, token, cluster=self.name)
 
@@ -165,7 +170,7 @@ class ControlPlane:
         write_private(self.state_dir / "auth" / "tokens.csv",
                       f'{self.admin_token},muster-admin,muster-admin,"system:masters"\n')
         write_private(self.admin_kubeconfig,
-                      yaml.safe_dump(self.kubeconfig_for("muster-admin", self.admin_token), sort_keys=False))
+                      yaml.safe_dump(self.admin_config, sort_keys=False))
 
     def _etcd_argv(self) -> list[str]:
         client = f"http://{HOST}:{self.ports['etcd']}"
