@@ -11,7 +11,13 @@ from schemas.envelope import JobId, Message, Name, Text
 from schemas.jobspec import JobSpec
 
 PreemptReasonName = Literal[
-    "higher_priority", "quota_reclaim", "fair_share", "max_runtime_exceeded", "node_unhealthy", "cancelled"
+    "higher_priority",
+    "quota_reclaim",
+    "fair_share",
+    "max_runtime_exceeded",
+    "node_unhealthy",
+    "queue_order",
+    "cancelled",
 ]
 
 

@@ -24,6 +24,7 @@ class JobRecord(BaseModel):
     state: JobState
     attempt: int = Field(default=0, ge=0)
     restarts: int = Field(default=0, ge=0, description="whole-gang restarts after failures in this attempt")
+    attained_gpu_s: float = Field(default=0.0, ge=0, description="GPU-seconds of service its earlier attempts received")
     replicas: int = Field(default=0, ge=0)
     placement: PlacementPlan | None = None
     borrowed: bool = False

@@ -5,12 +5,15 @@ Standard library only, synchronous, no clock and no randomness: time comes in as
 - ``state``: the mutable state and its incremental indexes (pending order per queue, free capacity
   per node bucketed by free GPUs, quota usage per queue and cohort pool, running-job indexes).
 - ``scheduler``: ``schedule(state, now, config)``; reads the state, returns a ``CycleResult``.
+- ``ordering``, ``runtimes``: the order inside a queue; runtimes learnt from finished jobs.
 - ``cycle``: scratch copies for one call and the admission of a single job.
 - ``quota``, ``placement``/``capacity``, ``preemption``, ``backfill``, ``elastic``, ``estimate``,
   ``fairshare``, ``pending``, ``policy``: one concern each.
 
-Build the state with ``SchedulerState(..., half_life_s=config.fair_share_half_life_s)`` so the
-usage history it integrates decays at the same rate the scheduler assumes.
+Build the state with ``SchedulerState(..., half_life_s=config.fair_share_half_life_s,
+order=queue_order(config))`` so the usage history it integrates decays at the rate the scheduler
+assumes and its queues are ranked as the policy orders them (another order still works, sorted on
+the spot each cycle).
 """
 
 from .model import (
@@ -41,7 +44,8 @@ from .model import (
     TopologyRequest,
     gpu_resource,
 )
-from .policy import PRESETS
+from .ordering import QueueOrder
+from .policy import PRESETS, queue_order
 from .scheduler import schedule
 from .state import SchedulerState
 
@@ -64,6 +68,7 @@ __all__ = [
     "Placement",
     "Preempt",
     "PreemptReason",
+    "QueueOrder",
     "QueueSpec",
     "Reject",
     "ResourceQuota",
@@ -74,5 +79,6 @@ __all__ = [
     "TopologyMode",
     "TopologyRequest",
     "gpu_resource",
+    "queue_order",
     "schedule",
 ]

@@ -23,6 +23,7 @@ from .model import (
     TopologyMode,
     gpu_resource,
 )
+from .ordering import QueueOrder
 from .placement import Placer
 from .quota import job_request
 from .quota_estimate import QuotaReleases
@@ -84,6 +85,7 @@ class Cycle:
         self.st = state
         self.now = now
         self.cfg = config
+        self.order = QueueOrder.of(config)
         self.cap: CapacityIndex = state.cap.clone()
         self.book = state.book.clone()
         self.decisions: list[Decision] = []
@@ -97,6 +99,7 @@ class Cycle:
         #: (queue, request) -> why the quota check failed; usage only grows within a cycle, so it stays failed
         self.quota_fails: dict[tuple[str, tuple[tuple[str, int], ...]], PendingReason] = {}
         self.pools: dict[str, Pool] = {}
+        self.ahead: dict[str, Pool] = {}  # the fluid model of ``start_in_order`` (decisions only)
         self.quota_releases = QuotaReleases(state, self.book, now, config.default_runtime_estimate_s)
         self.shares: dict[str, float] = {}
         self.wanted: set[str] = set()  # GPU types blocked jobs could use ("" = any)
@@ -119,7 +122,7 @@ class Cycle:
     # ------------------------------------------------------------------ ordering inputs
 
     def estimate_of(self, job: Job) -> float:
-        est = job.runtime_estimate
+        est = self.st.estimate(job, self.cfg.learn_runtimes)
         return self.cfg.default_runtime_estimate_s if est is None else est
 
     def share(self, queue: str) -> float:
@@ -291,15 +294,38 @@ class Cycle:
     # ------------------------------------------------------------------ estimates and statuses
 
     def pool(self, gpu_type: str) -> Pool:
+        """The cycle's fluid model of one GPU type, which the statuses' start estimates commit into."""
         pool = self.pools.get(gpu_type)
         if pool is None:
-            free = sum(self.cap.group_free(k) for k in self.cap.buckets if k[1] == gpu_type)
-            total = self.st.totals.get(gpu_resource(gpu_type), 0)
-            source = running_ends(self.st, gpu_type, self.now, self.cfg.default_runtime_estimate_s)
-            pool = self.pools[gpu_type] = Pool(self.now, free, total, source)
-            for end, run in self.admitted_runs.get(gpu_type, ()):
-                pool.release_at(end, run.replicas * run.job.gpus_per_pod)
+            pool = self.pools[gpu_type] = self._fresh_pool(gpu_type)
         return pool
+
+    def _fresh_pool(self, gpu_type: str) -> Pool:
+        free = sum(self.cap.group_free(k) for k in self.cap.buckets if k[1] == gpu_type)
+        total = self.st.totals.get(gpu_resource(gpu_type), 0)
+        source = running_ends(self.st, gpu_type, self.now, self.cfg.default_runtime_estimate_s)
+        pool = Pool(self.now, free, total, source)
+        for end, run in self.admitted_runs.get(gpu_type, ()):
+            pool.release_at(end, run.replicas * run.job.gpus_per_pod)
+        return pool
+
+    def start_in_order(self, job: Job, commit: bool) -> float | None:
+        """When ``job`` should start without preempting anything: after the running jobs' estimated
+        ends, this cycle's admissions and the blocked jobs considered before it (``commit`` adds
+        ``job`` to those). Kept apart from the statuses' estimates, so that decisions taken from it
+        are the same whether or not the cycle reports statuses. None: never known."""
+        gpus = max(job.min_size, 1) * job.gpus_per_pod
+        best: tuple[float, str] | None = None
+        for gpu_type in self.types_for(job):
+            pool = self.ahead.get(gpu_type)
+            if pool is None:
+                pool = self.ahead[gpu_type] = self._fresh_pool(gpu_type)
+            t = pool.probe(gpus)
+            if t is not None and (best is None or t < best[0]):
+                best = (t, gpu_type)
+        if best is not None and commit:
+            self.ahead[best[1]].commit(gpus, self.estimate_of(job))
+        return None if best is None else best[0]
 
     def estimate_start(self, job: Job) -> float | None:
         """Fluid estimate of when the job starts if the jobs ahead of it start first."""

@@ -70,6 +70,14 @@ class Job:
     max_wait_s: float | None = None
     max_runtime_s: float | None = None
     attempt: int = 0
+    name: str = ""  # the name its submitter gave it: runtimes are learnt per name stem (see ``runtimes``)
+    attained_gpu_s: float = 0.0  # GPU-seconds of service its earlier attempts received
+    queued_at: float | None = None  # when it last entered the queue (None: at submit_time)
+    last_run_s: float = 0.0  # how long its latest attempt ran before it was stopped
+
+    @property
+    def waiting_since(self) -> float:
+        return self.submit_time if self.queued_at is None else self.queued_at
 
     @property
     def min_size(self) -> int:
@@ -173,6 +181,17 @@ class RunningJob:
     start_time: float
     borrowed: bool = False
     terminating: bool = False
+    served_gpu_s: float = 0.0  # GPU-seconds this attempt received before its current size (``sized_at``)
+    sized_at: float | None = None  # when it took its current size (None: at start_time)
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.job.gpus_per_pod
+
+    def attained(self, now: float) -> float:
+        """GPU-seconds of service the job has received by ``now``, earlier attempts included."""
+        since = self.start_time if self.sized_at is None else self.sized_at
+        return self.job.attained_gpu_s + self.served_gpu_s + max(now - since, 0.0) * self.gpus
 
 
 class DecisionKind(str, Enum):
@@ -233,6 +252,7 @@ class PreemptReason(str, Enum):
     FAIR_SHARE = "fair_share"
     MAX_RUNTIME = "max_runtime_exceeded"
     NODE_UNHEALTHY = "node_unhealthy"
+    QUEUE_ORDER = "queue_order"  # same queue and priority: a job well ahead of it in the queue's order
 
 
 class PendingReason(str, Enum):
@@ -276,7 +296,7 @@ class CycleResult:
 class SchedulerConfig:
     """Policy knobs. ``policy`` names a preset; the flags below refine it."""
 
-    policy: str = "muster"  # "muster" | "fifo" (strict global FIFO, no backfill, no preemption)
+    policy: str = "muster"  # a preset of ``policy.PRESETS``: muster, fifo, fifo-global, tiresias, priority, drf
     fair_share: bool = True
     fair_share_half_life_s: float = 7 * 24 * 3600.0
     backfill: bool = True
@@ -293,3 +313,19 @@ class SchedulerConfig:
     status_depth: int = 100  # pending status (position, estimate) computed for this many per queue
     max_preemption_attempts: int = 16  # blocked jobs per cycle that may look for victims
     max_growth_per_cycle: int = 256  # elastic jobs per cycle that may grow
+    # order of equal-priority jobs inside a queue: "remaining" (least estimated remaining GPU-time first),
+    # "submit" (first come, first served) or "las" (least attained GPU-service, in two levels, as Tiresias)
+    queue_order: str = "remaining"
+    learn_runtimes: bool = True  # estimate runtimes from finished jobs of the same name stem (``runtimes``)
+    # a job waiting longer than this many times its estimated runtime goes to the front of its queue
+    # ("remaining" order; at most starvation_age_s either way): it bounds how much a short job may delay it
+    slowdown_limit: float = 3.0
+    # preempt a running job of the same queue and priority that is far behind a waiting one in the
+    # queue's order (checkpointable victims only, each attempt at most once per max_reorder_restarts)
+    reorder_preemption: bool = True
+    reorder_ratio: float = 4.0  # "remaining" order: the victim's remaining work is this many times more
+    # ... and only for a job that would otherwise wait more than this many times its own runtime (0: always)
+    reorder_wait_ratio: float = 1.0
+    max_reorder_restarts: int = 3  # a job already requeued this many times is not preempted for order
+    las_threshold_gpu_s: float = 16 * 3600.0  # "las": attained GPU-seconds that move a job to the lower level
+    las_promote_knob: float = 0.0  # "las": waiting this many times its last run moves a job up again (0: off)

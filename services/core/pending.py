@@ -1,26 +1,50 @@
-"""Pending jobs per queue in heaps with lazy deletion, walked in order without being mutated."""
+"""Pending jobs per queue in heaps with lazy deletion, walked in order without being mutated.
+
+Each queue has a heap by ``(-priority, rank, submit_time)`` (the rank comes from ``ordering``) and a
+heap by promotion time. A walk at ``now`` first yields the jobs whose promotion time has come, by
+priority and then submit time, and then the rest in heap order, each job once. A global heap by
+submit time serves the FIFO policies.
+"""
 
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterator
 
 from .model import Job
 
-Entry = tuple[int, float, str, int]  # (-priority, submit_time, job_id, version)
+Entry = tuple[int, float, float, str, int]  # (-priority, rank, submit_time, job_id, version)
+PromoEntry = tuple[float, int, float, str, int]  # (promote_at, -priority, submit_time, job_id, version)
 FifoEntry = tuple[float, str, int]  # (submit_time, job_id, version)
 
 
-def _walk(heap: list[Entry] | list[FifoEntry], live: dict[str, int]) -> Iterator[str]:
+def _walk_entries(heap: list[Entry]) -> Iterator[Entry]:
+    """Yield the entries of ``heap`` in heap order, leaving the heap untouched."""
+    if not heap:
+        return
+    n = len(heap)
+    frontier: list[tuple[Entry, int]] = [(heap[0], 0)]
+    while frontier:
+        entry, i = heapq.heappop(frontier)
+        yield entry
+        c = 2 * i + 1
+        if c < n:
+            heapq.heappush(frontier, (heap[c], c))
+            if c + 1 < n:
+                heapq.heappush(frontier, (heap[c + 1], c + 1))
+
+
+def _walk_fifo(heap: list[FifoEntry], live: dict[str, int]) -> Iterator[str]:
     """Yield the live job ids of ``heap`` in heap order, leaving the heap untouched."""
     if not heap:
         return
     n = len(heap)
-    frontier: list[tuple[Entry | FifoEntry, int]] = [(heap[0], 0)]
+    frontier: list[tuple[FifoEntry, int]] = [(heap[0], 0)]
     while frontier:
         entry, i = heapq.heappop(frontier)
-        if live.get(entry[-2]) == entry[-1]:
-            yield entry[-2]
+        if live.get(entry[1]) == entry[2]:
+            yield entry[1]
         c = 2 * i + 1
         if c < n:
             heapq.heappush(frontier, (heap[c], c))
@@ -29,44 +53,98 @@ def _walk(heap: list[Entry] | list[FifoEntry], live: dict[str, int]) -> Iterator
 
 
 class PendingQueues:
-    """Per-queue order (priority, then submit time) and a global FIFO order (submit time)."""
+    """Per-queue order (priority, rank, submit time) with promotions, and a global FIFO order."""
 
-    __slots__ = ("_counter", "fifo", "heaps", "live", "sizes")
+    __slots__ = ("_counter", "fifo", "heaps", "live", "promos", "qfifo", "ranks", "sizes")
 
     def __init__(self) -> None:
         self.heaps: dict[str, list[Entry]] = {}
+        self.promos: dict[str, list[PromoEntry]] = {}
         self.fifo: list[FifoEntry] = []
+        self.qfifo: dict[str, list[FifoEntry]] = {}  # per queue, by submit time
         self.live: dict[str, int] = {}
+        self.ranks: dict[str, tuple[float, float]] = {}  # job -> (rank, promote_at) it was pushed with
         self.sizes: dict[str, int] = {}
         self._counter = 0
 
-    def push(self, job: Job) -> None:
+    def push(self, job: Job, rank: float = 0.0, promote_at: float = math.inf) -> None:
         self._counter += 1
         version = self._counter
         if job.job_id in self.live:
             self.remove(job.job_id, job.queue)
         self.live[job.job_id] = version
-        heapq.heappush(self.heaps.setdefault(job.queue, []), (-job.priority, job.submit_time, job.job_id, version))
+        self.ranks[job.job_id] = (rank, promote_at)
+        entry = (-job.priority, rank, job.submit_time, job.job_id, version)
+        heapq.heappush(self.heaps.setdefault(job.queue, []), entry)
+        if promote_at != math.inf:
+            promo = (promote_at, -job.priority, job.submit_time, job.job_id, version)
+            heapq.heappush(self.promos.setdefault(job.queue, []), promo)
         heapq.heappush(self.fifo, (job.submit_time, job.job_id, version))
+        heapq.heappush(self.qfifo.setdefault(job.queue, []), (job.submit_time, job.job_id, version))
         self.sizes[job.queue] = self.sizes.get(job.queue, 0) + 1
 
     def remove(self, job_id: str, queue: str) -> None:
         if self.live.pop(job_id, None) is None:
             return
+        self.ranks.pop(job_id, None)
         self.sizes[queue] -= 1
+        live = self.live
         heap = self.heaps.get(queue)
         if heap is not None and len(heap) > 64 and len(heap) > 2 * self.sizes[queue]:
-            self.heaps[queue] = [e for e in heap if self.live.get(e[2]) == e[3]]
+            self.heaps[queue] = [e for e in heap if live.get(e[3]) == e[4]]
             heapq.heapify(self.heaps[queue])
-        if len(self.fifo) > 64 and len(self.fifo) > 2 * len(self.live):
-            self.fifo = [e for e in self.fifo if self.live.get(e[1]) == e[2]]
+        promos = self.promos.get(queue)
+        if promos is not None and len(promos) > 64 and len(promos) > 2 * self.sizes[queue]:
+            self.promos[queue] = [e for e in promos if live.get(e[3]) == e[4]]
+            heapq.heapify(self.promos[queue])
+        qfifo = self.qfifo.get(queue)
+        if qfifo is not None and len(qfifo) > 64 and len(qfifo) > 2 * self.sizes[queue]:
+            self.qfifo[queue] = [e for e in qfifo if live.get(e[1]) == e[2]]
+            heapq.heapify(self.qfifo[queue])
+        if len(self.fifo) > 64 and len(self.fifo) > 2 * len(live):
+            self.fifo = [e for e in self.fifo if live.get(e[1]) == e[2]]
             heapq.heapify(self.fifo)
 
-    def walk_queue(self, queue: str) -> Iterator[str]:
-        return _walk(self.heaps.get(queue, []), self.live)
+    def promoted(self, queue: str, now: float) -> list[tuple[int, float, str]]:
+        """``(-priority, submit_time, job_id)`` of the queue's live jobs promoted by ``now``, in order."""
+        heap = self.promos.get(queue)
+        out: list[tuple[int, float, str]] = []
+        if not heap or heap[0][0] > now:
+            return out
+        live = self.live
+        stack = [0]
+        n = len(heap)
+        while stack:  # a heap's children are never earlier than their parent: prune at the first later one
+            i = stack.pop()
+            e = heap[i]
+            if e[0] > now:
+                continue
+            if live.get(e[3]) == e[4]:
+                out.append((e[1], e[2], e[3]))
+            stack.extend(c for c in (2 * i + 1, 2 * i + 2) if c < n)
+        out.sort()
+        return out
 
-    def walk_fifo(self) -> Iterator[str]:
-        return _walk(self.fifo, self.live)
+    def walk_queue(self, queue: str, now: float = -math.inf) -> Iterator[str]:
+        """The queue's live jobs: promoted ones first (by priority, then submit time), then heap order."""
+        heap = self.heaps.get(queue, [])
+        promoted = self.promoted(queue, now)
+        seen = {p[2] for p in promoted}
+        k = 0
+        live = self.live
+        for e in _walk_entries(heap):
+            if live.get(e[3]) != e[4] or e[3] in seen:
+                continue
+            while k < len(promoted) and promoted[k][0] <= e[0]:
+                yield promoted[k][2]
+                k += 1
+            yield e[3]
+        for p in promoted[k:]:
+            yield p[2]
+
+    def walk_fifo(self, queue: str | None = None) -> Iterator[str]:
+        """Live jobs by submit time: of one queue, or of all queues."""
+        return _walk_fifo(self.fifo if queue is None else self.qfifo.get(queue, []), self.live)
 
     def queue_names(self) -> list[str]:
         return sorted(q for q, n in self.sizes.items() if n > 0)

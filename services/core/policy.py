@@ -6,13 +6,40 @@ from dataclasses import replace
 from typing import Any
 
 from .model import SchedulerConfig
+from .ordering import QueueOrder
+
+_FIFO: dict[str, Any] = {
+    "fair_share": False,
+    "backfill": False,
+    "preemption": False,
+    "elastic": False,
+    "queue_order": "submit",
+    "learn_runtimes": False,
+}
 
 PRESETS: dict[str, dict[str, Any]] = {
     "muster": {},
-    # strict global FIFO by submit time: gang only, no backfill, preemption, fair share or growth
-    "fifo": {"fair_share": False, "backfill": False, "preemption": False, "elastic": False},
+    # FIFO by submit time inside each queue (a blocked head blocks its own queue only): gang only,
+    # no backfill, preemption, fair share or growth
+    "fifo": _FIFO,
+    # strict global FIFO by submit time: one blocked head blocks every queue
+    "fifo-global": _FIFO,
+    # Tiresias' 2D-LAS (NSDI'19): least attained GPU-service first in two levels, preemptive, no
+    # runtime knowledge; its starvation guard moves a job up after waiting 8x its last run
+    "tiresias": {
+        "fair_share": False,
+        "backfill": False,
+        "elastic": False,
+        "queue_order": "las",
+        "learn_runtimes": False,
+        "reorder_preemption": True,
+        "reorder_wait_ratio": 0.0,
+        "max_reorder_restarts": 1_000_000,
+        "min_runtime_s": 0.0,
+        "las_promote_knob": 8.0,
+    },
     # priority, then submit time; everything else as muster
-    "priority": {"fair_share": False},
+    "priority": {"fair_share": False, "queue_order": "submit"},
     # muster without backfill reservations
     "drf": {"backfill": False},
 }
@@ -25,3 +52,8 @@ def resolve(config: SchedulerConfig) -> SchedulerConfig:
     except KeyError:
         raise ValueError(f"unknown scheduling policy {config.policy!r}; known: {sorted(PRESETS)}") from None
     return replace(config, **preset) if preset else config
+
+
+def queue_order(config: SchedulerConfig) -> QueueOrder:
+    """How a state must rank its queues for ``config`` (``SchedulerState(..., order=queue_order(cfg))``)."""
+    return QueueOrder.of(resolve(config))

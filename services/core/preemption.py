@@ -97,6 +97,8 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
     protect = cycle.cfg.min_runtime_s if min_runtime is None else min_runtime
     same_queue = _sorted_victims(cycle, "queue:" + job.queue, st.running_by_queue.get(job.queue, {}), protect)
     sources.append((k, PreemptReason.PRIORITY) for k in same_queue if k[0] < job.priority)
+    if cycle.cfg.reorder_preemption and cycle.order.kind != "submit":
+        sources.append((k, PreemptReason.QUEUE_ORDER) for k in _reorder_victims(cycle, job, protect))
     root = book.root_of.get(job.queue)
     if root is not None and any(book.within_nominal(job.queue, job_request(job, t, pods)) for t in types):
         borrowed = _sorted_victims(cycle, "root:" + root, st.borrowed_by_root.get(root, {}), protect)
@@ -114,6 +116,45 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
             continue
         out.append(_whole(cycle, rj, reason))
     return out
+
+
+def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimKey]:
+    """Running jobs of ``job``'s queue and priority that are far behind it in the queue's order:
+    checkpointable (nothing is lost), old enough, not requeued too often already. The furthest behind
+    come first. Under ``remaining`` order "far" is ``reorder_ratio`` times the preemptor's remaining
+    work; under ``las`` it is a lower level of attained service."""
+    cfg, order, st, now = cycle.cfg, cycle.order, cycle.st, cycle.now
+    if cfg.reorder_wait_ratio > 0:
+        # worth it only when the job would otherwise wait long for its own size: a short wait is
+        # cheaper than the victims' checkpoint, restart and place in the queue
+        start = cycle.start_in_order(job, commit=False)
+        if start is not None and start - now <= cfg.reorder_wait_ratio * cycle.estimate_of(job):
+            return []
+    ranked = cycle.victim_lists.get(f"order:{job.queue}@{min_runtime}")
+    if ranked is None:
+        ranked = []
+        for jid in st.running_by_queue.get(job.queue, {}):
+            rj = st.running[jid]
+            v = rj.job
+            if not (v.preemptible and v.checkpointable) or rj.terminating or v.attempt >= cfg.max_reorder_restarts:
+                continue
+            if now - rj.start_time < min_runtime:
+                continue
+            attained = rj.attained(now)
+            if order.kind == "las":
+                behind = float(order.level(attained))
+            else:
+                behind = order.remaining(v, st.estimate(v, order.learned), attained)
+            ranked.append((v.priority, False, -behind, jid))
+        ranked.sort()
+        cycle.victim_lists[f"order:{job.queue}@{min_runtime}"] = ranked
+    estimate = st.estimate(job, order.learned)
+    if order.kind == "las":
+        promoted = order.promote_at(job, estimate) <= now
+        floor = 0.0 if promoted else float(order.level(job.attained_gpu_s))
+        return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
+    floor = cfg.reorder_ratio * order.remaining(job, estimate, job.attained_gpu_s)
+    return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
 
 
 def _whole(cycle: Cycle, rj: RunningJob, reason: PreemptReason) -> Candidate:

@@ -46,6 +46,8 @@ def schedule(state: SchedulerState, now: float, config: SchedulerConfig, *, repo
     cycle = Cycle(state, now, cfg)
     _housekeeping(cycle)
     if cfg.policy == "fifo":
+        _fifo_per_queue(cycle, report)
+    elif cfg.policy == "fifo-global":
         _fifo(cycle, report)
     else:
         _ordered(cycle, report)
@@ -127,7 +129,7 @@ def _ordered(cycle: Cycle, report: bool) -> None:
     walkers: dict[str, Iterator[str]] = {}
     heads: list[tuple[tuple[bool, int, int, float, float, str], Job]] = []
     for queue in st.pq.queue_names():
-        walker = st.pq.walk_queue(queue)
+        walker = st.walk_queue(queue, cycle.now, cycle.order)
         job = _next(cycle, walker)
         if job is not None:
             walkers[queue] = walker
@@ -216,6 +218,10 @@ def _out_of_quota(cycle: Cycle, queue: str) -> bool:
     return cycle.quota_spent(queue)
 
 
+def gpus_needed(job: Job) -> int:
+    return max(job.min_size, 1) * job.gpus_per_pod
+
+
 def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingReason | None:
     """Admit, preempt for, or reserve for one job; returns its pending reason (None: admitted)."""
     st, cfg = cycle.st, cycle.cfg
@@ -256,6 +262,8 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
             cycle.reservation = res
             cycle.estimate_start(job)  # later jobs' estimates queue behind it
             reason, start = PendingReason.RESERVATION, res.time
+    if reason is not PendingReason.NO_MATCHING_NODES and gpus_needed(job):
+        cycle.start_in_order(job, commit=True)  # later jobs wait behind it
     if reason not in _QUOTA_REASONS:
         cycle.note_wanted(job)
     elif reason is not PendingReason.NO_MATCHING_NODES:
@@ -269,10 +277,47 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
     return reason
 
 
-# ---------------------------------------------------------------------- strict FIFO baseline
+# ---------------------------------------------------------------------- FIFO baselines
+
+
+def _fifo_per_queue(cycle: Cycle, report: bool) -> None:
+    """FIFO inside each queue: a queue's blocked head blocks only that queue (as Philly, the Helios
+    simulator and Kueue's StrictFIFO do); the queues' heads are tried in submit-time order."""
+    st, cfg = cycle.st, cycle.cfg
+    heads: list[tuple[float, str, str]] = []
+    walkers: dict[str, Iterator[str]] = {}
+    for queue in st.pq.queue_names():
+        walker = st.pq.walk_fifo(queue)
+        job = _next(cycle, walker)
+        if job is not None:
+            walkers[queue] = walker
+            heads.append((job.submit_time, job.job_id, queue))
+    heapq.heapify(heads)
+    while heads:
+        _, job_id, queue = heapq.heappop(heads)
+        job = st.pending[job_id]
+        if cycle.admissions < cfg.max_admissions_per_cycle:
+            reason = cycle.try_admit(job)
+            if reason is None:
+                nxt = _next(cycle, walkers[queue])
+                if nxt is not None:
+                    heapq.heappush(heads, (nxt.submit_time, nxt.job_id, queue))
+                continue
+        else:
+            reason = PendingReason.QUEUED
+        if not report:
+            continue  # the queue is blocked: nothing behind its head is admitted this cycle
+        start = None if reason is PendingReason.NO_MATCHING_NODES else cycle.estimate_start(job)
+        cycle.report(job, reason, 0, start)
+        for position in range(1, cfg.status_depth):
+            rest = _next(cycle, walkers[queue])
+            if rest is None:
+                break
+            cycle.report(rest, PendingReason.QUEUED, position, cycle.estimate_start(rest))
 
 
 def _fifo(cycle: Cycle, report: bool) -> None:
+    """Strict global FIFO: one blocked head stops admission in every queue."""
     st, cfg = cycle.st, cycle.cfg
     waiting: dict[str, int] = {}
     head_blocked = False

@@ -8,7 +8,7 @@ instead of rescanning everything. All lifecycle methods are idempotent.
 from __future__ import annotations
 
 import heapq
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
@@ -29,8 +29,10 @@ from .model import (
     Scale,
     gpu_resource,
 )
+from .ordering import QueueOrder
 from .pending import PendingQueues
 from .quota import QuotaBook, job_request
+from .runtimes import Key, RuntimeHistory
 
 DEFAULT_HALF_LIFE_S = 7 * 24 * 3600.0
 
@@ -45,8 +47,12 @@ class SchedulerState:
         nodes: Iterable[Node] = (),
         *,
         half_life_s: float = DEFAULT_HALF_LIFE_S,
+        order: QueueOrder | None = None,
     ) -> None:
         self.half_life_s = half_life_s
+        self.order = order or QueueOrder()  # how each queue ranks its jobs (``QueueOrder.of(config)``)
+        self.runtimes = RuntimeHistory()  # full-size runtimes of the jobs that succeeded
+        self.by_stem: dict[Key, dict[str, None]] = {}  # name stem -> pending jobs ranked by its estimate
         self.book = QuotaBook()
         self.cap = CapacityIndex()
         self.pq = PendingQueues()
@@ -166,9 +172,19 @@ class SchedulerState:
         self.pending[job.job_id] = job
         self.gpuless_pending += job.gpus_per_pod == 0
         self.elastic_pending += job.elastic
-        self.pq.push(job)
+        self._push(job)
         if job.max_wait_s is not None:
             heapq.heappush(self.wait_deadlines, (job.submit_time + job.max_wait_s, job.job_id, job.attempt))
+
+    def _push(self, job: Job) -> None:
+        """Put a pending job into its queue's order, ranked by what is known of it now."""
+        order = self.order
+        estimate = self.estimate(job, order.learned)
+        self.pq.push(job, order.rank(job, estimate), order.promote_at(job, estimate))
+        if order.learned and job.runtime_estimate is None:
+            key = self.runtimes.stem_key(job)
+            if key is not None:
+                self.by_stem.setdefault(key, {})[job.job_id] = None
 
     def _drop_pending(self, job_id: str) -> Job | None:
         job = self.pending.pop(job_id, None)
@@ -176,6 +192,12 @@ class SchedulerState:
             self.gpuless_pending -= job.gpus_per_pod == 0
             self.elastic_pending -= job.elastic
             self.pq.remove(job_id, job.queue)
+            key = self.runtimes.stem_key(job)
+            if key is not None and key in self.by_stem:
+                members = self.by_stem[key]
+                members.pop(job_id, None)
+                if not members:
+                    del self.by_stem[key]
             if len(self.wait_deadlines) > 64:
                 self._compact()
             return job
@@ -231,7 +253,9 @@ class SchedulerState:
                 return
             self._hold(rj, -1, now)
             borrowed = rj.borrowed
-            new = replace(rj, replicas=decision.replicas, placement=decision.placement)
+            served = rj.attained(now) - rj.job.attained_gpu_s
+            new = replace(rj, replicas=decision.replicas, placement=decision.placement, served_gpu_s=served,
+                          sized_at=now)
             self._hold(new, +1, now)
             if not borrowed and self.book.over_nominal(rj.job.queue):
                 new = replace(new, borrowed=True)
@@ -274,7 +298,7 @@ class SchedulerState:
             self.running[job_id] = rj
             if not rj.terminating:
                 self._index_candidate(job_id, rj)
-            est = job.runtime_estimate
+            est = self.estimate(job, self.order.learned)
             heapq.heappush(
                 self.ends.setdefault((self.run_type[job_id], est is not None), []),
                 (rj.start_time + (est or 0.0), job_id, rj.start_time),
@@ -330,9 +354,12 @@ class SchedulerState:
                 self.victims_of.pop(preemptor, None)
         return rj
 
-    def job_finished(self, job_id: str, now: float) -> None:
+    def job_finished(self, job_id: str, now: float, *, succeeded: bool = False) -> None:
+        """The job ended for good; a success teaches its full-size runtime to ``runtimes``."""
         if job_id in self.running:
-            self._release(job_id, now)
+            rj = self._release(job_id, now)
+            if succeeded:
+                self.learn(rj.job, rj.attained(now) / max(rj.job.total_gpus, 1))
         else:
             self._drop_pending(job_id)
 
@@ -341,7 +368,57 @@ class SchedulerState:
             return
         rj = self._release(job_id, now)
         if requeue:
-            self._enqueue(replace(rj.job, attempt=rj.job.attempt + 1))
+            job = rj.job
+            self._enqueue(
+                replace(
+                    job,
+                    attempt=job.attempt + 1,
+                    attained_gpu_s=rj.attained(now),
+                    queued_at=now,
+                    last_run_s=max(now - rj.start_time, 0.0),
+                )
+            )
+
+    # ------------------------------------------------------------------ runtime estimates
+
+    def estimate(self, job: Job, learned: bool = True) -> float | None:
+        """The job's runtime estimate: its submitter's, else (``learned``) what finished jobs taught."""
+        if job.runtime_estimate is not None or not learned:
+            return job.runtime_estimate
+        return self.runtimes.estimate(job)
+
+    def learn(self, job: Job, runtime_s: float) -> None:
+        """Teach the full-size runtime of a job that succeeded; waiting jobs of its stem are re-ranked."""
+        self.runtimes.observe(job, runtime_s)
+        key = self.runtimes.stem_key(job)
+        if key is None or not self.order.learned or key not in self.by_stem:
+            return
+        ranks = self.pq.ranks
+        order = self.order
+        for job_id in list(self.by_stem[key]):
+            waiting = self.pending[job_id]
+            estimate = self.runtimes.estimate(waiting)
+            if ranks.get(job_id) != (order.rank(waiting, estimate), order.promote_at(waiting, estimate)):
+                self.pq.push(waiting, order.rank(waiting, estimate), order.promote_at(waiting, estimate))
+
+    def walk_queue(self, queue: str, now: float, order: QueueOrder) -> Iterator[str]:
+        """The queue's pending jobs in ``order`` at ``now``: from the index when the state keeps that
+        order, else sorted on the spot (a cycle whose configuration orders queues differently)."""
+        if order == self.order:
+            return self.pq.walk_queue(queue, now)
+        return iter(self._sorted_queue(queue, now, order))
+
+    def _sorted_queue(self, queue: str, now: float, order: QueueOrder) -> list[str]:
+        keyed = []
+        for job in self.pending.values():
+            if job.queue != queue:
+                continue
+            estimate = self.estimate(job, order.learned)
+            promoted = order.promote_at(job, estimate) <= now
+            rank = 0.0 if promoted else order.rank(job, estimate)
+            keyed.append(((-job.priority, not promoted, rank, job.submit_time, job.job_id), job.job_id))
+        keyed.sort()
+        return [job_id for _, job_id in keyed]
 
     def set_usage(self, queue: str, decayed_gpu_seconds: float, as_of: float) -> None:
         self.history[queue] = (decayed_gpu_seconds, as_of)

@@ -32,6 +32,7 @@ class JobEntry:
     state: JobState
     attempt: int = 0
     restarts: int = 0
+    attained_gpu_s: float = 0.0  # service earlier attempts received (orders the queue, teaches runtimes)
     replicas: int = 0
     placement: PlacementPlan | None = None
     borrowed: bool = False
@@ -79,6 +80,7 @@ class JobEntry:
             state=self.state,
             attempt=self.attempt,
             restarts=self.restarts,
+            attained_gpu_s=self.attained_gpu_s,
             replicas=self.replicas,
             placement=self.placement,
             borrowed=self.borrowed,
@@ -99,6 +101,7 @@ class JobEntry:
             state=rec.state,
             attempt=rec.attempt,
             restarts=rec.restarts,
+            attained_gpu_s=rec.attained_gpu_s,
             replicas=rec.replicas,
             placement=rec.placement,
             borrowed=rec.borrowed,
@@ -116,7 +119,18 @@ class JobEntry:
             submit_time=self.submission.submitted_at.timestamp(),
             attempt=self.attempt,
         )
+        job = replace(job, attained_gpu_s=self.attained_gpu_s)
         return job if class_preemptible else replace(job, preemptible=False)
+
+    def full_size_runtime(self) -> float | None:
+        """What a succeeded job needed at its full size (the figure ``core.runtimes`` learns), from its
+        record: earlier attempts' service plus its last run. None when the record cannot tell."""
+        if self.state != "succeeded" or self.admitted_at is None or self.finished_at is None:
+            return None
+        res = self.spec.template.resources
+        last = (self.finished_at - self.admitted_at).total_seconds() * self.replicas * res.gpus
+        total = max(self.spec.replicas * res.gpus, 1)
+        return max(self.attained_gpu_s + last, 0.0) / total
 
     def finish(self, state: JobState, now: float, reason: str, message: str = "") -> None:
         """Move to a terminal state; capacity is released by the caller."""

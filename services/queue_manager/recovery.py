@@ -32,6 +32,9 @@ def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> 
         qs.remember(cause)
         qs.dirty[entry.job_id] = None
         if entry.terminal:
+            runtime = entry.full_size_runtime()
+            if runtime is not None:
+                qs.sched.learn(qs.core_job(entry), runtime)  # what finished jobs taught survives a restart
             continue
         job = qs.core_job(entry)
         qs.sched.submit(job)

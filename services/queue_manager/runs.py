@@ -43,7 +43,7 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
     if not entry.holding:
         return []  # a pending job has no run of this attempt to report on
     if isinstance(message, RunSucceeded):
-        qs.sched.job_finished(entry.job_id, now)
+        qs.sched.job_finished(entry.job_id, now, succeeded=True)
         entry.finish("succeeded", now, "succeeded")
         return [qs.record(entry)]
     if isinstance(message, RunFailed):
@@ -94,6 +94,9 @@ def _stopped(qs: QueueState, entry: JobEntry, now: float, requeue: bool, reason:
     qs.sched.job_stopped(entry.job_id, now, requeue=requeue)
     if requeue:
         entry.requeue(reason, text)
+        requeued = qs.sched.pending.get(entry.job_id)
+        if requeued is not None:
+            entry.attained_gpu_s = requeued.attained_gpu_s
     elif entry.reason == "cancelled" or reason == "cancelled":
         entry.finish("cancelled", now, "cancelled", entry.message or text)
     else:

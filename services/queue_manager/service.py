@@ -105,7 +105,7 @@ class QueueManager:
     ) -> None:
         self.settings = settings
         self.shard = shard or Shard()
-        self.state = QueueState.for_shard(self.shard)
+        self.state = QueueState.for_shard(self.shard, scheduler_config or SchedulerConfig())
         self.metrics = QueueMetrics(registry or CollectorRegistry(), lambda: self.state)
         self.scheduler_config = scheduler_config or SchedulerConfig()
         self.debounce_s = debounce_s

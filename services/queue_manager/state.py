@@ -19,7 +19,7 @@ from schemas.decisions import JobAdmitted, JobPreemptionRequested, PreemptReason
 from schemas.envelope import Message
 from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC, STATUS_TOPIC
 from schemas.usage import BudgetStatusReported, QueueUsageReported
-from services.core import Job, SchedulerState
+from services.core import Job, SchedulerConfig, SchedulerState, queue_order
 from services.queue_manager.config_view import ConfigView
 from services.queue_manager.entries import JobEntry
 from services.queue_manager.pools import Shard, node_pool
@@ -51,8 +51,10 @@ class QueueState:
     nodes: dict[str, NodeState] = field(default_factory=dict)
 
     @classmethod
-    def for_shard(cls, shard: Shard) -> QueueState:
-        qs = cls()
+    def for_shard(cls, shard: Shard, config: SchedulerConfig | None = None) -> QueueState:
+        """The state of one shard, its queues ranked as ``config``'s policy orders them."""
+        cfg = config or SchedulerConfig()
+        qs = cls(sched=SchedulerState(half_life_s=cfg.fair_share_half_life_s, order=queue_order(cfg)))
         qs.config.shard = shard
         return qs
 

@@ -67,6 +67,11 @@ def load_subset(
 @click.option("--sample", type=click.FloatRange(0.0, 1.0, min_open=True), help="Keep each job with this probability.")
 @click.option("--tick", "tick", default="60", show_default=True, help="Cycle period while jobs are pending.")
 @click.option("--checkpoint", "checkpoint", default="30", show_default=True, help="Time to checkpoint on preemption.")
+@click.option("--restart-cost", "restart_cost", default="0", show_default=True,
+              help="Every (re)start holds the GPUs this long before the job makes progress.")
+@click.option("--round", "round_", help="Decide only every ROUND (e.g. 60), as the research simulators do.")
+@click.option("--all-checkpointable", is_flag=True,
+              help="Treat every job as checkpointable (a preempted job keeps its progress).")
 @click.option(
     "--traces-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -91,6 +96,9 @@ def sim(
     sample: float | None,
     tick: str,
     checkpoint: str,
+    restart_cost: str,
+    round_: str | None,
+    all_checkpointable: bool,
     traces_dir: Path | None,
     status_depth: int | None,
     write_workload: str | None,
@@ -98,7 +106,12 @@ def sim(
     """Replay a workload through the scheduling core in virtual time and write a report."""
     try:
         options = SimOptions(
-            tick_s=parse_duration(tick), checkpoint_s=parse_duration(checkpoint), status_depth=status_depth
+            tick_s=parse_duration(tick),
+            checkpoint_s=parse_duration(checkpoint),
+            status_depth=status_depth,
+            restart_cost_s=parse_duration(restart_cost),
+            round_s=parse_duration(round_) if round_ else None,
+            all_checkpointable=all_checkpointable,
         )
         workload, config = load_subset(
             workload_spec,

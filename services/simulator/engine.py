@@ -10,24 +10,33 @@ While jobs are pending the simulator also runs a cycle on a tick: ``tick_s`` aft
 event, doubling after each tick that changed nothing, up to ``max_tick_s``, so a blocked queue
 does not cost a cycle per minute over months of trace.
 
+With ``round_s`` set, cycles run only at multiples of it (every round while jobs wait), as the
+research simulators (Tiresias, Pollux: 60 s) do; events between two rounds wait for the next one.
+
 Work model: a job's work is ``duration x GPUs`` GPU-seconds at its full size; it progresses at a
 rate equal to the GPUs it currently holds (linear scaling), so an elastic job running at half size
-takes twice as long, and ``Scale`` only changes the rate. A preempted job keeps running until its
-stop time ``now + min(grace period, checkpoint_s)``; then a checkpointable job keeps the progress
-made so far and a non-checkpointable one restarts from zero when it is admitted again. A job that
-completes during its grace period simply completes.
+takes twice as long, and ``Scale`` only changes the rate. Every (re)start first costs
+``restart_cost_s`` during which the job holds its GPUs and makes no progress. A preempted job keeps
+running until its stop time ``now + min(grace period, checkpoint_s)``; then a checkpointable job
+keeps the progress made so far and a non-checkpointable one restarts from zero when it is admitted
+again. A job that completes during its grace period simply completes.
+
+The policy never sees a job's true duration: only a ``runtime_estimate`` the workload gives, or
+what the core learns from the jobs that finished before (``services.core.runtimes``; a trace job's
+name is its id).
 """
 
 from __future__ import annotations
 
 import heapq
+import math
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
 from schemas.config import MusterConfig
-from services.core import SchedulerState, schedule
+from services.core import SchedulerState, queue_order, schedule
 from services.core.model import (
     ANY_GPU,
     Admit,
@@ -39,7 +48,6 @@ from services.core.model import (
     Scale,
     SchedulerConfig,
 )
-from services.simulator.estimates import HistoryEstimator
 from services.simulator.workload import Workload, WorkloadJob, min_replicas, pod_shape
 from services.spec.cluster_file import core_cohorts, core_nodes, core_queues
 
@@ -59,7 +67,9 @@ class SimOptions:
     max_tick_s: float = 3600.0
     checkpoint_s: float = 30.0  # time a job needs to write a checkpoint once asked to stop
     grace_period_s: float = 30.0
-    history_estimates: bool = True  # fill missing runtime estimates from completed jobs
+    restart_cost_s: float = 0.0  # every (re)start holds the GPUs this long before the job makes progress
+    round_s: float | None = None  # cycles only at multiples of this (None: after every batch of events)
+    all_checkpointable: bool = False  # treat every job as checkpointable (the research simulators' setting)
     idle_ticks_limit: int = 48  # stop after this many fruitless max-interval ticks with nothing running
     max_time_s: float | None = None  # stop the clock here (virtual seconds)
     # per-queue depth of pending status (position, start estimate) the core computes each cycle;
@@ -78,6 +88,7 @@ class JobRecord:
     unit: int  # GPUs per pod (at least 1 for progress)
     rate: int = 0  # GPUs held now
     since: float = 0.0
+    warm_at: float = 0.0  # the current run makes progress from here on (after its restart cost)
     version: int = 0  # bumps whenever a scheduled completion becomes stale
     run: int = 0  # bumps on every admission
     first_start: float | None = None
@@ -135,13 +146,17 @@ class Simulator:
         queues = core_queues(cluster)
         tenants = {q.name: q.tenant for q in queues}
         self._state = SchedulerState(
-            queues=queues, cohorts=core_cohorts(cluster), nodes=nodes, half_life_s=config.fair_share_half_life_s
+            queues=queues,
+            cohorts=core_cohorts(cluster),
+            nodes=nodes,
+            half_life_s=config.fair_share_half_life_s,
+            order=queue_order(config),
         )
-        self._estimator = HistoryEstimator(config.default_runtime_estimate_s)
         self._heap: list[tuple[float, int, EventKind, str, int]] = []
         self._seq = 0
         self._tick_token = 0
         self._tick_interval = self._opts.tick_s
+        self._round_due = False  # a tick at the next round boundary is in the heap
         self._arrivals_left = 0
         self._running = 0
         self._result = SimResult(
@@ -167,9 +182,10 @@ class Simulator:
                 tenant=tenants.get(spec.queue, ""),
                 runtime_estimate=spec.runtime_estimate,
                 preemptible=spec.preemptible,
-                checkpointable=spec.checkpointable,
+                checkpointable=spec.checkpointable or self._opts.all_checkpointable,
                 grace_period_s=self._opts.grace_period_s,
                 tolerations=tolerations,
+                name=spec.job_id,
             )
             unit = max(per_pod, 1)
             work = spec.duration * replicas * unit
@@ -185,13 +201,17 @@ class Simulator:
 
     def _schedule_tick(self, now: float) -> None:
         self._tick_token += 1
-        self._push(now + self._tick_interval, EventKind.TICK, "", self._tick_token)
+        round_s = self._opts.round_s
+        at = (math.floor(now / round_s) + 1) * round_s if round_s else now + self._tick_interval
+        self._push(at, EventKind.TICK, "", self._tick_token)
 
     def _progress(self, rec: JobRecord, now: float) -> None:
-        elapsed = now - rec.since
-        if elapsed > 0 and rec.rate > 0:
-            rec.remaining = max(0.0, rec.remaining - elapsed * rec.rate)
-            rec.gpu_seconds += elapsed * rec.rate
+        if rec.rate > 0:
+            working = now - max(rec.since, rec.warm_at)
+            if working > 0:
+                rec.remaining = max(0.0, rec.remaining - working * rec.rate)
+            if now > rec.since:
+                rec.gpu_seconds += (now - rec.since) * rec.rate
         rec.since = now
 
     def _set_rate(self, rec: JobRecord, gpus: int, now: float) -> None:
@@ -203,17 +223,13 @@ class Simulator:
     def _schedule_completion(self, rec: JobRecord, now: float) -> None:
         rec.version += 1
         speed = max(rec.rate, 1)
-        self._push(now + rec.remaining / speed, EventKind.COMPLETE, rec.spec.job_id, rec.version)
+        self._push(max(now, rec.warm_at) + rec.remaining / speed, EventKind.COMPLETE, rec.spec.job_id, rec.version)
 
     # ------------------------------------------------------------------ event handlers
 
     def _on_arrival(self, rec: JobRecord) -> None:
         self._arrivals_left -= 1
-        job = rec.job
-        if job.runtime_estimate is None and self._opts.history_estimates:
-            job = _with_estimate(job, self._estimator.estimate(job.queue))
-            rec.job = job
-        self._state.submit(job)
+        self._state.submit(rec.job)
 
     def _on_complete(self, rec: JobRecord, token: int, now: float) -> bool:
         if token != rec.version or rec.end is not None or rec.rate == 0:
@@ -224,8 +240,7 @@ class Simulator:
         rec.stopping = False
         self._set_rate(rec, 0, now)
         self._running -= 1
-        self._state.job_finished(rec.spec.job_id, now)
-        self._estimator.observe(rec.spec.queue, rec.spec.duration)
+        self._state.job_finished(rec.spec.job_id, now, succeeded=True)
         return True
 
     def _on_stop(self, rec: JobRecord, token: int, now: float) -> bool:
@@ -234,7 +249,7 @@ class Simulator:
         self._progress(rec, now)
         rec.stopping = False
         rec.version += 1  # the pending completion no longer applies
-        if not rec.spec.checkpointable:
+        if not rec.job.checkpointable:
             rec.remaining = rec.work
             rec.restarts_from_zero += 1
         self._set_rate(rec, 0, now)
@@ -253,6 +268,7 @@ class Simulator:
         self._result.decisions += 1
         if isinstance(decision, Admit):
             rec.since = now
+            rec.warm_at = now + self._opts.restart_cost_s
             rec.run += 1
             if rec.first_start is None:
                 rec.first_start = now
@@ -286,10 +302,18 @@ class Simulator:
 
     def run(self) -> SimResult:
         """Run to the end of the workload; returns the records of every job."""
+        return self.run_until(self._opts.max_time_s)
+
+    def run_until(self, limit: float | None) -> SimResult:
+        """Run the events up to virtual time ``limit`` (None: to the end); a later call goes on from there."""
         started = time.perf_counter()
         idle_ticks = 0
-        now = 0.0
-        limit = self._opts.max_time_s
+        now = self._result.end_time
+        rounds = self._opts.round_s is not None
+        # a round's tick never stretches: count as many quiet rounds as the stretched ticks would span
+        idle_limit = self._opts.idle_ticks_limit
+        if rounds:
+            idle_limit *= max(1, int(self._opts.max_tick_s // (self._opts.round_s or 1.0)))
         while self._heap:
             now = self._heap[0][0]
             if limit is not None and now > limit:
@@ -311,6 +335,12 @@ class Simulator:
                     changed = self._on_stop(rec, token, now) or changed
             if not (changed or ticked):
                 continue
+            if rounds and not ticked:
+                if not self._round_due:
+                    self._schedule_tick(now)  # the next round decides
+                    self._round_due = True
+                continue
+            self._round_due = False
             if changed:
                 self._tick_interval = self._opts.tick_s
             made = self._cycle(now)
@@ -319,26 +349,24 @@ class Simulator:
             if ticked and not changed and made == 0:
                 self._tick_interval = min(self._tick_interval * 2, self._opts.max_tick_s)
                 quiet = self._running == 0 and self._arrivals_left == 0
-                idle_ticks = idle_ticks + 1 if quiet and self._tick_interval >= self._opts.max_tick_s else 0
-                if idle_ticks >= self._opts.idle_ticks_limit:
+                stretched = rounds or self._tick_interval >= self._opts.max_tick_s
+                idle_ticks = idle_ticks + 1 if quiet and stretched else 0
+                if idle_ticks >= idle_limit:
                     break
             else:
                 idle_ticks = 0
             if self._state.pending_count > 0:
                 self._schedule_tick(now)
+                self._round_due = rounds
             else:
                 self._tick_token += 1  # nothing pending: no tick until the next event
         self._result.end_time = now
-        self._result.wall_s = time.perf_counter() - started
+        self._result.wall_s += time.perf_counter() - started
         return self._result
 
     @property
     def state(self) -> SchedulerState:
         return self._state
-
-
-def _with_estimate(job: Job, estimate: float) -> Job:
-    return replace(job, runtime_estimate=estimate)
 
 
 def simulate(

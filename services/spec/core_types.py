@@ -73,6 +73,7 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
         max_wait_s=spec.max_wait_s,
         max_runtime_s=spec.max_runtime_s,
         attempt=attempt,
+        name=spec.name,
     )
 
 

@@ -20,6 +20,8 @@ from services.core import (
 )
 
 GPU = "a100"
+#: first come, first served inside each queue: for tests of mechanisms the queue order does not matter to
+FCFS = SchedulerConfig(queue_order="submit")
 
 
 def node(

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from services.core import PendingReason, SchedulerConfig, SchedulerState
 
-from .builders import admitted, cycle, job, node, queue, state
+from .builders import FCFS, admitted, cycle, job, node, queue, state
 
 BIG = 1000
 
@@ -35,7 +35,7 @@ def test_backfill_only_when_it_does_not_delay_the_reservation() -> None:
     st.submit(job("head", gpus_per_pod=8, submit=1))  # fits when r1 ends (t=100) on n1
     st.submit(job("long", gpus_per_pod=2, runtime_estimate=1000.0, submit=2))
     st.submit(job("short", gpus_per_pod=2, runtime_estimate=50.0, submit=3))
-    result = cycle(st, 10)
+    result = cycle(st, 10, FCFS)
     assert result.pending["head"].reason is PendingReason.RESERVATION
     assert result.pending["head"].estimated_start == 100.0
     # n2 has 2 free GPUs and is not needed by the reservation (n1 is): both may use it, first come first
@@ -50,7 +50,7 @@ def test_job_that_would_delay_reservation_waits() -> None:
     st.submit(job("head", gpus_per_pod=8, submit=1))
     st.submit(job("long", gpus_per_pod=2, runtime_estimate=1000.0, submit=2))
     st.submit(job("short", gpus_per_pod=2, runtime_estimate=50.0, submit=3))
-    result = cycle(st, 10)
+    result = cycle(st, 10, FCFS)
     assert result.pending["head"].reason is PendingReason.RESERVATION
     assert result.pending["head"].estimated_start == 100.0
     assert result.pending["long"].reason is PendingReason.BEHIND_RESERVATION

@@ -90,7 +90,7 @@ def test_growth_stays_inside_required_topology_domain() -> None:
 def test_a_cycle_that_skips_statuses_still_keeps_growth_away_from_waiting_jobs() -> None:
     """Queue ``r`` stops deciding after its blocked head (backfill depth 1); the job behind it is walked
     only for its status, yet what it wants must still hold elastic growth back when statuses are skipped."""
-    cfg = SchedulerConfig(min_runtime_s=0.0, backfill=False, backfill_depth=1)
+    cfg = SchedulerConfig(min_runtime_s=0.0, backfill=False, backfill_depth=1, queue_order="submit")
     st = state([queue("q", 32), queue("r", 8)], [node("n1"), node("n2")])
     st.submit(job("e", gpus_per_pod=4, replicas=4, min_replicas=1, priority=5))
     st.submit(job("big", gpus_per_pod=8, replicas=2, submit=1))

@@ -82,17 +82,33 @@ def test_inside_a_queue_priority_then_submit_time() -> None:
     assert result.pending["first"].position == 0
 
 
-def test_fifo_is_strict_by_submit_time() -> None:
+def test_fifo_global_is_strict_by_submit_time() -> None:
     st = state([queue("a", 8, cohort="c"), queue("b", 8, cohort="c")], [node("n", 8)])
     st.submit(job("j0", "a", gpus_per_pod=4, submit=0))
     st.submit(job("j1", "b", gpus_per_pod=8, submit=1, priority=100))
     st.submit(job("j2", "a", gpus_per_pod=2, submit=2))
-    result = cycle(st, 10, SchedulerConfig(policy="fifo"))
+    result = cycle(st, 10, SchedulerConfig(policy="fifo-global"))
     assert order(result) == ["j0"]  # j1 blocks everyone behind it, priority ignored, no backfill
     assert result.pending["j1"].reason is PendingReason.CAPACITY
     assert result.pending["j2"].reason is PendingReason.QUEUED
     st.job_finished("j0", 20)
-    assert admitted(cycle(st, 20, SchedulerConfig(policy="fifo"))) == {"j1"}
+    assert admitted(cycle(st, 20, SchedulerConfig(policy="fifo-global"))) == {"j1"}
+
+
+def test_fifo_blocks_only_the_queue_of_its_blocked_head() -> None:
+    st = state([queue("a", 8, cohort="c"), queue("b", 8, cohort="c")], [node("n", 8)])
+    st.submit(job("j0", "a", gpus_per_pod=4, submit=0))
+    st.submit(job("j1", "b", gpus_per_pod=8, submit=1))
+    st.submit(job("j2", "a", gpus_per_pod=2, submit=2))
+    st.submit(job("j3", "b", gpus_per_pod=1, submit=3))
+    st.submit(job("j4", "a", gpus_per_pod=4, submit=4))
+    result = cycle(st, 10, SchedulerConfig(policy="fifo"))
+    assert order(result) == ["j0", "j2"]  # b's head j1 blocks j3 only; a goes on until j4 does not fit
+    assert result.pending["j1"].reason is PendingReason.CAPACITY and result.pending["j1"].position == 0
+    assert result.pending["j3"].reason is PendingReason.QUEUED and result.pending["j3"].position == 1
+    assert result.pending["j4"].reason is PendingReason.CAPACITY
+    quiet = schedule(st, 10, SchedulerConfig(policy="fifo"), report=False)
+    assert quiet.decisions == ()
 
 
 def test_fifo_never_preempts_or_grows() -> None:

@@ -7,7 +7,7 @@ import pytest
 from services.core import CohortSpec, PendingReason, Reject, SchedulerConfig, SchedulerState
 from services.core.quota import QuotaBook
 
-from .builders import admitted, check_invariants, cycle, job, node, queue, quotas, state
+from .builders import FCFS, admitted, check_invariants, cycle, job, node, queue, quotas, state
 
 NODES = [node(f"n{i}") for i in range(4)]  # 32 a100 GPUs
 
@@ -85,7 +85,7 @@ def test_user_limit() -> None:
         job("b1", user="bob", gpus_per_pod=4, submit=3),
     ]
     st = state([q], NODES, jobs)
-    result = cycle(st, 10)
+    result = cycle(st, 10, FCFS)
     assert admitted(result) == {"a1", "a2", "b1"}
     assert result.pending["a3"].reason is PendingReason.USER_LIMIT
 
@@ -96,7 +96,7 @@ def test_cohort_tree_pools_idle_quota_across_subcohorts() -> None:
     st = SchedulerState(queues=qs, cohorts=cohorts, nodes=NODES)
     st.submit(job("big", "a", gpus_per_pod=1, replicas=14))
     st.submit(job("more", "a", gpus_per_pod=1, replicas=4, submit=1))
-    result = cycle(st, 10)
+    result = cycle(st, 10, FCFS)
     assert admitted(result) == {"big"}  # 4 own + 10 borrowed from b (left) and c (right)
     assert result.pending["more"].reason is PendingReason.COHORT_QUOTA
     assert st.book.pool_used["root"]["gpu:a100"] == 14  # all of it lendable, so all of it pooled

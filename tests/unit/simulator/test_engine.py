@@ -107,19 +107,44 @@ def test_priority_preemption_stops_after_checkpoint_and_resumes(checkpointable: 
     assert low.restarts_from_zero == (0 if checkpointable else 1)
 
 
-def test_history_estimates_use_only_jobs_completed_before_submission() -> None:
-    wl = workload(
-        job("a", 0, 100, 8),
-        job("b", 0, 200, 8),
-        job("c", 0, 300, 8),
-        job("early", 50, 10, 8),
-        job("late", 700, 10, 8),
-    )
+def test_runtimes_are_learnt_only_from_jobs_that_finished_before() -> None:
+    """A trace job's id is its name: ``train-3`` learns from ``train-1`` and ``train-2`` once they are done."""
+    wl = workload(job("train-1", 0, 100, 8), job("train-2", 0, 300, 8), job("train-3", 50, 10, 8))
     sim = Simulator(wl, one_node_cluster(), policy_config("fifo"))
+    estimates: dict[float, float | None] = {}
+    for t in (50.0, 350.0):  # FIFO: train-1 runs 0-100, train-2 100-400, train-3 400-410
+        sim.run_until(t)
+        estimates[t] = sim.state.estimate(sim.state.pending["train-3"])
     result = sim.run()
-    assert result.records["early"].job.runtime_estimate == policy_config("fifo").default_runtime_estimate_s
-    # by 700 a, b, c and early have completed (FIFO: a 0-100, b -300, c -600, early -610)
-    assert result.records["late"].job.runtime_estimate == 150.0  # median of 10, 100, 200, 300
+    assert estimates == {50.0: None, 350.0: 100.0}
+    assert result.records["train-3"].job.name == "train-3"
+    assert sim.state.runtimes.estimate(result.records["train-3"].job) == 100.0  # median of 100, 300, 10 s
+
+
+def test_restart_cost_holds_the_gpus_without_progress() -> None:
+    wl = workload(job("a", 0, 100, 8), job("b", 10, 100, 8))
+    result = simulate(wl, one_node_cluster(), policy_config("fifo"), options=SimOptions(restart_cost_s=30.0))
+    a, b = result.records["a"], result.records["b"]
+    assert (a.first_start, a.end) == (0.0, 130.0)
+    assert (b.first_start, b.end) == (130.0, 260.0)
+    assert a.gpu_seconds == 8 * 130.0
+
+
+def test_rounds_decide_only_on_their_boundaries() -> None:
+    wl = workload(job("a", 0, 100, 8), job("b", 10, 100, 8), job("c", 130, 5, 1))
+    result = simulate(wl, one_node_cluster(), policy_config("fifo"), options=SimOptions(round_s=60.0))
+    a, b, c = (result.records[k] for k in "abc")
+    assert (a.first_start, a.end) == (60.0, 160.0)  # arrived at 0, the first round is at 60
+    assert (b.first_start, b.end) == (180.0, 280.0)  # a ended at 160: the next round
+    assert c.first_start == 300.0
+
+
+def test_all_checkpointable_keeps_progress_across_preemption() -> None:
+    wl = workload(job("low", 0, 1000, 8), job("high", 400, 100, 8, priority=100))
+    opts = SimOptions(checkpoint_s=30.0, grace_period_s=60.0, all_checkpointable=True)
+    result = simulate(wl, one_node_cluster(), policy_config("muster"), options=opts)
+    assert result.records["low"].restarts_from_zero == 0
+    assert result.records["low"].end == 530.0 + 570.0
 
 
 def test_given_estimates_are_kept() -> None:

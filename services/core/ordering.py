@@ -1,0 +1,88 @@
+"""The order of equal-priority jobs inside one queue, and when a waiting job jumps to its front.
+
+Each queue keeps its pending jobs by ``(-priority, rank, submit_time)``; a job is ranked when it
+enters the queue (and again when what its rank depends on changes), so the walk never re-sorts:
+
+- ``remaining``: least estimated remaining GPU-time first (estimate x GPUs - service already
+  received). Short jobs do not wait behind long ones, which is what average completion time rewards.
+- ``submit``: first come, first served.
+- ``las``: least attained service in two levels, as Tiresias (2D-LAS) does without any estimate:
+  jobs that have received less than ``las_threshold_gpu_s`` GPU-seconds first, then the rest, each
+  level in submit order.
+
+A ranked order can make a job wait behind ever newer, shorter ones. Each job therefore gets a
+promotion time, after which it is walked before every unpromoted job of its priority (promoted jobs
+among themselves by submit time): under ``remaining`` once it has waited ``slowdown_limit`` times
+its own estimated runtime (at most ``starvation_age_s``), which bounds its slowdown; under ``las``
+once it has waited ``las_promote_knob`` times its last run (Tiresias' starvation guard).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+from .model import Job, SchedulerConfig
+
+ORDERS = ("remaining", "submit", "las")
+NEVER = math.inf
+
+
+@dataclass(frozen=True, slots=True)
+class QueueOrder:
+    """What a queue's ranking depends on: derived from a ``SchedulerConfig``, kept by the state."""
+
+    kind: str = "remaining"
+    learned: bool = True
+    default_estimate_s: float = 3600.0
+    slowdown_limit: float = 3.0
+    starvation_age_s: float = 24 * 3600.0
+    las_threshold_gpu_s: float = 16 * 3600.0
+    las_promote_knob: float = 0.0
+
+    @classmethod
+    def of(cls, cfg: SchedulerConfig) -> QueueOrder:
+        if cfg.queue_order not in ORDERS:
+            raise ValueError(f"unknown queue_order {cfg.queue_order!r}; known: {', '.join(ORDERS)}")
+        return cls(
+            kind=cfg.queue_order,
+            learned=cfg.learn_runtimes,
+            default_estimate_s=cfg.default_runtime_estimate_s,
+            slowdown_limit=cfg.slowdown_limit,
+            starvation_age_s=cfg.starvation_age_s,
+            las_threshold_gpu_s=cfg.las_threshold_gpu_s,
+            las_promote_knob=cfg.las_promote_knob,
+        )
+
+    def remaining(self, job: Job, estimate: float | None, attained: float) -> float:
+        """Estimated GPU-seconds the job still needs after ``attained``. A job that has outrun its
+        estimate was underestimated: it is expected to need as much again as it has had (the longer
+        a job has run, the longer it tends to run on), so it does not hold its GPUs as if it were
+        about to finish."""
+        est = self.default_estimate_s if estimate is None else estimate
+        left = est * max(job.total_gpus, 1) - attained
+        return left if left >= 0 else attained
+
+    def level(self, attained: float) -> int:
+        return 0 if attained < self.las_threshold_gpu_s else 1
+
+    def rank(self, job: Job, estimate: float | None) -> float:
+        """The job's place among equal-priority jobs of its queue while it waits (lower goes first)."""
+        if self.kind == "remaining":
+            return self.remaining(job, estimate, job.attained_gpu_s)
+        if self.kind == "las":
+            return float(self.level(job.attained_gpu_s))
+        return 0.0
+
+    def promote_at(self, job: Job, estimate: float | None) -> float:
+        """When the waiting job goes to the front of its priority in its queue (``NEVER``: it does not)."""
+        since = job.waiting_since
+        if self.kind == "remaining":
+            est = self.default_estimate_s if estimate is None else estimate
+            wait = self.starvation_age_s
+            if self.slowdown_limit > 0:
+                wait = min(wait, self.slowdown_limit * est)
+            return since + wait
+        if self.kind == "las" and self.las_promote_knob > 0 and job.last_run_s > 0:
+            return since + self.las_promote_knob * job.last_run_s
+        return NEVER

@@ -1,0 +1,220 @@
+"""The order inside a queue (remaining work, submit time, attained service), promotions, learnt
+runtimes and the preemptions that reorder a queue."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st_
+
+from services.core import Admit, Preempt, PreemptReason, SchedulerConfig, SchedulerState, queue_order
+from services.core.ordering import QueueOrder
+from services.core.runtimes import WINDOW, RuntimeHistory, name_stem
+
+from .builders import admitted, cycle, job, node, queue, state
+
+REMAINING = SchedulerConfig(min_runtime_s=0.0, backfill=False)
+TIRESIAS = SchedulerConfig(policy="tiresias")
+
+
+def ordered_ids(st: SchedulerState, now: float, cfg: SchedulerConfig = REMAINING) -> list[str]:
+    return list(st.walk_queue("q", now, queue_order(cfg)))
+
+
+# ---------------------------------------------------------------------- ranking
+
+
+def test_least_remaining_work_first_within_a_priority() -> None:
+    st = state([queue("q", 8)], [node("n", 8)])
+    st.submit(job("long", gpus_per_pod=2, runtime_estimate=1000.0, submit=0))
+    st.submit(job("short", gpus_per_pod=2, runtime_estimate=100.0, submit=1))
+    st.submit(job("wide", gpus_per_pod=8, runtime_estimate=100.0, submit=2))  # 800 GPU-s: after short
+    st.submit(job("urgent", gpus_per_pod=8, runtime_estimate=5000.0, priority=5, submit=3))
+    assert ordered_ids(st, 10) == ["urgent", "short", "wide", "long"]
+    assert ordered_ids(st, 10, SchedulerConfig(queue_order="submit")) == ["urgent", "long", "short", "wide"]
+
+
+def test_a_job_waiting_longer_than_its_slowdown_limit_goes_first() -> None:
+    st = state([queue("q", 8)], [node("n", 8)])
+    st.submit(job("long", gpus_per_pod=8, runtime_estimate=1000.0, submit=0))
+    st.submit(job("short", gpus_per_pod=1, runtime_estimate=10.0, submit=1))
+    assert ordered_ids(st, 2999) == ["short", "long"]
+    assert ordered_ids(st, 3000) == ["long", "short"]  # waited 3x its estimate (slowdown_limit 3)
+    assert ordered_ids(st, 3000, replace(REMAINING, slowdown_limit=0.0)) == ["short", "long"]
+
+
+def test_a_job_past_its_estimate_is_expected_to_need_as_much_again() -> None:
+    order = QueueOrder()
+    j = job("j", gpus_per_pod=2, runtime_estimate=100.0)
+    assert order.remaining(j, 100.0, 150.0) == 50.0
+    assert order.remaining(j, 100.0, 200.0) == 0.0
+    assert order.remaining(j, 100.0, 500.0) == 500.0  # overdue: not about to finish after all
+    assert order.remaining(j, None, 0.0) == 2 * order.default_estimate_s
+
+
+def test_las_levels_and_starvation_guard() -> None:
+    order = queue_order(TIRESIAS)
+    fresh = job("fresh", submit=100.0)
+    served = job("served", submit=0.0, attained_gpu_s=order.las_threshold_gpu_s, queued_at=500.0, last_run_s=50.0)
+    assert order.rank(fresh, None) == 0.0 and order.rank(served, None) == 1.0
+    assert order.promote_at(served, None) == 500.0 + 8 * 50.0
+    st = state([queue("q", 8)], [node("n", 8)], [served, fresh])
+    assert ordered_ids(st, 600, TIRESIAS) == ["fresh", "served"]
+    assert ordered_ids(st, 900, TIRESIAS) == ["served", "fresh"]
+
+
+jobs_strategy = st_.lists(
+    st_.tuples(
+        st_.integers(0, 3),  # priority
+        st_.floats(0, 1000),  # submit time
+        st_.sampled_from([None, 10.0, 100.0, 1000.0]),  # runtime estimate
+        st_.integers(1, 8),  # GPUs
+        st_.floats(0, 5000),  # attained GPU-seconds
+    ),
+    min_size=1,
+    max_size=30,
+)
+
+
+@settings(max_examples=60, deadline=None)
+@given(jobs=jobs_strategy, now=st_.floats(0, 20000), kind=st_.sampled_from(["remaining", "submit", "las"]))
+def test_the_indexed_walk_equals_sorting_on_the_spot(
+    jobs: list[tuple[int, float, float | None, int, float]], now: float, kind: str
+) -> None:
+    """The heaps the state keeps give exactly the order a full sort at ``now`` would give."""
+    cfg = SchedulerConfig(queue_order=kind, las_threshold_gpu_s=1000.0, las_promote_knob=2.0)
+    order = queue_order(cfg)
+    st = SchedulerState(queues=[queue("q", 64)], nodes=[node("n", 8)], order=order)
+    for i, (prio, submit, est, gpus, attained) in enumerate(jobs):
+        st.submit(
+            job(f"j{i:02d}", submit=submit, priority=prio, runtime_estimate=est, gpus_per_pod=gpus,
+                attained_gpu_s=attained, last_run_s=attained / gpus)
+        )
+    for i in range(0, len(jobs), 3):
+        st.cancel(f"j{i:02d}")  # lazily deleted entries must not show
+    fast = list(st.walk_queue("q", now, order))
+    slow = st._sorted_queue("q", now, order)
+    assert fast == slow
+
+
+# ---------------------------------------------------------------------- learnt runtimes
+
+
+@pytest.mark.parametrize(
+    ("name", "stem"),
+    [
+        ("train-resnet-17", "train-resnet"),
+        ("cifar10-0", "cifar10"),
+        ("nightly-eval-20261125", "nightly-eval"),
+        ("sweep_lr_0003", "sweep_lr"),
+        ("job-7f3a9c2e", "job"),
+        ("bert", "bert"),
+        ("42", "42"),
+        ("Train-LLM", "train-llm"),
+    ],
+)
+def test_name_stem(name: str, stem: str) -> None:
+    assert name_stem(name) == stem
+
+
+def test_history_answers_from_the_most_specific_key() -> None:
+    h = RuntimeHistory()
+    base = job("x", gpus_per_pod=4, name="train-1", tenant="t", user="ann")
+    assert h.estimate(base) is None
+    h.observe(replace(base, user="bob"), 100.0)
+    assert h.estimate(base) == 100.0  # same tenant, stem and GPUs
+    h.observe(base, 300.0)
+    assert h.estimate(base) == 300.0  # her own runs first
+    assert h.estimate(replace(base, gpus_per_pod=8)) == 200.0  # other GPU counts: the stem's median
+    assert h.estimate(replace(base, tenant="other")) is None
+    assert h.estimate(replace(base, name="")) is None
+    for _ in range(WINDOW):
+        h.observe(base, 50.0)
+    assert h.estimate(base) == 50.0  # the window keeps the recent runs only
+
+
+def test_a_success_teaches_the_full_size_runtime_and_reranks_waiting_jobs() -> None:
+    st = state([queue("q", 8)], [node("n", 8)])
+    st.submit(job("a-1", gpus_per_pod=8, name="a-1", submit=0))
+    cycle(st, 0, REMAINING)
+    st.submit(job("b-1", gpus_per_pod=8, name="b-1", runtime_estimate=600.0, submit=1))
+    st.submit(job("a-2", gpus_per_pod=8, name="a-2", submit=2))
+    assert ordered_ids(st, 10) == ["b-1", "a-2"]  # a-2 unknown: the default 3600 s
+    st.job_finished("a-1", 120, succeeded=True)
+    assert st.estimate(st.pending["a-2"]) == 120.0
+    assert ordered_ids(st, 120) == ["a-2", "b-1"]
+    st.job_finished("b-1", 130)  # a failure or a cancel teaches nothing
+    assert st.runtimes.estimate(job("b-2", name="b-2", gpus_per_pod=8)) is None
+
+
+def test_attained_service_adds_up_over_attempts_and_sizes() -> None:
+    st = state([queue("q", 16)], [node("n", 16)])
+    st.submit(job("e", gpus_per_pod=2, replicas=4, min_replicas=1, checkpointable=True))
+    (d,) = cycle(st, 0, REMAINING).decisions
+    assert isinstance(d, Admit) and d.replicas == 4
+    st.job_stopped("e", 100)  # 8 GPUs x 100 s
+    requeued = st.pending["e"]
+    assert requeued.attained_gpu_s == 800.0 and requeued.queued_at == 100 and requeued.last_run_s == 100
+    cycle(st, 100, REMAINING)
+    assert st.running["e"].attained(150) == 800.0 + 8 * 50
+
+
+# ---------------------------------------------------------------------- preemption for the queue's order
+
+
+def long_runner(st: SchedulerState, **kw: object) -> None:
+    st.submit(job("long", gpus_per_pod=8, runtime_estimate=10_000.0, checkpointable=True, **kw))  # type: ignore[arg-type]
+    assert admitted(cycle(st, 0, REMAINING)) == {"long"}
+
+
+def test_a_short_job_that_would_wait_long_preempts_a_long_checkpointable_one() -> None:
+    st = state([queue("q", 8)], [node("n", 8)])
+    long_runner(st)
+    st.submit(job("short", gpus_per_pod=8, runtime_estimate=100.0, submit=10))
+    result = cycle(st, 600, REMAINING)
+    assert result.decisions == (Preempt("long", 0, PreemptReason.QUEUE_ORDER.value, 30.0, preemptor="short"),)
+
+
+@pytest.mark.parametrize(
+    ("why", "setup", "cfg"),
+    [
+        ("the victim cannot checkpoint", {"checkpointable": False}, REMAINING),
+        ("the victim was requeued often enough", {"attempt": 3}, REMAINING),
+        ("preemption for order is off", {}, replace(REMAINING, reorder_preemption=False)),
+        ("first come first served", {}, replace(REMAINING, queue_order="submit")),
+    ],
+)
+def test_no_preemption_for_order(why: str, setup: dict[str, object], cfg: SchedulerConfig) -> None:
+    st = state([queue("q", 8)], [node("n", 8)])
+    st.submit(job("long", gpus_per_pod=8, runtime_estimate=10_000.0, **{"checkpointable": True, **setup}))  # type: ignore[arg-type]
+    cycle(st, 0, REMAINING)
+    st.submit(job("short", gpus_per_pod=8, runtime_estimate=100.0, submit=10))
+    assert cycle(st, 600, cfg).decisions == (), why
+
+
+def test_no_preemption_when_the_wait_is_short_anyway() -> None:
+    st = state([queue("q", 8)], [node("n", 8)])
+    st.submit(job("almost", gpus_per_pod=8, runtime_estimate=700.0, checkpointable=True))
+    cycle(st, 0, REMAINING)
+    st.submit(job("short", gpus_per_pod=8, runtime_estimate=100.0, submit=10))
+    # "almost" should end at 700: the short job waits 100 s, no more than its own runtime
+    assert cycle(st, 600, REMAINING).decisions == ()
+
+
+def test_no_preemption_when_the_remaining_work_is_close() -> None:
+    st = state([queue("q", 8)], [node("n", 8)])
+    long_runner(st)
+    st.submit(job("medium", gpus_per_pod=8, runtime_estimate=3000.0, submit=10))  # 10,000 < 4 x 3,000
+    assert cycle(st, 600, REMAINING).decisions == ()
+
+
+def test_tiresias_preempts_the_job_that_left_the_first_level() -> None:
+    st = state([queue("q", 8)], [node("n", 8)], order=queue_order(TIRESIAS))
+    st.submit(job("big", gpus_per_pod=8, checkpointable=True))
+    assert admitted(cycle(st, 0, TIRESIAS)) == {"big"}
+    st.submit(job("new", gpus_per_pod=8, submit=10))
+    assert cycle(st, 7199, TIRESIAS).decisions == ()  # 8 x 7199 GPU-s: still under 16 GPU-hours
+    (d,) = cycle(st, 7200, TIRESIAS).decisions
+    assert isinstance(d, Preempt) and d.job_id == "big" and d.reason == PreemptReason.QUEUE_ORDER.value
