@@ -198,19 +198,28 @@ class SchedulerState:
         if job is not None:
             self._enqueue(job)
 
-    def set_priority(self, job_id: str, priority: int) -> None:
+    def set_priority(self, job_id: str, priority: int, preemptible: bool | None = None) -> bool:
+        """A new priority, and preemptibility unless ``preemptible`` is None (a priority class that differs in
+        it). A job running on borrowed quota stays preemptible: False then, and nothing changes."""
+
+        def changed(job: Job) -> Job:
+            return replace(job, priority=priority, preemptible=job.preemptible if preemptible is None else preemptible)
+
         if job_id in self.pending:
             job = self.pending[job_id]
-            if job.priority != priority:
+            if changed(job) != job:
                 self._drop_pending(job_id)
-                self._enqueue(replace(job, priority=priority))
+                self._enqueue(changed(job))
         elif job_id in self.suspended:
-            self.suspended[job_id] = replace(self.suspended[job_id], priority=priority)
+            self.suspended[job_id] = changed(self.suspended[job_id])
         elif job_id in self.orphans:
-            self.orphans[job_id] = replace(self.orphans[job_id], priority=priority)
+            self.orphans[job_id] = changed(self.orphans[job_id])
         elif job_id in self.running:
             rj = self.running[job_id]
-            self.running[job_id] = replace(rj, job=replace(rj.job, priority=priority))
+            if rj.borrowed and preemptible is False:
+                return False
+            self.running[job_id] = replace(rj, job=changed(rj.job))
+        return True
 
     def apply(self, decision: Decision, now: float) -> None:
         """Fold one of ``schedule``'s decisions back into the state."""

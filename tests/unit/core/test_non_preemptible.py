@@ -129,3 +129,14 @@ def test_non_preemptible_elastic_job_grows_only_within_nominal() -> None:
     assert any(isinstance(d, (Admit, Scale)) and d.job_id == "grow" for d in decisions)
     assert st.running_jobs()["grow"].replicas == 2  # the rest of the cluster is team-b's own 16
     check_invariants(st)
+
+
+def test_a_job_running_on_borrowed_quota_cannot_become_non_preemptible() -> None:
+    st = state(TEAMS, NODES, [job("borrower", "team-a", replicas=3, gpus_per_pod=8), job("own", "team-b")])
+    cycle(st, 0, CFG)
+    assert not st.set_priority("borrower", 10_000, preemptible=False)
+    assert st.running_jobs()["borrower"].job.preemptible and st.running_jobs()["borrower"].job.priority == 0
+    assert st.set_priority("own", 10_000, preemptible=False)  # within team-b's nominal: it may
+    assert not st.running_jobs()["own"].job.preemptible
+    assert st.set_priority("borrower", 5)
+    assert st.running_jobs()["borrower"].job.priority == 5
