@@ -242,7 +242,7 @@ class SchedulerState:
             borrowed = rj.borrowed
             new = replace(rj, replicas=decision.replicas, placement=decision.placement)
             self._hold(new, +1, now)
-            if not borrowed and self.book.over_nominal(rj.job.queue):
+            if not borrowed and decision.replicas > rj.replicas and self.book.over_nominal(rj.job.queue):
                 new = replace(new, borrowed=True)
                 self.running[decision.job_id] = new
                 self._index_candidate(decision.job_id, new)

@@ -140,3 +140,19 @@ def test_a_job_running_on_borrowed_quota_cannot_become_non_preemptible() -> None
     assert not st.running_jobs()["own"].job.preemptible
     assert st.set_priority("borrower", 5)
     assert st.running_jobs()["borrower"].job.priority == 5
+
+
+def test_shrinking_a_job_never_marks_it_borrowed() -> None:
+    """A queue above nominal through its preemptible borrower: shrinking its non-preemptible elastic job
+    (within nominal) must not mark that job as borrowed."""
+    serve = job("serve", "team-a", replicas=2, min_replicas=1, gpus_per_pod=8, preemptible=False)
+    st = state(TEAMS, NODES, [serve])
+    cycle(st, 0, CFG)
+    st.submit(job("borrower", "team-a", replicas=2, gpus_per_pod=8, submit=1))
+    cycle(st, 1, CFG)
+    assert st.running_jobs()["borrower"].borrowed and st.book.over_nominal("team-a")
+    rj = st.running_jobs()["serve"]
+    keep = Placement(rj.placement.cluster, rj.placement.nodes[:1])
+    st.apply(Scale("serve", 0, 1, keep), 2)
+    assert not st.running_jobs()["serve"].borrowed
+    check_invariants(st)
