@@ -76,6 +76,11 @@ class TenantConfig(_Strict):
     namespace: Name
     gpu_hour_budget: float | None = Field(default=None, ge=0)
     budget_window: Literal["day", "week", "month"] = "month"
+    allow_non_preemptible: bool = Field(
+        default=False,
+        description="whether the tenant's jobs may be non-preemptible (`preemptible: false`, or a priority class "
+                    "that is not preemptible); such work still runs only within its queue's nominal quota",
+    )
 
 
 class TopologyConfig(_Strict):

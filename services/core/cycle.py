@@ -35,6 +35,7 @@ _PRECEDENCE = (
     PendingReason.CAPACITY,
     PendingReason.TOPOLOGY,
     PendingReason.COHORT_QUOTA,
+    PendingReason.NON_PREEMPTIBLE_QUOTA,
     PendingReason.QUEUE_QUOTA,
 )
 
@@ -42,6 +43,10 @@ MESSAGES: dict[PendingReason, str] = {
     PendingReason.QUEUED: "waiting behind jobs ahead of it in order",
     PendingReason.QUEUE_QUOTA: "queue {queue} has no quota left for {need}",
     PendingReason.COHORT_QUOTA: "cohort of queue {queue} has no idle quota to lend for {need}",
+    PendingReason.NON_PREEMPTIBLE_QUOTA: "non-preemptible work may only use queue {queue}'s nominal quota "
+    "({need} would borrow)",
+    PendingReason.QUOTA_LENT: "queue {queue}'s nominal quota for {need} is lent to other queues of its cohort "
+    "and cannot be reclaimed now (their work is not preemptible or already stopping, or preemption is off)",
     PendingReason.USER_LIMIT: "user {user} reached the per-user GPU limit of queue {queue}",
     PendingReason.BUDGET: "tenant {tenant} has used up its GPU-hour budget",
     PendingReason.CAPACITY: "not enough free capacity for {need} right now",
@@ -96,8 +101,9 @@ class Cycle:
         self.admitted: dict[str, tuple[int, Job, str]] = {}  # job -> (decision index, job, gpu type)
         self.admitted_runs: dict[str, list[tuple[float, RunningJob]]] = {}  # gpu type -> (est end, run)
         self.fails: dict[tuple[object, ...], PendingReason] = {}
-        #: (queue, request) -> why the quota check failed; usage only grows within a cycle, so it stays failed
-        self.quota_fails: dict[tuple[str, tuple[tuple[str, int], ...]], PendingReason] = {}
+        #: (queue, may borrow, request) -> why the quota check failed; usage only grows within a cycle, so it
+        #: stays failed
+        self.quota_fails: dict[tuple[str, bool, tuple[tuple[str, int], ...]], PendingReason] = {}
         self.pools: dict[str, Pool] = {}
         self.ahead: dict[str, Pool] = {}  # the fluid model of ``start_in_order`` (decisions only)
         self.quota_releases = QuotaReleases(state, self.book, now, config.default_runtime_estimate_s)
@@ -204,11 +210,11 @@ class Cycle:
             reason = self.fails.get(key)  # capacity only shrinks within a cycle: a miss stays a miss
             if reason is None:
                 req = job_request(job, gpu_type, pods)
-                quota_key = (job.queue, tuple(req.items()))
+                quota_key = (job.queue, job.preemptible, tuple(req.items()))
                 reason = self.quota_fails.get(quota_key)
                 borrowed = False
                 if reason is None:
-                    reason, borrowed = book.check(job.queue, req)
+                    reason, borrowed = book.check(job.queue, req, may_borrow=job.preemptible)
                     if reason is not None:
                         self.quota_fails[quota_key] = reason
                 if reason is None:
@@ -343,6 +349,16 @@ class Cycle:
         if best is None:
             return None
         return self.pool(best[1]).commit(gpus, self.estimate_of(job))
+
+    def lent_out(self, job: Job, reason: PendingReason) -> PendingReason:
+        """``QUOTA_LENT`` for a job refused by its cohort although it asks only for its own queue's nominal
+        quota (that quota is lent, and could not be reclaimed); ``reason`` itself otherwise."""
+        if reason is not PendingReason.COHORT_QUOTA:
+            return reason
+        pods = max(job.min_size, 1)
+        if any(self.book.within_nominal(job.queue, job_request(job, t, pods)) for t in self.types_for(job)):
+            return PendingReason.QUOTA_LENT
+        return reason
 
     def quota_start(self, job: Job, reason: PendingReason, capacity_start: float | None) -> float | None:
         """The later of the capacity estimate and the time quota frees up; None when quota never does."""

@@ -65,7 +65,7 @@ def grow(cycle: Cycle) -> None:
             continue
         k = job.replicas - current
         while k > 0 and (
-            book.check(job.queue, job_request(job, gpu_type, k))[0] is not None
+            book.check(job.queue, job_request(job, gpu_type, k), may_borrow=job.preemptible)[0] is not None
             or (job.gpus_per_pod and not book.user_ok(job.queue, job.user, k * job.gpus_per_pod))
         ):
             k -= 1

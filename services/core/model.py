@@ -261,6 +261,10 @@ class PendingReason(str, Enum):
     QUEUED = "queued"  # ahead of it are other jobs in order
     QUEUE_QUOTA = "queue_quota_exhausted"
     COHORT_QUOTA = "cohort_quota_exhausted"
+    # a non-preemptible job would take its queue above nominal: it may never run on borrowed quota
+    NON_PREEMPTIBLE_QUOTA = "non_preemptible_over_nominal"
+    # within its queue's nominal quota, but that quota is lent out and cannot be reclaimed right now
+    QUOTA_LENT = "nominal_quota_lent"
     USER_LIMIT = "user_limit_reached"
     BUDGET = "budget_exhausted"
     CAPACITY = "insufficient_capacity"

@@ -176,7 +176,7 @@ def release(cycle: Cycle, c: Candidate, sign: int) -> None:
 def fits(cycle: Cycle, job: Job) -> Placement | None:
     pods = max(job.min_size, 1)
     for t in candidate_gpu_types(cycle.cap, job):
-        reason, _ = cycle.book.check(job.queue, job_request(job, t, pods))
+        reason, _ = cycle.book.check(job.queue, job_request(job, t, pods), may_borrow=job.preemptible)
         if reason is not None:
             continue
         if job.gpus_per_pod and not cycle.book.user_ok(job.queue, job.user, pods * job.gpus_per_pod):

@@ -5,6 +5,11 @@ goes into the pool of its root cohort (cohorts carry no quota of their own, so a
 everything upwards). Usage above the guaranteed part is drawn from that pool. A queue without a
 cohort can only use its nominal quota.
 
+Borrowed quota must always be reclaimable, so only preemptible work runs on it: a job that cannot be
+preempted is admitted only while its queue stays within nominal quota (``non_preemptible_over_nominal``
+otherwise). Every running job that took its queue above nominal is therefore preemptible, and a queue
+under its nominal quota can always get it back by quota reclaim.
+
 GPUs are always governed: a GPU type missing from a queue's quotas has nominal 0 (it may still
 borrow it inside its cohort). CPU and memory are governed only where an operator declared them:
 for a queue whose cohort tree (or, without a cohort, the queue itself) declares no ``cpu`` quota
@@ -183,10 +188,13 @@ class QuotaBook:
         *,
         alloc: Mapping[str, int] | None = None,
         pool_used: Mapping[str, int] | None = None,
+        may_borrow: bool = True,
     ) -> tuple[PendingReason | None, bool]:
         """(blocking reason or None, whether admitting ``req`` borrows from the cohort).
 
         ``alloc`` and ``pool_used`` replace the queue's allocation and its root pool's usage (what-if).
+        ``may_borrow`` False (work that cannot be preempted) refuses anything above nominal: borrowed
+        quota must stay reclaimable, so only preemptible work may run on it.
         """
         spec = self.queues[queue]
         root = self.root_of.get(queue)
@@ -208,6 +216,8 @@ class QuotaBook:
                 borrowed = True
                 if q is not None and q.borrowing_limit is not None and new > nominal + q.borrowing_limit:
                     return PendingReason.QUEUE_QUOTA, False
+                if not may_borrow:
+                    return PendingReason.NON_PREEMPTIBLE_QUOTA, False
             g = _guaranteed(spec, res)
             delta = max(0, new - g) - max(0, used - g)
             used_pool = self.pool_used.get(root, {}) if pool_used is None else pool_used
@@ -215,9 +225,11 @@ class QuotaBook:
                 return PendingReason.COHORT_QUOTA, borrowed
         return None, borrowed
 
-    def within_nominal(self, queue: str, req: Mapping[str, int]) -> bool:
+    def within_nominal(self, queue: str, req: Mapping[str, int], *, alloc: Mapping[str, int] | None = None) -> bool:
+        """Whether ``req`` on top of the queue's allocation (or ``alloc``) stays within its nominal quota."""
         spec = self.queues[queue]
-        alloc = self.alloc.get(queue, {})
+        if alloc is None:
+            alloc = self.alloc.get(queue, {})
         for res, amount in req.items():
             q = spec.quotas.get(res)
             if self.is_governed(queue, res) and alloc.get(res, 0) + amount > (q.nominal if q is not None else 0):

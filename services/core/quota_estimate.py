@@ -1,9 +1,12 @@
 """When quota frees up for a job blocked by its queue's or its cohort's quota.
 
-Running jobs in the same scope (the queue for ``queue_quota_exhausted``, every queue under the same
-root cohort for ``cohort_quota_exhausted``) end by their runtime estimates; the job can start once
-enough of them have ended for its request to pass the quota check. Jobs ahead of it in line are not
-modelled here (the capacity estimate accounts for them), so the later of the two estimates is used.
+Running jobs in the same scope (the queue for ``queue_quota_exhausted`` and
+``non_preemptible_over_nominal``, every queue under the same root cohort for ``cohort_quota_exhausted``
+and ``nominal_quota_lent``) end by their runtime estimates; the job can start once enough of them have
+ended for its request to pass the quota check (for a non-preemptible job over nominal: once its own
+queue has nominal room for it; quota others borrowed from that room is reclaimed by preemption).
+Jobs ahead of it in line are not modelled here (the capacity estimate accounts for them), so the
+later of the two estimates is used.
 
 Per (scope, queue) the releases are walked at most once per cycle, lazily, keeping after each one
 the queue's allocation and its root pool's usage; a request binary-searches the snapshots already
@@ -76,7 +79,7 @@ class QuotaReleases:
         self._answers: dict[tuple[object, ...], float | None] = {}
 
     def _scope(self, job: Job, reason: PendingReason) -> str | None:
-        if reason is PendingReason.QUEUE_QUOTA:
+        if reason in (PendingReason.QUEUE_QUOTA, PendingReason.NON_PREEMPTIBLE_QUOTA):
             return "queue:" + job.queue
         root = self._book.root_of.get(job.queue)
         return None if root is None else "cohort:" + root
@@ -106,21 +109,27 @@ class QuotaReleases:
         if walker is None:
             walker = self._walkers[key] = _Walker(self._st, self._book, job.queue, self._sorted_ends(scope))
         pods = max(job.min_size, 1)
+        mode = "nominal" if reason is PendingReason.NON_PREEMPTIBLE_QUOTA else "borrow" if job.preemptible else "own"
         best: float | None = None
         for gpu_type in gpu_types:
             req = job_request(job, gpu_type, pods)
-            answer_key = (scope, job.queue, tuple(sorted(req.items())))
+            answer_key = (scope, job.queue, mode, tuple(sorted(req.items())))
             if answer_key not in self._answers:
-                self._answers[answer_key] = self._first_passing(walker, job.queue, req)
+                self._answers[answer_key] = self._first_passing(walker, job.queue, req, mode)
             found = self._answers[answer_key]
             if found is not None and (best is None or found < best):
                 best = found
         return best
 
-    def _first_passing(self, walker: _Walker, queue: str, req: Mapping[str, int]) -> float | None:
+    def _first_passing(self, walker: _Walker, queue: str, req: Mapping[str, int], mode: str) -> float | None:
+        """``mode``: "borrow" (the full check), "own" (the full check, no borrowing) or "nominal" (only
+        the queue's nominal room, for a non-preemptible job over nominal)."""
+
         def passes(i: int) -> bool:
             _, alloc, pool = walker.snapshots[i]
-            return self._book.check(queue, req, alloc=alloc, pool_used=pool)[0] is None
+            if mode == "nominal":
+                return self._book.within_nominal(queue, req, alloc=alloc)
+            return self._book.check(queue, req, alloc=alloc, pool_used=pool, may_borrow=mode == "borrow")[0] is None
 
         snaps = walker.snapshots
         if not snaps or not passes(len(snaps) - 1):

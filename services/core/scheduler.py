@@ -24,15 +24,24 @@ from .policy import resolve
 from .preemption import find_plan, hold, hold_for_preemptor, protected_until
 from .state import SchedulerState
 
-_QUOTA_REASONS = (
+_QUOTA_BLOCKED = (
     PendingReason.QUEUE_QUOTA,
     PendingReason.COHORT_QUOTA,
+    PendingReason.NON_PREEMPTIBLE_QUOTA,
+    PendingReason.QUOTA_LENT,
+)
+_QUOTA_REASONS = (
+    *_QUOTA_BLOCKED,
     PendingReason.USER_LIMIT,
     PendingReason.BUDGET,
     PendingReason.NO_MATCHING_NODES,
 )
-_QUOTA_BLOCKED = (PendingReason.QUEUE_QUOTA, PendingReason.COHORT_QUOTA)
-_PREEMPTABLE_REASONS = (PendingReason.QUEUE_QUOTA, PendingReason.COHORT_QUOTA, PendingReason.CAPACITY)
+_PREEMPTABLE_REASONS = (
+    PendingReason.QUEUE_QUOTA,
+    PendingReason.COHORT_QUOTA,
+    PendingReason.NON_PREEMPTIBLE_QUOTA,  # lower-priority work of its own queue may make nominal room
+    PendingReason.CAPACITY,
+)
 
 
 def schedule(state: SchedulerState, now: float, config: SchedulerConfig, *, report: bool = True) -> CycleResult:
@@ -256,6 +265,7 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
             if until is not None:
                 reason = PendingReason.PROTECTED
                 start = until
+    reason = cycle.lent_out(job, reason)
     if reason is PendingReason.CAPACITY and cfg.backfill and cycle.reservation is None:
         res = find_reservation(cycle, job)
         if res is not None:
@@ -271,7 +281,7 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
     if report:
         if start is None and reason is not PendingReason.NO_MATCHING_NODES:
             start = cycle.estimate_start(job)
-        if reason in (PendingReason.QUEUE_QUOTA, PendingReason.COHORT_QUOTA):
+        if reason in _QUOTA_BLOCKED:
             start = cycle.quota_start(job, reason, start)
         cycle.report(job, reason, position, start)
     return reason
@@ -332,6 +342,7 @@ def _fifo(cycle: Cycle, report: bool) -> None:
             reason = cycle.try_admit(job)
             if reason is None:
                 continue
+            reason = cycle.lent_out(job, reason)
             head_blocked = True
             if not report:
                 break  # nothing after the blocked head is admitted: the rest of the walk only reports

@@ -220,19 +220,28 @@ class SchedulerState:
         if job is not None:
             self._enqueue(job)
 
-    def set_priority(self, job_id: str, priority: int) -> None:
+    def set_priority(self, job_id: str, priority: int, preemptible: bool | None = None) -> bool:
+        """A new priority, and preemptibility unless ``preemptible`` is None (a priority class that differs in
+        it). A job running on borrowed quota stays preemptible: False then, and nothing changes."""
+
+        def changed(job: Job) -> Job:
+            return replace(job, priority=priority, preemptible=job.preemptible if preemptible is None else preemptible)
+
         if job_id in self.pending:
             job = self.pending[job_id]
-            if job.priority != priority:
+            if changed(job) != job:
                 self._drop_pending(job_id)
-                self._enqueue(replace(job, priority=priority))
+                self._enqueue(changed(job))
         elif job_id in self.suspended:
-            self.suspended[job_id] = replace(self.suspended[job_id], priority=priority)
+            self.suspended[job_id] = changed(self.suspended[job_id])
         elif job_id in self.orphans:
-            self.orphans[job_id] = replace(self.orphans[job_id], priority=priority)
+            self.orphans[job_id] = changed(self.orphans[job_id])
         elif job_id in self.running:
             rj = self.running[job_id]
-            self.running[job_id] = replace(rj, job=replace(rj.job, priority=priority))
+            if rj.borrowed and preemptible is False:
+                return False
+            self.running[job_id] = replace(rj, job=changed(rj.job))
+        return True
 
     def apply(self, decision: Decision, now: float) -> None:
         """Fold one of ``schedule``'s decisions back into the state."""
@@ -257,7 +266,7 @@ class SchedulerState:
             new = replace(rj, replicas=decision.replicas, placement=decision.placement, served_gpu_s=served,
                           sized_at=now)
             self._hold(new, +1, now)
-            if not borrowed and self.book.over_nominal(rj.job.queue):
+            if not borrowed and decision.replicas > rj.replicas and self.book.over_nominal(rj.job.queue):
                 new = replace(new, borrowed=True)
                 self.running[decision.job_id] = new
                 self._index_candidate(decision.job_id, new)

@@ -13,6 +13,7 @@ from services.gateway.errors import ApiError
 from services.gateway.ids import keyed_job_id
 from services.gateway.submissions import RecentSubmissions, spec_digest
 from services.gateway.views import ConfigView, StatusView
+from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, non_preemptible_refusal
 
 _ELEVATED_FIELDS = ("privileged", "run_as_root", "host_network", "host_pid", "host_ipc", "host_path_volumes")
 
@@ -31,6 +32,16 @@ def check_security(spec: JobSpec, queue: QueueConfig, *, field_prefix: str = "sp
                        field=f"{field_prefix}.template.security.{fields[0]}")
 
 
+def check_preemptibility(tenant: str, priority_class: str, config: ConfigView, *, preemptible: bool = True,
+                         field_prefix: str = "spec") -> None:
+    """403 naming the rule when the work would be non-preemptible and the tenant is not allowed to run such."""
+    refusal = non_preemptible_refusal(tenant, config.tenant(tenant), preemptible=preemptible,
+                                      priority_class=priority_class, class_config=config.priority_class(priority_class))
+    if refusal is not None:
+        field, message = refusal
+        raise ApiError(403, NON_PREEMPTIBLE_NOT_ALLOWED, message, field=f"{field_prefix}.{field}")
+
+
 def queue_for_submission(spec: JobSpec, principal: Principal, config: ConfigView) -> QueueConfig:
     """The spec's queue if the principal may submit to it: 422 unknown queue, 403 another tenant's queue."""
     queue = config.queue(spec.queue)
@@ -42,11 +53,13 @@ def queue_for_submission(spec: JobSpec, principal: Principal, config: ConfigView
 
 
 def check_spec(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
-    """Rules that need the configuration: known priority class, security policy."""
+    """Rules that need the configuration: known priority class, security policy, who may run
+    non-preemptible work."""
     if not config.has_priority_class(spec.priority_class):
         raise ApiError(422, "unknown_priority_class", f"no priority class named {spec.priority_class!r}",
                        field="spec.priority_class")
     check_security(spec, queue)
+    check_preemptibility(queue.tenant, spec.priority_class, config, preemptible=spec.preemptible)
 
 
 @dataclass(frozen=True, slots=True)

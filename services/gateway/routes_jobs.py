@@ -23,6 +23,7 @@ from services.gateway.models import (
     SubmitAccepted,
     ViewState,
 )
+from services.gateway.policy import check_preemptibility
 from services.gateway.presenters import explanation
 from services.gateway.routes_recurring import define_recurring
 
@@ -113,6 +114,8 @@ async def patch_job(job_id: JobPath, patch: PriorityPatch, ctx: Context, caller:
     if not ctx.config.has_priority_class(patch.priority_class):
         raise ApiError(422, "unknown_priority_class", f"no priority class named {patch.priority_class!r}",
                        field="patch.priority_class")
+    job = ctx.visible_job(job_id, caller)
+    check_preemptibility(job.tenant, patch.priority_class, ctx.config, field_prefix="patch")
     env = await ctx.act(job_id, caller, lambda j: ChangePriority(
         job_id=j.job_id, priority_class=patch.priority_class, requested_by=caller.user))
     return ActionAccepted(job_id=job_id, action="change_priority", event_id=env.event_id)

@@ -128,6 +128,14 @@ class ConfigView:
     def queues(self) -> list[QueueConfig]:
         return [q for q in self.items("queue") if isinstance(q, QueueConfig)]
 
+    def tenant(self, name: str) -> TenantConfig | None:
+        item = self._items["tenant"].get(name)
+        return item if isinstance(item, TenantConfig) else None
+
+    def priority_class(self, name: str) -> PriorityClassConfig | None:
+        item = self._items["priority-class"].get(name)
+        return item if isinstance(item, PriorityClassConfig) else None
+
     def tenant_of_namespace(self, namespace: str) -> TenantConfig | None:
         for item in self.items("tenant"):
             if isinstance(item, TenantConfig) and item.namespace == namespace:

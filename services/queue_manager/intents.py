@@ -12,6 +12,7 @@ from schemas.topics import DECISIONS_TOPIC
 from services.core import Preempt
 from services.queue_manager.entries import JobEntry
 from services.queue_manager.state import Out, QueueState
+from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, class_preemptible, non_preemptible_refusal
 
 log = logging.getLogger(__name__)
 
@@ -73,8 +74,9 @@ def submit(qs: QueueState, msg: SubmitJob, now: float) -> list[Out]:
 def refuse(qs: QueueState, msg: SubmitJob) -> tuple[str, str] | None:
     """Why a submission must not be queued, checked again here because external producers write the
     intents topic directly: the queue belongs to another tenant (whose namespace the job would run
-    in), or the pod asks for elevated security the queue does not allow. Unknown queues are left to
-    the scheduler, which rejects them."""
+    in), the pod asks for elevated security the queue does not allow, or the job would not be
+    preemptible and its tenant may not run such work. Unknown queues are left to the scheduler, which
+    rejects them."""
     queue = qs.config.queues.get(msg.spec.queue)
     if queue is None:
         return None
@@ -84,7 +86,17 @@ def refuse(qs: QueueState, msg: SubmitJob) -> tuple[str, str] | None:
     if security.elevated and not queue.allow_privileged:
         fields = ", ".join(name for name in _ELEVATED_FIELDS if getattr(security, name))
         return PRIVILEGED_NOT_ALLOWED, f"queue {queue.name!r} does not allow {fields}"
+    refusal = _non_preemptible_refusal(qs, msg.tenant, msg.spec.priority_class, preemptible=msg.spec.preemptible)
+    if refusal is not None:
+        return NON_PREEMPTIBLE_NOT_ALLOWED, refusal
     return None
+
+
+def _non_preemptible_refusal(qs: QueueState, tenant: str, priority_class: str, *, preemptible: bool) -> str | None:
+    classes = qs.config.priority_classes
+    refusal = non_preemptible_refusal(tenant, qs.config.tenants.get(tenant), preemptible=preemptible,
+                                      priority_class=priority_class, class_config=classes.get(priority_class))
+    return None if refusal is None else refusal[1]
 
 
 def cancel(qs: QueueState, entry: JobEntry, msg: CancelJob, now: float) -> list[Out]:
@@ -109,10 +121,21 @@ def change_priority(qs: QueueState, entry: JobEntry, msg: ChangePriority) -> lis
         return []
     if value == entry.priority and msg.priority_class == entry.spec.priority_class:
         return []
+    refusal = _non_preemptible_refusal(qs, entry.submission.tenant, msg.priority_class, preemptible=True)
+    if refusal is not None:
+        log.warning("ignoring ChangePriority of %s: %s", entry.job_id, refusal)
+        return []
+    classes = qs.config.priority_classes
+    new_class = class_preemptible(classes.get(msg.priority_class))
+    unchanged = new_class == class_preemptible(classes.get(entry.spec.priority_class))
+    preemptible = None if unchanged else new_class and entry.spec.preemptible  # the spec's own false still holds
+    if not qs.sched.set_priority(entry.job_id, value, preemptible):
+        log.warning("ignoring ChangePriority of %s to %r: it runs on borrowed quota, which only preemptible work "
+                    "may use", entry.job_id, msg.priority_class)
+        return []
     spec = entry.spec.model_copy(update={"priority_class": msg.priority_class})
     entry.submission = entry.submission.model_copy(update={"spec": spec})
     entry.priority = value
-    qs.sched.set_priority(entry.job_id, value)
     return [qs.record(entry)]
 
 

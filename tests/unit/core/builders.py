@@ -78,7 +78,8 @@ def admitted(result: CycleResult) -> set[str]:
 
 
 def check_invariants(st: SchedulerState) -> None:
-    """Capacity per node and NVLink group, quotas, cohort pools and gangs are all respected."""
+    """Capacity per node and NVLink group, quotas, cohort pools and gangs are all respected; only
+    preemptible work runs on borrowed quota."""
     nodes = st.nodes()
     assert st.gpuless_pending == sum(j.gpus_per_pod == 0 for j in st.pending.values())
     assert st.elastic_pending == sum(j.elastic for j in st.pending.values())
@@ -87,6 +88,7 @@ def check_invariants(st: SchedulerState) -> None:
     for rj in st.running_jobs().values():
         assert rj.placement.pods == rj.replicas, rj
         assert rj.replicas >= rj.job.min_size, rj
+        assert rj.job.preemptible or not rj.borrowed, rj  # borrowed quota must stay reclaimable
         clusters = {nodes[a.node].cluster for a in rj.placement.nodes if a.node in nodes}
         assert len(clusters) <= 1, rj
         for a in rj.placement.nodes:

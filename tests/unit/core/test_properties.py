@@ -76,7 +76,7 @@ def worlds(draw: st.DrawFn) -> World:
             priority=draw(st.integers(0, 2)),
             user=draw(st.sampled_from(("u1", "u2"))),
             runtime_estimate=draw(st.one_of(st.none(), st.floats(1.0, 30.0))),
-            preemptible=draw(st.booleans()) or True,
+            preemptible=draw(st.booleans()),
             checkpointable=draw(st.booleans()),
             grace_period_s=draw(st.sampled_from((0.0, 2.0))),
             topology=draw(st.sampled_from((None, TopologyRequest("rack", TopologyMode.PREFERRED)))),
