@@ -313,6 +313,7 @@ def _fifo_per_queue(cycle: Cycle, report: bool) -> None:
                 if nxt is not None:
                     heapq.heappush(heads, (nxt.submit_time, nxt.job_id, queue))
                 continue
+            reason = cycle.lent_out(job, reason)
         else:
             reason = PendingReason.QUEUED
         if not report:
