@@ -70,6 +70,8 @@ class Job:
     max_wait_s: float | None = None
     max_runtime_s: float | None = None
     attempt: int = 0
+    #: nodes where earlier attempts failed for infrastructure reasons: placed elsewhere unless nothing else fits
+    avoid_nodes: frozenset[str] = frozenset()
 
     @property
     def min_size(self) -> int:

@@ -336,12 +336,15 @@ class SchedulerState:
         else:
             self._drop_pending(job_id)
 
-    def job_stopped(self, job_id: str, now: float, requeue: bool = True) -> None:
+    def job_stopped(self, job_id: str, now: float, requeue: bool = True, avoid: frozenset[str] | None = None) -> None:
+        """The job's run ended early; requeued as the next attempt, which avoids ``avoid`` (if given) instead
+        of the nodes the job avoided so far."""
         if job_id not in self.running:
             return
         rj = self._release(job_id, now)
         if requeue:
-            self._enqueue(replace(rj.job, attempt=rj.job.attempt + 1))
+            avoid_nodes = rj.job.avoid_nodes if avoid is None else avoid
+            self._enqueue(replace(rj.job, attempt=rj.job.attempt + 1, avoid_nodes=avoid_nodes))
 
     def set_usage(self, queue: str, decayed_gpu_seconds: float, as_of: float) -> None:
         self.history[queue] = (decayed_gpu_seconds, as_of)
