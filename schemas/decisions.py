@@ -60,6 +60,9 @@ class JobAdmitted(_JobDecision):
     placement: PlacementPlan
     borrowed: bool = False
     spec: JobSpec
+    #: whole-gang restarts the job already spent on its own failures in earlier attempts that ended with an
+    #: infrastructure failure: the attempt starts with that many of its ``spec.max_restarts`` used
+    restarts: int = Field(default=0, ge=0)
 
 
 class JobPreemptionRequested(_JobDecision):

@@ -11,10 +11,14 @@ from typing import Annotated, ClassVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
+from schemas.capacity import NodeName
 from schemas.decisions import PlacementPlan
 from schemas.envelope import JobId, Message, Name, Text
 from schemas.intents import SubmitJob
 from schemas.status import JobState
+
+#: how many avoided nodes a job remembers (the most recent ones)
+MAX_AVOIDED_NODES = 64
 
 
 class JobRecord(BaseModel):
@@ -23,8 +27,13 @@ class JobRecord(BaseModel):
     priority: int
     state: JobState
     attempt: int = Field(default=0, ge=0)
-    restarts: int = Field(default=0, ge=0, description="whole-gang restarts after failures in this attempt")
     attained_gpu_s: float = Field(default=0.0, ge=0, description="GPU-seconds of service its earlier attempts received")
+    restarts: int = Field(default=0, ge=0, description="whole-gang restarts after the job's own failures, in "
+                          "this attempt and the attempts requeued after infrastructure failures before it")
+    infrastructure_retries: int = Field(default=0, ge=0, description="requeues after infrastructure failures")
+    avoid_nodes: list[NodeName] = Field(default_factory=list, max_length=MAX_AVOIDED_NODES,
+                                        description="nodes where the job's pods failed for infrastructure reasons, "
+                                        "oldest first: later attempts are placed elsewhere when anything else fits")
     replicas: int = Field(default=0, ge=0)
     placement: PlacementPlan | None = None
     borrowed: bool = False

@@ -133,7 +133,12 @@ class JobSpec(_Spec):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     max_wait_s: float | None = Field(default=None, gt=0, le=10 * 366 * 86400)
     max_runtime_s: float | None = Field(default=None, gt=0, le=10 * 366 * 86400)
-    max_restarts: int = Field(default=3, ge=0, le=100, description="whole-gang restarts after a pod failure")
+    max_restarts: int = Field(default=3, ge=0, le=100,
+                              description="whole-gang restarts after a failure of the job's own (exit code)")
+    max_infrastructure_retries: int = Field(
+        default=10, ge=0, le=100,
+        description="requeues after a node or infrastructure failure (eviction, lost node, device error), "
+        "each on other nodes if any fit; these do not spend max_restarts")
     schedule: Annotated[str, Field(max_length=128)] | None = Field(
         default=None, description="cron expression: submit again on this schedule"
     )

@@ -67,11 +67,21 @@ class RunSucceeded(_RunEvent):
 #: failure reasons after which the dispatcher does not restart the gang: the attempt ends with the failure
 NOT_RESTARTED_REASONS = frozenset({"DeadlineExceeded"})
 
+#: whose fault a failure is: the job's own (its exit code, its deadline) or the node's / the platform's
+FailureClass = Literal["job", "infrastructure"]
+#: at most this many nodes are named in one failure
+MAX_FAILED_NODES = 64
+
 
 class RunFailed(_RunEvent):
-    """A revision of the attempt failed. Not the end of the attempt: the dispatcher restarts the gang, or
-    reports ``DispatchFailed(reason="restarts_exhausted")`` once ``max_restarts`` is spent. Only a reason in
-    ``NOT_RESTARTED_REASONS`` ends the attempt here."""
+    """A revision of the attempt failed.
+
+    A ``job`` failure (the default, and what a message without ``classification`` means) is not the end
+    of the attempt: the dispatcher restarts the gang in place, or reports
+    ``DispatchFailed(reason="restarts_exhausted")`` once ``max_restarts`` is spent; only a reason in
+    ``NOT_RESTARTED_REASONS`` ends the attempt here. An ``infrastructure`` failure ends the attempt: the
+    dispatcher deletes the gang and the queue manager requeues the job, avoiding ``nodes``, without
+    spending a restart (bounded by ``max_infrastructure_retries``)."""
 
     TYPE: ClassVar[str] = "RunFailed"
     reason: Annotated[str, Field(min_length=1, max_length=64)]
@@ -80,6 +90,9 @@ class RunFailed(_RunEvent):
     pod: Annotated[str, Field(max_length=253)] | None = None
     #: whole-gang restarts done before the revision that failed; repeats of one failure carry the same value
     restarts: int | None = Field(default=None, ge=0)
+    classification: FailureClass = "job"
+    #: the nodes blamed for an infrastructure failure (where its pods failed); empty for a job failure
+    nodes: list[NodeName] = Field(default_factory=list, max_length=MAX_FAILED_NODES)
 
 
 class RunEvicted(_RunEvent):

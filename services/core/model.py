@@ -74,6 +74,8 @@ class Job:
     attained_gpu_s: float = 0.0  # GPU-seconds of service its earlier attempts received
     queued_at: float | None = None  # when it last entered the queue (None: at submit_time)
     last_run_s: float = 0.0  # how long its latest attempt ran before it was stopped
+    #: nodes where earlier attempts failed for infrastructure reasons: placed elsewhere unless nothing else fits
+    avoid_nodes: frozenset[str] = frozenset()
 
     @property
     def waiting_since(self) -> float:

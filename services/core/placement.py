@@ -1,11 +1,19 @@
-"""Gang placement: best fit over the capacity index, with GPU type, selectors, taints and topology."""
+"""Gang placement: best fit over the capacity index, with GPU type, selectors, taints and topology.
+
+A job's ``avoid_nodes`` (where earlier attempts failed for infrastructure reasons) are a soft
+exclusion: every placement is tried without them first and only falls back to them when nothing
+else fits.
+"""
 
 from __future__ import annotations
 
-from collections.abc import Container, Iterable
+from collections.abc import Callable, Container, Iterable
+from typing import TypeVar
 
 from .capacity import CapacityIndex, GroupKey, fits_in_group
 from .model import TOPOLOGY_LEVELS, Job, Node, NodeAssignment, Placement, TopologyMode
+
+_T = TypeVar("_T")
 
 MAX_DOMAIN_TRIES = 16
 _NO_EXCLUSION: frozenset[str] = frozenset()
@@ -36,8 +44,22 @@ def candidate_clusters(index: CapacityIndex, job: Job, gpu_type: str) -> list[st
     return [k[0] for k in keys]
 
 
+class Avoiding:
+    """The hard exclusion plus the nodes a job would rather not use."""
+
+    __slots__ = ("avoid", "excluded")
+
+    def __init__(self, excluded: Container[str], avoid: frozenset[str]) -> None:
+        self.excluded = excluded
+        self.avoid = avoid
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.avoid or name in self.excluded
+
+
 class Placer:
-    """Finds placements for one job on one scratch index; ``excluded`` nodes are never used."""
+    """Finds placements for one job on one scratch index; ``excluded`` nodes are never used, the job's
+    ``avoid_nodes`` only when no placement without them exists."""
 
     __slots__ = ("excluded", "index", "job", "spread")
 
@@ -51,6 +73,31 @@ class Placer:
 
     def place(self, gpu_type: str, pods_min: int, pods_max: int) -> Placement | None:
         """Place between ``pods_min`` and ``pods_max`` pods inside one cluster, or None."""
+        return self._avoiding(lambda: self._place(gpu_type, pods_min, pods_max))
+
+    def place_in(self, names: Iterable[str], pods_min: int, pods_max: int) -> list[NodeAssignment] | None:
+        """Place on the given nodes only (best fit among them)."""
+        candidates = list(names)
+        return self._avoiding(lambda: self._place_in(candidates, pods_min, pods_max))
+
+    def fill_group(self, key: GroupKey, pods_min: int, pods_max: int) -> list[NodeAssignment] | None:
+        """Place on any nodes of one (cluster, GPU type) group, best fit first."""
+        return self._avoiding(lambda: self._fill_group(key, pods_min, pods_max))
+
+    def _avoiding(self, attempt: Callable[[], _T | None]) -> _T | None:
+        """``attempt()`` with the job's avoided nodes excluded too; without that exclusion if it finds nothing."""
+        avoid = self.job.avoid_nodes
+        hard = self.excluded
+        if not avoid or isinstance(hard, Avoiding):  # nothing to avoid, or already inside the first try
+            return attempt()
+        self.excluded = Avoiding(hard, avoid)
+        try:
+            found = attempt()
+        finally:
+            self.excluded = hard
+        return found if found is not None else attempt()
+
+    def _place(self, gpu_type: str, pods_min: int, pods_max: int) -> Placement | None:
         job = self.job
         for cluster in candidate_clusters(self.index, job, gpu_type):
             key = (cluster, gpu_type)
@@ -59,7 +106,7 @@ class Placer:
             topo = job.topology
             found: list[NodeAssignment] | None
             if topo is None or topo.level == "cluster":
-                found = self.fill_group(key, pods_min, pods_max)
+                found = self._fill_group(key, pods_min, pods_max)
             elif topo.mode is TopologyMode.REQUIRED:
                 found = self.in_one_domain(key, topo.level, pods_min, pods_max)
             else:
@@ -70,13 +117,12 @@ class Placer:
                     if found is not None:
                         break
                 if found is None:
-                    found = self.fill_group(key, pods_min, pods_max)
+                    found = self._fill_group(key, pods_min, pods_max)
             if found is not None:
                 return Placement(cluster, tuple(found))
         return None
 
-    def place_in(self, names: Iterable[str], pods_min: int, pods_max: int) -> list[NodeAssignment] | None:
-        """Place on the given nodes only (best fit among them)."""
+    def _place_in(self, names: Iterable[str], pods_min: int, pods_max: int) -> list[NodeAssignment] | None:
         free = self.index.free
         sign = -1 if self.spread else 1
         ordered = sorted((n for n in names if n in free), key=lambda n: (sign * free[n], n))
@@ -84,7 +130,7 @@ class Placer:
 
     # ------------------------------------------------------------------ internals
 
-    def fill_group(self, key: GroupKey, pods_min: int, pods_max: int) -> list[NodeAssignment] | None:
+    def _fill_group(self, key: GroupKey, pods_min: int, pods_max: int) -> list[NodeAssignment] | None:
         return self._fill(self._group_order(key), pods_min, pods_max, single=False)
 
     def _group_order(self, key: GroupKey) -> Iterable[str]:
@@ -104,7 +150,7 @@ class Placer:
         by_domain = self.index.domain_free.get((gpu_type, cluster, depth), {})
         domains = sorted((sign * free, d) for d, free in by_domain.items() if free >= need)
         for _, domain in domains[:MAX_DOMAIN_TRIES]:
-            found = self.place_in(self.index.domain_nodes.get(domain, ()), pods_min, pods_max)
+            found = self._place_in(self.index.domain_nodes.get(domain, ()), pods_min, pods_max)
             if found is not None:
                 return found
         return None
@@ -113,6 +159,10 @@ class Placer:
         index, job = self.index, self.job
         gpus, cpu, mem = job.gpus_per_pod, job.cpu_m, job.memory_mb
         excluded = self.excluded
+        avoid = job.avoid_nodes
+        if avoid and not isinstance(excluded, Avoiding):  # the fallback: as few avoided nodes as will do
+            listed = list(names)
+            names = [*(n for n in listed if n not in avoid), *(n for n in listed if n in avoid)]
         out: list[NodeAssignment] = []
         remaining = pods_max
         for name in names:

@@ -372,7 +372,9 @@ class SchedulerState:
         else:
             self._drop_pending(job_id)
 
-    def job_stopped(self, job_id: str, now: float, requeue: bool = True) -> None:
+    def job_stopped(self, job_id: str, now: float, requeue: bool = True, avoid: frozenset[str] | None = None) -> None:
+        """The job's run ended early; requeued as the next attempt, which avoids ``avoid`` (if given) instead
+        of the nodes the job avoided so far."""
         if job_id not in self.running:
             return
         rj = self._release(job_id, now)
@@ -385,6 +387,7 @@ class SchedulerState:
                     attained_gpu_s=rj.attained(now),
                     queued_at=now,
                     last_run_s=max(now - rj.start_time, 0.0),
+                    avoid_nodes=job.avoid_nodes if avoid is None else avoid,
                 )
             )
 

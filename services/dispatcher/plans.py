@@ -122,7 +122,7 @@ def bookkeeping(decision: JobAdmitted, event_id: str, correlation_id: str) -> di
     """The dispatcher's own annotations on a Job it creates or releases for ``decision``."""
     return {
         ann.REVISION: "0",
-        ann.RESTARTS: "0",
+        ann.RESTARTS: str(decision.restarts),
         ann.MAX_RESTARTS: str(decision.spec.max_restarts),
         ann.DECISION_EVENT: event_id,
         ann.CORRELATION: correlation_id,

@@ -1,5 +1,9 @@
 """Whole-gang restart: a pod of the current Job failed, so the gang starts again, up to ``max_restarts`` times.
 
+Only a failure of the job's own (``RunFailed.classification == "job"``) is restarted here, in place. An
+infrastructure failure (a node's fault) is not: the Job is deleted and the queue manager requeues the job
+as its next attempt, placed away from the failed nodes, without spending a restart.
+
 On ``RunFailed`` for the current revision of the current attempt the failed Job is annotated with
 ``muster.dev/restart-at`` (now + an exponential backoff); a tracked task waits until then, creates
 revision n+1 (``<job-id>-a<attempt>-r<n+1>``, same attempt, a copy of the failed Job, suspended until
@@ -27,6 +31,9 @@ from services.runtime.kafka import Delivery
 from services.runtime.kube import KubeObject
 
 log = logging.getLogger(__name__)
+
+#: the delete reason of a gang that failed for infrastructure reasons (its job is requeued as a new attempt)
+INFRASTRUCTURE_FAILURE = "infrastructure_failure"
 
 #: what follows ``<job name>-`` in the name of one of its pods: ``<index>-<suffix>`` or ``<suffix>``
 _POD_SUFFIX = re.compile(r"^([0-9]+-)?[a-z0-9]{5}$")
@@ -60,6 +67,9 @@ async def on_run_failed(ctx: Context, envelope: Envelope, delivery: Delivery) ->
         job = await ctx.ops.get_job(run.namespace, run.name)
         if job is None or not job_failed(job):
             return
+    if failure.classification == "infrastructure":
+        await _hand_back(ctx, run, failure)
+        return
     if run.restarts >= run.max_restarts:
         await _give_up(ctx, envelope, delivery, run, failure)
         return
@@ -82,6 +92,16 @@ async def _give_up(ctx: Context, envelope: Envelope, delivery: Delivery, run: Ru
     await ctx.ops.delete_job(run.namespace, run.name, "restarts_exhausted")
     ctx.drop_run(run, finished=True)
     log.warning("job %s attempt %d: %s", run.job_id, run.attempt, message)
+
+
+async def _hand_back(ctx: Context, run: Run, failure: RunFailed) -> None:
+    """An infrastructure failure: no restart on the same nodes. The gang goes (its surviving pods free their
+    GPUs) and the queue manager, reading the same ``RunFailed``, requeues the job to run elsewhere."""
+    log.warning("job %s attempt %d: %s failed for infrastructure reasons (%s on %s); the gang is deleted and "
+                "requeued by the queue manager", run.job_id, run.attempt, failure.pod or run.name, failure.reason,
+                ", ".join(failure.nodes) or "unknown nodes")
+    await ctx.ops.delete_job(run.namespace, run.name, INFRASTRUCTURE_FAILURE)
+    ctx.drop_run(run, finished=True)
 
 
 def schedule(ctx: Context, run: Run) -> None:

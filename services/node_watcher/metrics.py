@@ -9,6 +9,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from schemas.capacity import NodeState, NodeStateObserved
 from schemas.envelope import Message
+from schemas.runs import RunEvicted, RunFailed
 
 
 class WatcherMetrics:
@@ -31,6 +32,12 @@ class WatcherMetrics:
         self.not_ready = Counter("muster_node_watcher_not_ready_transitions", "Nodes that stopped being Ready",
                                  ["cluster"], registry=registry)
         self._healthy: dict[str, bool] = {}
+        self.run_failures = Counter("muster_node_watcher_run_failures_total",
+                                    "Failed runs reported, by classification (job, infrastructure)",
+                                    ["cluster", "classification"], registry=registry)
+        self.node_failures = Counter("muster_node_watcher_node_failures_total",
+                                     "Infrastructure failures (evictions included) blamed on each node",
+                                     ["cluster", "node"], registry=registry)
 
     def watch_backlog(self, size: Callable[[], int]) -> None:
         self.backlog.labels(self.cluster).set_function(lambda: float(size()))
@@ -42,6 +49,14 @@ class WatcherMetrics:
             self._healthy[message.state.node] = message.state.healthy
             if was and not message.state.healthy:
                 self.not_ready.labels(self.cluster).inc()
+        elif isinstance(message, RunFailed):
+            self.run_failures.labels(self.cluster, message.classification).inc()
+            for node in message.nodes:
+                self.node_failures.labels(self.cluster, node).inc()
+        elif isinstance(message, RunEvicted):
+            self.run_failures.labels(self.cluster, "infrastructure").inc()
+            if message.node:
+                self.node_failures.labels(self.cluster, message.node).inc()
 
     def capacity(self, states: Iterable[NodeState]) -> None:
         """Recompute the node and GPU gauges from the current node states."""

@@ -1,5 +1,6 @@
 """Run observations derived from one Muster Job and its pods. Pure: objects in, messages out.
 
+A failure is classified (``failures``): an infrastructure failure names the nodes to blame.
 Each ``Observation`` carries a deduplication key. Started / all-ready / succeeded are keyed by
 (job, attempt, kind): a gang restarted under a new object name keeps its attempt, and has already
 started. A failure (``RunFailed`` or ``RunEvicted``, whichever is seen first) and a deletion are
@@ -8,13 +9,22 @@ keyed by the Job object as well, because every restart of an attempt can fail ag
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
 from schemas.envelope import Message
-from schemas.runs import RunAllPodsReady, RunDeleted, RunEvicted, RunFailed, RunStarted, RunSucceeded
+from schemas.runs import (
+    MAX_FAILED_NODES,
+    RunAllPodsReady,
+    RunDeleted,
+    RunEvicted,
+    RunFailed,
+    RunStarted,
+    RunSucceeded,
+)
+from services.node_watcher.failures import classify_pod_failure
 
 KubeObject = dict[str, Any]
 
@@ -35,6 +45,11 @@ EVICTION_REASONS = frozenset({"NodeLost", "Evicted", "Preempted", "Shutdown", "N
 JOB_LEVEL_FAILURES = frozenset({"DeadlineExceeded"})
 
 DedupKey = tuple[str, ...]
+NodeDown = Callable[[str | None], bool]
+
+
+def no_node_down(_: str | None) -> bool:
+    return False
 
 
 @dataclass(frozen=True, slots=True)
@@ -136,7 +151,12 @@ def _clip(text: str, limit: int = 64) -> str:
     return text[:limit] or "Unknown"
 
 
-def _failure(ref: JobRef, job: KubeObject, pods: list[KubeObject], base: dict[str, Any]) -> Observation | None:
+def _node(pod: KubeObject) -> str | None:
+    return (pod.get("spec") or {}).get("nodeName") or None
+
+
+def _failure(ref: JobRef, job: KubeObject, pods: list[KubeObject], base: dict[str, Any],
+             node_down: NodeDown) -> Observation | None:
     key: DedupKey = (ref.job_id, str(ref.attempt), "failure", ref.name)
     failed_base = {**base, "restarts": ref.restarts}
     failed = sorted((p for p in pods if _phase(p) == "Failed"), key=_finish_order)
@@ -145,29 +165,38 @@ def _failure(ref: JobRef, job: KubeObject, pods: list[KubeObject], base: dict[st
         pod = evicted[0]
         status = pod.get("status") or {}
         return Observation(key, RunEvicted(**base, reason=_clip(str(status.get("reason") or "DisruptionTarget")),
-                                           node=(pod.get("spec") or {}).get("nodeName") or None))
+                                           node=_node(pod)))
     job_failed = condition(job, "Failed")
     if job_failed is not None and job_failed.get("reason") in JOB_LEVEL_FAILURES:
         return Observation(key, RunFailed(**failed_base, reason=_clip(str(job_failed["reason"])),
                                           message=str(job_failed.get("message") or "")[:2048]))
     if failed:
-        pod = failed[0]
+        # one infrastructure failure explains the gang's others (peers of a lost pod exit with errors too)
+        infra = [p for p in failed if classify_pod_failure(p, node_down(_node(p))) == "infrastructure"]
+        pod = infra[0] if infra else failed[0]
         term = _terminated(pod)
         status = pod.get("status") or {}
-        reason = term.get("reason") or status.get("reason") or "Failed"
+        reason = status.get("reason") if infra and status.get("reason") else term.get("reason")
+        reason = reason or status.get("reason") or "Failed"
         message = term.get("message") or status.get("message") or ""
         exit_code = term.get("exitCode")
+        blame: dict[str, Any] = {}
+        if infra:
+            nodes = sorted({n for p in infra if (n := _node(p))})[:MAX_FAILED_NODES]
+            blame = {"classification": "infrastructure", "nodes": nodes}
         return Observation(key, RunFailed(**failed_base, reason=_clip(str(reason)), message=str(message)[:2048],
                                           exit_code=int(exit_code) if exit_code is not None else None,
-                                          pod=str((pod.get("metadata") or {}).get("name"))))
+                                          pod=str((pod.get("metadata") or {}).get("name")), **blame))
     if job_failed is not None:
         return Observation(key, RunFailed(**failed_base, reason=_clip(str(job_failed.get("reason") or "JobFailed")),
                                           message=str(job_failed.get("message") or "")[:2048]))
     return None
 
 
-def observe(job: KubeObject, pods: Iterable[KubeObject], cluster: str, now: datetime) -> list[Observation]:
-    """Every observation that holds for ``job`` given its ``pods`` (the caller drops repeats by key)."""
+def observe(job: KubeObject, pods: Iterable[KubeObject], cluster: str, now: datetime,
+            node_down: NodeDown = no_node_down) -> list[Observation]:
+    """Every observation that holds for ``job`` given its ``pods`` (the caller drops repeats by key);
+    ``node_down(name)`` says whether a node is known to be NotReady or deleted."""
     ref = job_ref(job)
     if ref is None:
         return []
@@ -188,7 +217,7 @@ def observe(job: KubeObject, pods: Iterable[KubeObject], cluster: str, now: date
     if condition_true(job, "Complete"):
         result.append(Observation((*attempt_key, RunSucceeded.TYPE), RunSucceeded(**base)))
     elif not stopping_by_muster(job):
-        failure = _failure(ref, job, owned, base)
+        failure = _failure(ref, job, owned, base, node_down)
         if failure is not None:
             result.append(failure)
     return result

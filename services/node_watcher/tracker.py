@@ -12,13 +12,15 @@ from typing import Any
 
 from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
 from schemas.envelope import Message
-from services.node_watcher.nodes import node_state
-from services.node_watcher.runs import DedupKey, job_ref, observe, observe_deleted, owner_job
+from services.node_watcher.nodes import node_state, ready_condition
+from services.node_watcher.runs import DedupKey, NodeDown, job_ref, no_node_down, observe, observe_deleted, owner_job
 
 KubeObject = dict[str, Any]
 DELETED = "DELETED"
 JOB_ID = "muster.dev/job-id"
 JobKey = tuple[str, str]  # namespace, name
+#: how many deleted node names are remembered (a pod failure seen after its node went still blames the node)
+GONE_MEMORY = 1024
 
 
 def _meta(obj: KubeObject) -> dict[str, Any]:
@@ -40,11 +42,26 @@ class NodeTracker:
         self.published: dict[str, NodeState] = {}
         self._pods_on: dict[str, dict[JobKey, KubeObject]] = defaultdict(dict)
         self._node_of: dict[JobKey, str] = {}
+        self._gone: dict[str, None] = {}  # deleted nodes, oldest first
+
+    def down(self, name: str | None) -> bool:
+        """Whether node ``name`` is known to be NotReady or deleted (a node never seen is not)."""
+        if not name:
+            return False
+        node = self.nodes.get(name)
+        if node is None:
+            return name in self._gone
+        ready = ready_condition(node)
+        return ready is not None and ready.get("status") != "True"
 
     def on_node(self, event_type: str, node: KubeObject, now: datetime) -> list[Message]:
         name = str(_meta(node)["name"])
+        self._gone.pop(name, None)
         if event_type == DELETED:
             self.nodes.pop(name, None)
+            self._gone[name] = None
+            if len(self._gone) > GONE_MEMORY:
+                del self._gone[next(iter(self._gone))]
             if self.published.pop(name, None) is None:
                 return []
             return [NodeRemoved(cluster=self.cluster, node=name, observed_at=now)]
@@ -81,8 +98,9 @@ class NodeTracker:
 class RunTracker:
     """Muster Jobs and their pods; derives run observations and drops the ones already reported."""
 
-    def __init__(self, cluster: str) -> None:
+    def __init__(self, cluster: str, node_down: NodeDown = no_node_down) -> None:
         self.cluster = cluster
+        self.node_down = node_down
         self.jobs: dict[JobKey, KubeObject] = {}
         self.reported: set[DedupKey] = set()
         self._pods: dict[JobKey, dict[JobKey, KubeObject]] = defaultdict(dict)
@@ -122,7 +140,7 @@ class RunTracker:
         job = self.jobs.get(key)
         if job is None:
             return []
-        return self._fresh(observe(job, self._pods.get(key, {}).values(), self.cluster, now))
+        return self._fresh(observe(job, self._pods.get(key, {}).values(), self.cluster, now, self.node_down))
 
     def _fresh(self, observations: list[Any]) -> list[Message]:
         messages: list[Message] = []

@@ -33,7 +33,7 @@ class NodeWatcher:
         self.metrics = metrics
         self.backoff = backoff
         self.nodes = NodeTracker(cluster)
-        self.runs = RunTracker(cluster)
+        self.runs = RunTracker(cluster, node_down=self.nodes.down)
         self.ready = asyncio.Event()
 
     def _on_node(self, event_type: str, obj: KubeObject) -> None:

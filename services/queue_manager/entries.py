@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from schemas.decisions import PlacementPlan
 from schemas.intents import SubmitJob
-from schemas.jobs import JobRecord, JobRecorded
+from schemas.jobs import MAX_AVOIDED_NODES, JobRecord, JobRecorded
 from schemas.jobspec import JobSpec
 from schemas.status import TERMINAL_STATES, JobState
 from services.core import Job, PendingInfo
@@ -33,6 +34,8 @@ class JobEntry:
     attempt: int = 0
     restarts: int = 0
     attained_gpu_s: float = 0.0  # service earlier attempts received (orders the queue, teaches runtimes)
+    infrastructure_retries: int = 0
+    avoid_nodes: tuple[str, ...] = ()  # oldest first, at most MAX_AVOIDED_NODES
     replicas: int = 0
     placement: PlacementPlan | None = None
     borrowed: bool = False
@@ -81,6 +84,8 @@ class JobEntry:
             attempt=self.attempt,
             restarts=self.restarts,
             attained_gpu_s=self.attained_gpu_s,
+            infrastructure_retries=self.infrastructure_retries,
+            avoid_nodes=list(self.avoid_nodes),
             replicas=self.replicas,
             placement=self.placement,
             borrowed=self.borrowed,
@@ -102,6 +107,8 @@ class JobEntry:
             attempt=rec.attempt,
             restarts=rec.restarts,
             attained_gpu_s=rec.attained_gpu_s,
+            infrastructure_retries=rec.infrastructure_retries,
+            avoid_nodes=tuple(rec.avoid_nodes),
             replicas=rec.replicas,
             placement=rec.placement,
             borrowed=rec.borrowed,
@@ -119,8 +126,12 @@ class JobEntry:
             submit_time=self.submission.submitted_at.timestamp(),
             attempt=self.attempt,
         )
-        job = replace(job, attained_gpu_s=self.attained_gpu_s)
-        return job if class_preemptible else replace(job, preemptible=False)
+        return replace(
+            job,
+            preemptible=job.preemptible and class_preemptible,
+            avoid_nodes=frozenset(self.avoid_nodes),
+            attained_gpu_s=self.attained_gpu_s,
+        )
 
     def full_size_runtime(self) -> float | None:
         """What a succeeded job needed at its full size (the figure ``core.runtimes`` learns), from its
@@ -140,11 +151,21 @@ class JobEntry:
         self.message = message
         self.info = None
 
-    def requeue(self, reason: str, message: str = "") -> None:
-        """Back to pending as the next attempt (after an eviction or a preemption)."""
+    def avoid(self, nodes: Iterable[str]) -> None:
+        """Remember ``nodes`` (blamed for an infrastructure failure) for later attempts to avoid."""
+        fresh = list(dict.fromkeys(nodes))
+        kept = [n for n in self.avoid_nodes if n not in fresh]
+        self.avoid_nodes = tuple([*kept, *fresh][-MAX_AVOIDED_NODES:])
+
+    def requeue(self, reason: str, message: str = "", *, keep_restarts: bool = False) -> None:
+        """Back to pending as the next attempt (after an eviction, a preemption or an infrastructure failure).
+
+        The restarts spent on the job's own failures are kept after an infrastructure failure (the next
+        attempt continues the count), and start over after a preemption."""
         self.state = "pending"
         self.attempt += 1
-        self.restarts = 0
+        if not keep_restarts:
+            self.restarts = 0
         self.replicas = 0
         self.placement = None
         self.borrowed = False

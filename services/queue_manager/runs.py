@@ -1,11 +1,18 @@
 """What happened on a cluster (``muster.runs``, ``muster.dispatches``) folded into the queue state.
 
 Events of any other attempt than the job's current one are stale and ignored. Restart rule: the
-dispatcher restarts a failed gang itself, up to ``spec.max_restarts`` times per attempt, and it alone
-decides when the budget is spent: its ``DispatchFailed(reason="restarts_exhausted")`` makes the job
-``failed`` and frees its GPUs. A ``RunFailed`` only updates the restart count shown, taken from the
-failed revision (``RunFailed.restarts``), so a failure reported twice is counted once; only a reason in
+dispatcher restarts a gang that failed by its own fault (``RunFailed.classification == "job"``) itself,
+up to ``spec.max_restarts`` times, and it alone decides when the budget is spent: its
+``DispatchFailed(reason="restarts_exhausted")`` makes the job ``failed`` and frees its GPUs. Such a
+``RunFailed`` only updates the restart count shown, taken from the failed revision
+(``RunFailed.restarts``), so a failure reported twice is counted once; only a reason in
 ``NOT_RESTARTED_REASONS`` (the job ran out of time) ends the job at once.
+
+Infrastructure failures (``RunFailed`` classified ``infrastructure``, every ``RunEvicted``, and a stop
+the core ordered because the job's node became unhealthy or was removed) spend no restart: the job is
+requeued as its next attempt, which avoids the blamed nodes (``avoid_nodes``, kept in the job's
+record), up to ``spec.max_infrastructure_retries`` times; then it fails with
+``infrastructure_retries_exhausted``. The restarts already spent carry over to that next attempt.
 """
 
 from __future__ import annotations
@@ -24,10 +31,14 @@ from schemas.runs import (
     RunStarted,
     RunSucceeded,
 )
+from services.core import PreemptReason
 from services.queue_manager.entries import JobEntry
 from services.queue_manager.state import Out, QueueState
 
 log = logging.getLogger(__name__)
+
+INFRASTRUCTURE_EXHAUSTED = "infrastructure_retries_exhausted"
+NODE_UNHEALTHY = PreemptReason.NODE_UNHEALTHY.value
 
 
 def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
@@ -50,8 +61,10 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
         return _failed(qs, entry, message, now)
     if isinstance(message, RunEvicted):
         where = f" from node {message.node}" if message.node else ""
-        return _stopped(qs, entry, now, entry.state != "preempting" or entry.requeue_on_stop, message.reason,
-                        f"evicted{where}: {message.reason}")
+        text = f"evicted{where}: {message.reason}"
+        if entry.state == "preempting":
+            return _stopped(qs, entry, now, entry.requeue_on_stop, message.reason, text)
+        return _infrastructure(qs, entry, now, [message.node] if message.node else [], message.reason, text)
     if isinstance(message, JobStopped):
         requeue = message.requeue and entry.requeue_on_stop
         return _stopped(qs, entry, now, requeue, message.reason,
@@ -77,6 +90,9 @@ def _failed(qs: QueueState, entry: JobEntry, msg: RunFailed, now: float) -> list
         qs.sched.job_finished(entry.job_id, now)
         entry.finish("failed", now, msg.reason, msg.message or f"failed: {msg.reason}")
         return [qs.record(entry)]
+    if msg.classification == "infrastructure":
+        detail = f"{msg.reason}: {msg.message}" if msg.message else msg.reason
+        return _infrastructure(qs, entry, now, msg.nodes, msg.reason, f"pod failed ({detail})")
     limit = entry.spec.max_restarts
     done = entry.restarts if msg.restarts is None else msg.restarts
     if done >= limit or entry.state == "preempting":
@@ -86,17 +102,68 @@ def _failed(qs: QueueState, entry: JobEntry, msg: RunFailed, now: float) -> list
         return []  # a repeat of a failure already counted
     entry.restarts = restarts
     entry.reason = "restarting"
-    entry.message = f"restart {restarts}/{limit} after {msg.reason}"
+    code = f", exit code {msg.exit_code}" if msg.exit_code is not None else ""
+    entry.message = f"job failure ({msg.reason}{code}): restart {restarts}/{limit}"
     return [qs.record(entry)]
 
 
+def _infrastructure(qs: QueueState, entry: JobEntry, now: float, nodes: list[str], reason: str,
+                    text: str) -> list[Out]:
+    """The attempt failed through no fault of the job: requeue it away from ``nodes``, without spending a
+    restart, at most ``max_infrastructure_retries`` times."""
+    entry.avoid(nodes)
+    if entry.state == "preempting":  # it is being stopped anyway; its next attempt avoids the nodes too
+        return [qs.record(entry)]
+    retry = _charge(qs, entry, now, nodes, text)
+    if retry is None:
+        return [qs.record(entry)]
+    _release(qs, entry, now, requeue=True)
+    entry.requeue(reason, retry, keep_restarts=True)
+    return [qs.record(entry)]
+
+
+def _charge(qs: QueueState, entry: JobEntry, now: float, nodes: list[str], text: str) -> str | None:
+    """Count one infrastructure retry: the requeue message, or None once the retries are spent (the job is
+    then failed and its capacity released)."""
+    where = ", ".join(nodes) or "an unknown node"
+    limit = entry.spec.max_infrastructure_retries
+    entry.infrastructure_retries += 1
+    if entry.infrastructure_retries > limit:
+        qs.sched.job_finished(entry.job_id, now)
+        entry.finish("failed", now, INFRASTRUCTURE_EXHAUSTED,
+                     f"infrastructure failure on {where}, {text}; all {limit} infrastructure retries spent")
+        return None
+    return f"infrastructure failure on {where}, {text}: retry {entry.infrastructure_retries}/{limit} on other nodes"
+
+
+def _lost_nodes(qs: QueueState, entry: JobEntry) -> list[str]:
+    """The nodes of the job's placement that are unhealthy or gone (why the core stopped it)."""
+    planned = [a.node for a in entry.placement.nodes] if entry.placement is not None else []
+    return [n for n in planned if n not in qs.nodes or not qs.nodes[n].healthy]
+
+
+def _release(qs: QueueState, entry: JobEntry, now: float, *, requeue: bool) -> None:
+    """Free the job's capacity in the core; when ``requeue``, its next attempt waits there away from the
+    nodes it avoids, carrying the service it has received (which orders the queue)."""
+    qs.sched.job_stopped(entry.job_id, now, requeue=requeue, avoid=frozenset(entry.avoid_nodes))
+    requeued = qs.sched.pending.get(entry.job_id) if requeue else None
+    if requeued is not None:
+        entry.attained_gpu_s = requeued.attained_gpu_s
+
+
 def _stopped(qs: QueueState, entry: JobEntry, now: float, requeue: bool, reason: str, text: str) -> list[Out]:
-    qs.sched.job_stopped(entry.job_id, now, requeue=requeue)
+    if requeue and entry.reason == NODE_UNHEALTHY:  # the core stopped it for a lost node: infrastructure
+        lost = _lost_nodes(qs, entry)
+        entry.avoid(lost)
+        retry = _charge(qs, entry, now, lost, f"{NODE_UNHEALTHY} ({text})")
+        if retry is None:
+            return [qs.record(entry)]
+        _release(qs, entry, now, requeue=True)
+        entry.requeue(NODE_UNHEALTHY, retry, keep_restarts=True)
+        return [qs.record(entry)]
+    _release(qs, entry, now, requeue=requeue)
     if requeue:
         entry.requeue(reason, text)
-        requeued = qs.sched.pending.get(entry.job_id)
-        if requeued is not None:
-            entry.attained_gpu_s = requeued.attained_gpu_s
     elif entry.reason == "cancelled" or reason == "cancelled":
         entry.finish("cancelled", now, "cancelled", entry.message or text)
     else:

@@ -105,6 +105,7 @@ class QueueState:
                 placement=entry.placement,
                 borrowed=entry.borrowed,
                 spec=entry.spec,
+                restarts=entry.restarts,
             ),
         )
 

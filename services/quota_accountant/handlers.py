@@ -86,7 +86,11 @@ def end_outcome(msg: EndEvent) -> Outcome | None:
     """How an attempt ended, or None for a message that does not end it (a retryable dispatch failure)."""
     if isinstance(msg, RunSucceeded):
         return "succeeded"
-    if isinstance(msg, RunFailed):  # the gang restarts unless the job ran out of time; see schemas.runs
+    if isinstance(msg, RunFailed):
+        # an infrastructure failure ends the attempt (the job is requeued), as an eviction does; a failure of
+        # the job's own restarts the gang within the attempt unless the job ran out of time (see schemas.runs)
+        if msg.classification == "infrastructure":
+            return "evicted"
         return "failed" if msg.reason in NOT_RESTARTED_REASONS else None
     if isinstance(msg, RunEvicted):
         return "evicted"

@@ -35,10 +35,11 @@ def spec(*, replicas: int = 2, gpus: int = 4, seconds: float | None = 30.0, exit
 
 
 def admitted(job_id: str, attempt: int = 0, *, plan: PlacementPlan | None = None, job_spec: JobSpec | None = None,
-             namespace: str = "team-a") -> JobAdmitted:
+             namespace: str = "team-a", restarts: int = 0) -> JobAdmitted:
     where = plan or placement()
     return JobAdmitted(job_id=job_id, attempt=attempt, tenant="team-a", queue="team-a", namespace=namespace,
-                       priority=100, replicas=where.pods, placement=where, spec=job_spec or spec(replicas=where.pods))
+                       priority=100, replicas=where.pods, placement=where, spec=job_spec or spec(replicas=where.pods),
+                       restarts=restarts)
 
 
 def preempt(job_id: str, attempt: int = 0, *, grace_s: float = 1.0, requeue: bool = True,

@@ -131,6 +131,27 @@ async def test_a_job_out_of_time_is_not_restarted(bench: Bench) -> None:
     assert bench.dispatcher.ctx.runs["job-4"].restart_at is None and "job-4" not in bench.dispatcher.ctx.tasks
 
 
+async def test_an_infrastructure_failure_is_not_restarted_in_place_but_handed_back(bench: Bench) -> None:
+    await bench.handle(admitted("job-9", 0, job_spec=spec(seconds=60, max_restarts=3)))
+    [name] = await bench.job_names()
+    await bench.handle(RunFailed(job_id="job-9", attempt=0, cluster=CLUSTER, observed_at=datetime.now(UTC),
+                                 reason="UnexpectedAdmissionError", pod=f"{name}-0-abcde",
+                                 classification="infrastructure", nodes=["east-a100-0"]), topic=RUNS_TOPIC)
+    assert "job-9" not in bench.dispatcher.ctx.runs and "job-9" not in bench.dispatcher.ctx.tasks
+    assert bench.dispatcher.ctx.is_finished("job-9", 0)
+    assert not bench.producer.payloads(DispatchFailed)  # the queue manager decides what comes next
+
+    async def deleted() -> bool:
+        return await bench.job_names() == []
+
+    await eventually_true(deleted)
+    # the requeued attempt starts with the restarts the job already spent on its own failures
+    await bench.handle(admitted("job-9", 1, job_spec=spec(seconds=60, max_restarts=3), restarts=2))
+    assert await bench.job_names() == ["job-9-a1"]
+    run = bench.dispatcher.ctx.runs["job-9"]
+    assert (run.attempt, run.restarts, run.max_restarts) == (1, 2, 3)
+
+
 async def test_a_replacement_interrupted_before_the_delete_resumes_after_recovery(bench: Bench) -> None:
     """The dispatcher stopped between creating revision 1 (suspended) and deleting revision 0."""
     decision = admitted("job-5", 0, plan=placement("east-a100-0"), job_spec=spec(replicas=1, seconds=60))

@@ -2,14 +2,16 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 import pytest
 
 from schemas.decisions import JobAdmitted
 from schemas.runs import DispatchFailed, JobDispatched, RunAllPodsReady, RunFailed, RunStarted, RunSucceeded
 from services.dispatcher.plans import object_name
 from services.gateway.ids import kube_job_id
-from services.runtime.kube import JOBS
-from tests.e2e.builders import job_spec, suspended_kube_job
+from services.runtime.kube import JOBS, PODS
+from tests.e2e.builders import ADMIN_TOKEN, job_spec, suspended_kube_job
 from tests.e2e.system import System
 
 pytestmark = pytest.mark.e2e
@@ -79,10 +81,54 @@ async def test_failing_pod_restarts_whole_gang_then_gives_up(system: System) -> 
     assert {f.exit_code for f in failures} == {3}
     failed_jobs = {f.pod.rsplit("-", 2)[0] for f in failures if f.pod}
     assert failed_jobs == {object_name(job_id, 0), object_name(job_id, 0, 1)}
+    assert {(f.classification, tuple(f.nodes)) for f in failures} == {("job", ())}  # its own fault: no node blamed
     [gave_up] = system.log.messages(DispatchFailed, job_id=job_id)
     assert gave_up.reason == "restarts_exhausted" and not gave_up.retryable
     assert len(system.log.messages(JobAdmitted, job_id=job_id)) == 1
     await system.first_cluster().wait_no_jobs(job_id)
+
+
+async def test_a_gang_failed_by_its_node_restarts_elsewhere_without_spending_a_restart(system: System) -> None:
+    cluster = system.first_cluster()
+    # max_restarts=0: a failure of the job's own would end it; an infrastructure failure must not
+    job_id = await system.api.submit(job_spec("flaky-node", gpus=1, replicas=2, duration_s=6.0, max_restarts=0))
+    await system.api.wait_state(job_id, "running", within=60)
+    [first] = system.log.messages(JobAdmitted, job_id=job_id)
+    bad = {n.node for n in first.placement.nodes}
+    assert len(bad) == 1  # best fit packs both pods onto one node
+    pod = next(p for p in await cluster.pods(job_id) if p["status"].get("phase") == "Running")
+    # the node's GPU device plugin fails: the kubelet fails the pod with a node-level reason
+    await cluster.rest.patch(PODS, pod["metadata"]["name"], {"status": device_failure(pod)},
+                             pod["metadata"]["namespace"], subresource="status")
+
+    done = await system.api.wait_state(job_id, "succeeded", "failed", within=90)
+    assert done["state"] == "succeeded", done
+    [failure] = system.log.messages(RunFailed, job_id=job_id, attempt=0)
+    assert (failure.classification, set(failure.nodes), failure.reason) == (
+        "infrastructure", bad, "UnexpectedAdmissionError")
+    assert not system.log.messages(DispatchFailed, job_id=job_id)
+    admissions = system.log.messages(JobAdmitted, job_id=job_id)
+    assert [a.attempt for a in admissions] == [0, 1]
+    retry = admissions[1]
+    assert retry.restarts == 0 and not bad & {n.node for n in retry.placement.nodes}
+    pods = [p for p in await cluster.pods(job_id) if p["metadata"]["name"].startswith(object_name(job_id, 1))]
+    assert len(pods) == 2 and not bad & {p["spec"]["nodeName"] for p in pods}
+    # describe's history tells the infrastructure failure apart
+    r = await system.api.http.get(f"/v1/jobs/{job_id}/explain", headers={"Authorization": f"Bearer {ADMIN_TOKEN}"})
+    history = [f"{h['state']} {h.get('reason') or ''} {h.get('message') or ''}" for h in r.json()["history"]]
+    assert any("infrastructure failure on" in h and "UnexpectedAdmissionError" in h for h in history), history
+
+
+def device_failure(pod: dict[str, Any]) -> dict[str, Any]:
+    """The status the kubelet writes when the GPU device plugin fails a pod's devices."""
+    message = "Allocate failed due to rpc error: device plugin reports the GPU unhealthy, which is unexpected"
+    containers = [{"name": c["name"], "image": c["image"], "imageID": "", "ready": False, "restartCount": 0,
+                   "state": {"terminated": {"exitCode": 128, "reason": "ContainerCannotRun", "message": message,
+                                            "startedAt": pod["status"].get("startTime"),
+                                            "finishedAt": pod["status"].get("startTime")}}}
+                  for c in pod["spec"]["containers"]]
+    return {"phase": "Failed", "reason": "UnexpectedAdmissionError", "message": message,
+            "containerStatuses": containers}
 
 
 async def test_cancel_pending_and_running_jobs(system: System) -> None:

@@ -55,8 +55,11 @@ def succeeded(job: str = "j-1", attempt: int = 1, *, when: float = 0.0) -> Envel
     return wrap(RunSucceeded(job_id=job, attempt=attempt, cluster="east", observed_at=at(when)), when)
 
 
-def failed(job: str = "j-1", attempt: int = 1, *, when: float = 0.0, reason: str = "Error") -> Envelope:
-    return wrap(RunFailed(job_id=job, attempt=attempt, cluster="east", observed_at=at(when), reason=reason), when)
+def failed(job: str = "j-1", attempt: int = 1, *, when: float = 0.0, reason: str = "Error",
+           infrastructure: bool = False) -> Envelope:
+    msg = RunFailed(job_id=job, attempt=attempt, cluster="east", observed_at=at(when), reason=reason,
+                    classification="infrastructure" if infrastructure else "job")
+    return wrap(msg, when)
 
 
 def gave_up(job: str = "j-1", attempt: int = 1, *, when: float = 0.0) -> Envelope:

@@ -40,6 +40,7 @@ def test_lifecycle_uses_observed_times_and_gpus_per_pod_times_replicas() -> None
     [
         (gave_up(when=100), "failed"),
         (failed(when=100, reason="DeadlineExceeded"), "failed"),
+        (failed(when=100, reason="UnexpectedAdmissionError", infrastructure=True), "evicted"),  # job requeued
         (stopped(when=100), "preempted"),
         (stopped(when=100, reason="cancelled", requeue=False), "cancelled"),
         (stopped(when=100, reason="max_runtime_exceeded", requeue=False), "cancelled"),
