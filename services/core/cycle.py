@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import replace
 
 from .backfill import Reservation
@@ -132,20 +133,28 @@ class Cycle:
         return self.cfg.default_runtime_estimate_s if est is None else est
 
     def share(self, queue: str) -> float:
+        """The queue's weighted dominant share (current allocation plus decayed history) this cycle."""
         s = self.shares.get(queue)
         if s is None:
-            st = self.st
-            spec = self.book.queues[queue]
-            weight = spec.weight
-            for cohort in self.book.ancestors(queue):
-                c = self.book.cohorts.get(cohort)
-                if c is not None:
-                    weight *= c.weight
-            h = self.cfg.fair_share_half_life_s
-            hist = history_share(st.decayed_usage(queue, self.now, h), self._total_gpus, h)
-            s = weighted_share(self.book.alloc.get(queue, {}), st.totals, hist, weight)
-            self.shares[queue] = s
+            s = self.shares[queue] = self.share_after(queue, {}, 0)
         return s
+
+    def share_after(self, queue: str, req: Mapping[str, int], sign: int) -> float:
+        """The queue's weighted share if ``req`` were added to (+1) or taken from (-1) its allocation."""
+        spec = self.book.queues[queue]
+        weight = spec.weight
+        for cohort in self.book.ancestors(queue):
+            c = self.book.cohorts.get(cohort)
+            if c is not None:
+                weight *= c.weight
+        h = self.cfg.fair_share_half_life_s
+        hist = history_share(self.st.decayed_usage(queue, self.now, h), self._total_gpus, h)
+        alloc = self.book.alloc.get(queue, {})
+        if sign:
+            alloc = dict(alloc)
+            for res, amount in req.items():
+                alloc[res] = alloc.get(res, 0) + sign * amount
+        return weighted_share(alloc, self.st.totals, hist, weight)
 
     def order_key(self, job: Job) -> tuple[bool, int, int, float, float, str]:
         """Jobs within their queue's nominal quota first (so reclaimed quota is not lent straight

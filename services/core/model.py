@@ -305,6 +305,9 @@ class SchedulerConfig:
     policy: str = "muster"  # a preset of ``policy.PRESETS``: muster, fifo, fifo-global, tiresias, priority, drf
     fair_share: bool = True
     fair_share_half_life_s: float = 7 * 24 * 3600.0
+    # a queue under its fair share may preempt borrowed work of a queue over it (whole gangs, cheapest first)
+    fair_share_preemption: bool = True
+    fair_share_tolerance: float = 0.05  # ... only when the victim's queue's share is this much above its own
     backfill: bool = True
     preemption: bool = True
     elastic: bool = True

@@ -100,11 +100,15 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
     if cycle.cfg.reorder_preemption and cycle.order.kind != "submit":
         sources.append((k, PreemptReason.QUEUE_ORDER) for k in _reorder_victims(cycle, job, protect))
     root = book.root_of.get(job.queue)
-    if root is not None and any(book.within_nominal(job.queue, job_request(job, t, pods)) for t in types):
+    if root is not None:
         borrowed = _sorted_victims(cycle, "root:" + root, st.borrowed_by_root.get(root, {}), protect)
-        sources.append((k, PreemptReason.RECLAIM) for k in borrowed if st.running[k[3]].job.queue != job.queue)
+        if any(book.within_nominal(job.queue, job_request(job, t, pods)) for t in types):
+            sources.append((k, PreemptReason.RECLAIM) for k in borrowed if st.running[k[3]].job.queue != job.queue)
+        elif cycle.cfg.fair_share and cycle.cfg.fair_share_preemption:
+            sources.append((k, PreemptReason.FAIR_SHARE) for k in _over_share(cycle, job, borrowed, types))
     out = shrinks[:MAX_CANDIDATES]
     shrinking = {c.run.job.job_id for c in out}  # shrunk this cycle, preempted whole in a later one
+    chosen: set[str] = set()
     for key, reason in heapq.merge(*sources):
         if len(out) >= MAX_CANDIDATES:
             break
@@ -114,8 +118,34 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
             continue
         if job.cluster is not None and rj.placement.cluster != job.cluster:
             continue
+        if jid in chosen:
+            continue  # offered by two sources
+        chosen.add(jid)
         out.append(_whole(cycle, rj, reason))
     return out
+
+
+def _over_share(cycle: Cycle, job: Job, borrowed: list[VictimKey], types: list[str]) -> Iterator[VictimKey]:
+    """Borrowed work of other queues of the cohort that a job of a queue under its fair share may take
+    back (work within its own queue's nominal quota is guaranteed and never a victim here). A victim
+    qualifies when its queue's share exceeds the preemptor's by more than ``fair_share_tolerance`` and,
+    after the swap, the preemptor's queue (with the job) is still at most the victim's (without the
+    victim), as Kueue's LessThanOrEqualToFinalShare: the victim's queue can then never take the GPUs
+    straight back for fairness, so fair-share preemption does not ping-pong. Never for higher-priority
+    work."""
+    st = cycle.st
+    pods = max(job.min_size, 1)
+    before = cycle.share(job.queue)
+    after = min(cycle.share_after(job.queue, job_request(job, t, pods), +1) for t in types)
+    tolerance = cycle.cfg.fair_share_tolerance
+    for key in borrowed:
+        rj = st.running[key[3]]
+        v = rj.job
+        if v.queue == job.queue or v.priority > job.priority or cycle.share(v.queue) - before <= tolerance:
+            continue
+        released = job_request(v, st.run_type.get(v.job_id, ""), rj.replicas)
+        if after <= cycle.share_after(v.queue, released, -1):
+            yield key
 
 
 def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimKey]:
