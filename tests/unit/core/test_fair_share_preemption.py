@@ -10,7 +10,7 @@ from hypothesis import strategies as st_
 
 from services.core import CohortSpec, Preempt, PreemptReason, SchedulerConfig, SchedulerState
 
-from .builders import admitted, check_invariants, cycle, job, node, queue, state
+from .builders import admitted, check_invariants, cycle, job, node, queue
 
 CFG = SchedulerConfig(min_runtime_s=100.0, backfill=False, queue_order="submit")
 SHARED = [CohortSpec("c")]
