@@ -330,11 +330,12 @@ class SchedulerConfig:
     # ("remaining" order; at most starvation_age_s either way): it bounds how much a short job may delay it
     slowdown_limit: float = 3.0
     # preempt a running job of the same queue and priority that is far behind a waiting one in the
-    # queue's order (checkpointable victims only, each attempt at most once per max_reorder_restarts)
+    # queue's order (checkpointable victims only, each after min_runtime_s of its attempt: that bounds the
+    # restarts a job can be put through to one per min_runtime_s of its run)
     reorder_preemption: bool = True
     reorder_ratio: float = 4.0  # "remaining" order: the victim's remaining work is this many times more
     # ... and only for a job that would otherwise wait more than this many times its own runtime (0: always)
     reorder_wait_ratio: float = 1.0
-    max_reorder_restarts: int = 3  # a job already requeued this many times is not preempted for order
+    max_reorder_restarts: int = 0  # a job requeued this many times is no longer preempted for order (0: no cap)
     las_threshold_gpu_s: float = 16 * 3600.0  # "las": attained GPU-seconds that move a job to the lower level
     las_promote_knob: float = 0.0  # "las": waiting this many times its last run moves a job up again (0: off)

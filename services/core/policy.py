@@ -34,7 +34,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "learn_runtimes": False,
         "reorder_preemption": True,
         "reorder_wait_ratio": 0.0,
-        "max_reorder_restarts": 1_000_000,
+        "max_reorder_restarts": 0,
         "min_runtime_s": 0.0,
         "las_promote_knob": 8.0,
     },

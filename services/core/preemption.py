@@ -150,7 +150,7 @@ def _over_share(cycle: Cycle, job: Job, borrowed: list[VictimKey], types: list[s
 
 def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimKey]:
     """Running jobs of ``job``'s queue and priority that are far behind it in the queue's order:
-    checkpointable (nothing is lost), old enough, not requeued too often already. The furthest behind
+    checkpointable (nothing is lost), old enough, not requeued too often already (if capped). The furthest behind
     come first. Under ``remaining`` order "far" is ``reorder_ratio`` times the preemptor's remaining
     work; under ``las`` it is a lower level of attained service."""
     cfg, order, st, now = cycle.cfg, cycle.order, cycle.st, cycle.now
@@ -166,7 +166,9 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimK
         for jid in st.running_by_queue.get(job.queue, {}):
             rj = st.running[jid]
             v = rj.job
-            if not (v.preemptible and v.checkpointable) or rj.terminating or v.attempt >= cfg.max_reorder_restarts:
+            if not (v.preemptible and v.checkpointable) or rj.terminating:
+                continue
+            if cfg.max_reorder_restarts and v.attempt >= cfg.max_reorder_restarts:
                 continue
             if now - rj.start_time < min_runtime:
                 continue

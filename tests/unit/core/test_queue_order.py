@@ -181,7 +181,7 @@ def test_a_short_job_that_would_wait_long_preempts_a_long_checkpointable_one() -
     ("why", "setup", "cfg"),
     [
         ("the victim cannot checkpoint", {"checkpointable": False}, REMAINING),
-        ("the victim was requeued often enough", {"attempt": 3}, REMAINING),
+        ("the victim was requeued often enough", {"attempt": 3}, replace(REMAINING, max_reorder_restarts=3)),
         ("preemption for order is off", {}, replace(REMAINING, reorder_preemption=False)),
         ("first come first served", {}, replace(REMAINING, queue_order="submit")),
     ],
