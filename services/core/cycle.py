@@ -98,6 +98,7 @@ class Cycle:
         self.info: dict[str, PendingInfo] = {}
         self.reservation: Reservation | None = None
         self.taken: set[str] = set()  # running jobs already preempted, shrunk or grown this cycle
+        self.stopped: dict[str, dict[str, int]] = {}  # queue -> what its jobs preempted this cycle hold
         self.rejected: set[str] = set()
         self.admitted: dict[str, tuple[int, Job, str]] = {}  # job -> (decision index, job, gpu type)
         self.admitted_runs: dict[str, list[tuple[float, RunningJob]]] = {}  # gpu type -> (est end, run)
@@ -138,6 +139,25 @@ class Cycle:
         if s is None:
             s = self.shares[queue] = self.share_after(queue, {}, 0)
         return s
+
+    def leaving(self, queue: str) -> dict[str, int]:
+        """What the queue's work that is being stopped (earlier, or by this cycle) still holds."""
+        out: dict[str, int] = {}
+        st = self.st
+        for jid in st.stopping_by_queue.get(queue, ()):
+            rj = st.running[jid]
+            for res, amount in job_request(rj.job, st.run_type.get(jid, ""), rj.replicas).items():
+                out[res] = out.get(res, 0) + amount
+        for res, amount in self.stopped.get(queue, {}).items():
+            out[res] = out.get(res, 0) + amount
+        return out
+
+    def stop(self, rj: RunningJob) -> None:
+        """Note that this cycle preempts the whole of ``rj``."""
+        self.taken.add(rj.job.job_id)
+        amounts = self.stopped.setdefault(rj.job.queue, {})
+        for res, amount in job_request(rj.job, self.st.run_type.get(rj.job.job_id, ""), rj.replicas).items():
+            amounts[res] = amounts.get(res, 0) + amount
 
     def share_after(self, queue: str, req: Mapping[str, int], sign: int) -> float:
         """The queue's weighted share if ``req`` were added to (+1) or taken from (-1) its allocation."""

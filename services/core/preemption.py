@@ -141,9 +141,14 @@ def _over_share(cycle: Cycle, job: Job, borrowed: list[VictimKey], types: list[s
     for key in borrowed:
         rj = st.running[key[3]]
         v = rj.job
-        if v.queue == job.queue or v.priority > job.priority or cycle.share(v.queue) - before <= tolerance:
+        if v.queue == job.queue or v.priority > job.priority:
             continue
-        released = job_request(v, st.run_type.get(v.job_id, ""), rj.replicas)
+        leaving = cycle.leaving(v.queue)  # what its queue already gives up: it counts for fairness
+        if cycle.share_after(v.queue, leaving, -1) - before <= tolerance:
+            continue
+        released = dict(leaving)
+        for res, amount in job_request(v, st.run_type.get(v.job_id, ""), rj.replicas).items():
+            released[res] = released.get(res, 0) + amount
         if after <= cycle.share_after(v.queue, released, -1):
             yield key
 
@@ -285,6 +290,7 @@ def hold(cycle: Cycle, job: Job, chosen: Iterable[Candidate], placement: Placeme
                 if res in need:
                     need[res] = max(0, need[res] - amount)
     cycle.book.add(job.queue, need, job.user, +1)
+    cycle.shares.pop(job.queue, None)
     for a in placement.nodes:
         f = freed.get(a.node, [0, 0, 0])
         gpus = max(0, a.pods * job.gpus_per_pod - f[0])

@@ -93,7 +93,7 @@ def _housekeeping(cycle: Cycle) -> None:
             continue
         if rj.start_time + rj.job.max_runtime_s != deadline:
             continue
-        cycle.taken.add(job_id)
+        cycle.stop(rj)
         cycle.decisions.append(
             Preempt(job_id, rj.job.attempt, PreemptReason.MAX_RUNTIME.value, rj.job.grace_period_s, requeue=False)
         )
@@ -104,7 +104,7 @@ def _housekeeping(cycle: Cycle) -> None:
             rj = st.running[job_id]
             if rj.terminating or job_id in cycle.taken:
                 continue
-            cycle.taken.add(job_id)
+            cycle.stop(rj)
             cycle.decisions.append(
                 Preempt(job_id, rj.job.attempt, PreemptReason.NODE_UNHEALTHY.value, rj.job.grace_period_s)
             )
@@ -213,6 +213,13 @@ def _may_look_for_victims(cycle: Cycle) -> bool:
     return cfg.preemption and cycle.preempt_attempts < cfg.max_preemption_attempts
 
 
+def _orders_by_preemption(cycle: Cycle) -> bool:
+    """Whether a later job of this cycle may still preempt for its queue's order (and so needs to know
+    how long it would wait behind the jobs considered before it)."""
+    cfg = cycle.cfg
+    return cfg.reorder_preemption and cycle.order.kind != "submit" and _may_look_for_victims(cycle)
+
+
 def _out_of_quota(cycle: Cycle, queue: str) -> bool:
     """Whether no later job of ``queue`` can change the cycle's outcome (for a cycle that does not
     report): the queue cannot take even one more GPU of any type (usage only grows during the walk),
@@ -248,10 +255,11 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
         if plan is not None:
             for c in plan.chosen:
                 rj = c.run
-                cycle.taken.add(rj.job.job_id)
                 if c.keep is not None:
+                    cycle.taken.add(rj.job.job_id)
                     cycle.decisions.append(Scale(rj.job.job_id, rj.job.attempt, rj.replicas - c.pods, c.keep))
                 else:
+                    cycle.stop(rj)
                     cycle.decisions.append(
                         Preempt(
                             rj.job.job_id, rj.job.attempt, c.reason.value, rj.job.grace_period_s, preemptor=job.job_id
@@ -272,7 +280,7 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
             cycle.reservation = res
             cycle.estimate_start(job)  # later jobs' estimates queue behind it
             reason, start = PendingReason.RESERVATION, res.time
-    if reason is not PendingReason.NO_MATCHING_NODES and gpus_needed(job):
+    if _orders_by_preemption(cycle) and reason is not PendingReason.NO_MATCHING_NODES and gpus_needed(job):
         cycle.start_in_order(job, commit=True)  # later jobs wait behind it
     if reason not in _QUOTA_REASONS:
         cycle.note_wanted(job)

@@ -67,6 +67,7 @@ class SchedulerState:
         self.running_by_queue: dict[str, dict[str, None]] = {}
         self.borrowed_by_root: dict[str, dict[str, None]] = {}
         self.elastic_running: dict[str, None] = {}
+        self.stopping_by_queue: dict[str, dict[str, None]] = {}  # queue -> its terminating jobs
         self.victims_of: dict[str, dict[str, None]] = {}  # preemptor -> terminating victims
         self.preemptor_of: dict[str, str] = {}
         self.wait_deadlines: list[tuple[float, str, int]] = []  # (deadline, job, attempt)
@@ -252,6 +253,7 @@ class SchedulerState:
             if rj is None or rj.job.attempt != decision.attempt or rj.terminating:
                 return
             self.running[decision.job_id] = replace(rj, terminating=True)
+            self.stopping_by_queue.setdefault(rj.job.queue, {})[decision.job_id] = None
             self._unindex_candidate(decision.job_id, rj)
             if decision.preemptor is not None:
                 self.victims_of.setdefault(decision.preemptor, {})[decision.job_id] = None
@@ -353,6 +355,9 @@ class SchedulerState:
 
     def _release(self, job_id: str, now: float | None) -> RunningJob:
         rj = self.running[job_id]
+        stopping = self.stopping_by_queue.get(rj.job.queue)
+        if stopping is not None and stopping.pop(job_id, 0) is None and not stopping:
+            del self.stopping_by_queue[rj.job.queue]
         self._hold(rj, -1, now)
         self.run_type.pop(job_id, None)
         preemptor = self.preemptor_of.pop(job_id, None)
