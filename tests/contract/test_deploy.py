@@ -358,7 +358,7 @@ async def test_dashboard_queries_only_metrics_the_services_register() -> None:
 def test_compose_runs_kafka_topics_kubesim_and_every_service() -> None:
     compose = yaml.safe_load((ROOT / "docker-compose.yml").read_text(encoding="utf-8"))
     services: dict[str, Obj] = compose["services"]
-    assert services["kafka"]["image"] == "apache/kafka:3.9.1"
+    assert services["kafka"]["image"] == "apache/kafka:4.4.0"
     assert "controller" in services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"]
     assert services["topics"]["command"] == ["topics", "create"]
     assert services["kubesim"]["command"][0] == "kubesim"

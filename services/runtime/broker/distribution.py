@@ -12,7 +12,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
-KAFKA_VERSION = "3.9.1"
+KAFKA_VERSION = "4.4.0"
 SCALA_VERSION = "2.13"
 SLF4J_VERSION = "1.7.36"
 RELOAD4J_VERSION = "1.2.25"
