@@ -21,7 +21,9 @@ Quantity = Annotated[str, Field(max_length=32, pattern=_QUANTITY.pattern)]
 LabelKey = Annotated[str, Field(max_length=253, pattern=_LABEL_KEY)]
 LabelValue = Annotated[str, Field(max_length=63, pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")]
 EnvName = Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
-Arg = Annotated[str, Field(max_length=4096)]
+#: any text but NUL, which no process environment or argument vector can hold (it would end the string there)
+EnvValue = Annotated[str, Field(max_length=32768, pattern=r"^[^\x00]*$")]
+Arg = Annotated[str, Field(max_length=4096, pattern=r"^[^\x00]*$")]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -96,10 +98,11 @@ class SecuritySpec(_Spec):
 
 
 class PodTemplate(_Spec):
-    image: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\s]+$")]
+    # no whitespace and no control characters (a NUL byte cannot reach a container runtime intact)
+    image: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\s\x00-\x1f\x7f]+$")]
     command: list[Arg] = Field(default_factory=list, max_length=256)
     args: list[Arg] = Field(default_factory=list, max_length=256)
-    env: dict[EnvName, Annotated[str, Field(max_length=32768)]] = Field(default_factory=dict, max_length=256)
+    env: dict[EnvName, EnvValue] = Field(default_factory=dict, max_length=256)
     resources: ResourceRequest = Field(default_factory=ResourceRequest)
     working_dir: Annotated[str, Field(max_length=4096)] | None = None
     security: SecuritySpec = Field(default_factory=SecuritySpec)

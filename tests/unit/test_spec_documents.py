@@ -50,6 +50,11 @@ def test_job_spec_defaults() -> None:
         ({"template": {"image": "x", "resources": {"cpu": "lots"}}}, "template.resources.cpu"),
         ({"unknown": 1}, "unknown"),
         ({"max_runtime_s": 1e300}, "max_runtime_s"),
+        ({"template": {"image": "busy\x00box"}}, "template.image"),
+        ({"template": {"image": "busybox\n"}}, "template.image"),
+        ({"template": {"image": "x", "env": {"TOKEN": "a\x00b"}}}, "template.env.TOKEN"),
+        ({"template": {"image": "x", "args": ["--flag\x00"]}}, "template.args"),
+        ({"template": {"image": "x", "command": ["\x00"]}}, "template.command"),
     ],
 )
 def test_job_spec_errors_name_the_field(over: dict, field: str) -> None:
@@ -57,6 +62,11 @@ def test_job_spec_errors_name_the_field(over: dict, field: str) -> None:
         JobSpec.model_validate(_spec(**over))
     text = str(info.value)
     assert field.split(".")[-1] in text
+
+
+def test_env_values_keep_any_text_but_nul() -> None:
+    spec = JobSpec.model_validate(_spec(template={"image": "x", "env": {"MULTI": "line 1\nline 2\t\u00e9"}}))
+    assert spec.template.env["MULTI"] == "line 1\nline 2\t\u00e9"
 
 
 def test_cron_schedules() -> None:
