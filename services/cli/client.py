@@ -119,11 +119,19 @@ class GatewayClient:
         return result
 
     def jobs(self, *, queue: str | None = None, state: str | None = None, tenant: str | None = None,
-             limit: int = 100) -> list[dict[str, Any]]:
-        params = {k: v for k, v in {"queue": queue, "state": state, "tenant": tenant}.items() if v}
-        result = self._call("GET", "/v1/jobs", params={**params, "limit": limit})
-        items: list[dict[str, Any]] = result["items"]
+             limit: int = 100, active: bool | None = None) -> list[dict[str, Any]]:
+        items: list[dict[str, Any]] = self.job_page(queue=queue, state=state, tenant=tenant, limit=limit,
+                                                    active=active)["items"]
         return items
+
+    def job_page(self, *, queue: str | None = None, state: str | None = None, tenant: str | None = None,
+                 limit: int = 100, active: bool | None = None) -> dict[str, Any]:
+        """``{"items": [...newest first], "total": every match}``; ``active`` True: unfinished jobs only."""
+        params: dict[str, Any] = {k: v for k, v in {"queue": queue, "state": state, "tenant": tenant}.items() if v}
+        if active is not None:
+            params["active"] = "true" if active else "false"
+        result: dict[str, Any] = self._call("GET", "/v1/jobs", params={**params, "limit": limit})
+        return result
 
     def explain(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/v1/jobs/{job_id}/explain")

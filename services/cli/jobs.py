@@ -4,6 +4,7 @@ resume, set-priority, scale, queues, top, and the ``recurring`` group (list, get
 from __future__ import annotations
 
 import json
+import sys
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -29,7 +30,6 @@ JOB_COMMANDS: dict[str, str] = {
     )
 }
 
-FINISHED = frozenset({"succeeded", "failed", "cancelled", "rejected"})
 
 
 @contextmanager
@@ -43,7 +43,8 @@ def gateway() -> Iterator[GatewayClient]:
 
 
 def _console() -> Console:
-    return Console(highlight=False, soft_wrap=True)
+    """A terminal's own width; 200 columns when the output goes to a file or a pipe (not 80)."""
+    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
 def _parse_time(value: str | None) -> datetime | None:
@@ -75,12 +76,13 @@ def _in(value: str | None, now: datetime) -> str:
 
 def jobs_table(jobs: list[dict[str, Any]], now: datetime) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("JOB", "QUEUE", "STATE", "GPUS", "POS", "AGE", "REASON"):
-        table.add_column(column)
+    for column in ("JOB", "QUEUE", "STATE", "ATTEMPT", "GPUS", "POS", "AGE"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("REASON", overflow="fold")  # wrapped on a narrow terminal, never cut
     for job in jobs:
         position = "-" if job.get("position") is None else str(job["position"])
-        table.add_row(job["job_id"], job["queue"], job["state"], str(job["gpus"]), position,
-                      _ago(job.get("submitted_at"), now), job.get("reason") or "")
+        table.add_row(job["job_id"], job["queue"], job["state"], str(job.get("attempt", 0)), str(job["gpus"]),
+                      position, _ago(job.get("submitted_at"), now), job.get("reason") or "")
     return table
 
 
@@ -117,8 +119,9 @@ def describe_text(explained: dict[str, Any], now: datetime) -> str:
 
 def queues_table(queues: list[dict[str, Any]]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("QUEUE", "TENANT", "COHORT", "GPU QUOTA", "GPUS IN USE", "BORROWED", "RUNNING", "PENDING"):
-        table.add_column(column)
+    for column in ("QUEUE", "TENANT", "COHORT", "GPU QUOTA", "IN USE", "BORROWED", "RUNNING"):
+        table.add_column(column, no_wrap=True)
+    table.add_column("PENDING (GPUS)", no_wrap=True)
     for queue in queues:
         quotas = queue.get("quotas") or {}
         usage = queue.get("usage") or {}
@@ -130,14 +133,14 @@ def queues_table(queues: list[dict[str, Any]]) -> Table:
         jobs = queue.get("jobs") or {}
         running = sum(jobs.get(s, 0) for s in ("admitted", "running", "preempting"))
         table.add_row(queue["name"], queue["tenant"], queue.get("cohort") or "-", gpu_quota, str(in_use),
-                      str(borrowed), str(running), f"{jobs.get('pending', 0)} ({queue['gpus_pending']} GPUs)")
+                      str(borrowed), str(running), f"{jobs.get('pending', 0)} ({queue['gpus_pending']})")
     return table
 
 
 def top_view(client: GatewayClient, now: datetime) -> Group:
     """Queues, then the jobs that hold or wait for GPUs."""
     queues = client.queues()
-    active = [j for j in client.jobs(limit=1000) if j["state"] not in FINISHED]
+    active = client.jobs(limit=1000, active=True)
     active.sort(key=lambda j: (j["state"] != "running", j["queue"], j.get("position") or 0))
     gpus = sum(q["gpus_running"] for q in queues)
     title = Text(f"muster top  {now:%H:%M:%S} UTC  {gpus} GPUs allocated, {len(active)} active jobs", style="bold")
@@ -238,16 +241,18 @@ def get(job_id: str, output: str) -> None:
 def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all: bool, limit: int,
               output: str) -> None:
     """List your jobs (unfinished ones unless --all or --state)."""
+    active = None if show_all or state is not None else True  # the gateway filters, so --limit counts the shown
     with gateway() as client:
-        jobs = client.jobs(queue=queue, state=state, tenant=tenant, limit=limit)
-    if not show_all and state is None:
-        jobs = [j for j in jobs if j["state"] not in FINISHED]
+        page = client.job_page(queue=queue, state=state, tenant=tenant, limit=limit, active=active)
+    jobs, total = page["items"], page["total"]
     if output == "json":
         _print_json(jobs)
     elif not jobs:
         click.echo("no jobs")
     else:
         _console().print(jobs_table(jobs, _now()))
+        if total > len(jobs):
+            click.echo(f"{len(jobs)} of {total} shown, newest first (--limit to see more)")
 
 
 @click.command()

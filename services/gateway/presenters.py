@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 from collections import Counter
-from datetime import datetime
 
 from schemas.config import QueueConfig
 from schemas.status import JobStatusChanged
@@ -30,36 +29,27 @@ def job_from_submission(entry: Submitted) -> JobView:
     )
 
 
-def _when(at: datetime | None, now: datetime) -> str:
-    if at is None:
-        return "unknown"
-    seconds = (at - now).total_seconds()
-    if seconds <= 0:
-        return f"{at:%Y-%m-%d %H:%M:%S}Z (now)"
-    minutes = seconds / 60
-    span = f"{minutes:.0f} min" if minutes < 120 else f"{minutes / 60:.1f} h"
-    return f"{at:%Y-%m-%d %H:%M:%S}Z (in {span})"
-
-
-def summary(job: JobView, now: datetime) -> str:
+def summary(job: JobView) -> str:
     """One human-readable line: where the job is and why."""
     why = f": {job.message}" if job.message else (f" ({job.reason})" if job.reason else "")
     if job.state == "pending":
         place = f"position {job.position} in queue {job.queue}" if job.position is not None else f"queue {job.queue}"
-        return f"pending at {place}{why}; estimated start {_when(job.estimated_start, now)}"
+        # the time itself, not "in N min": a client shows the estimate once, counted from its own clock
+        start = "unknown" if job.estimated_start is None else f"{job.estimated_start:%Y-%m-%d %H:%M:%S}Z"
+        return f"pending at {place}{why}; estimated start {start}"
     if job.state == "submitted":
         return f"submitted to queue {job.queue}; not yet seen by the queue manager"
     where = f" on cluster {job.cluster}" if job.cluster else ""
     return f"{job.state}{where} (attempt {job.attempt}){why}"
 
 
-def explanation(job: JobView, history: list[HistoryEntry], now: datetime) -> Explanation:
+def explanation(job: JobView, history: list[HistoryEntry]) -> Explanation:
     items = [HistoryItem(state=h.state, reason=h.reason, message=h.message, attempt=h.attempt, at=h.at)
              for h in history]
     if not items:
         items = [HistoryItem(state=job.state, reason=job.reason, message=job.message, attempt=job.attempt,
                              at=job.updated_at)]
-    return Explanation(job=job, summary=summary(job, now), reason=job.reason, message=job.message,
+    return Explanation(job=job, summary=summary(job), reason=job.reason, message=job.message,
                        position=job.position, estimated_start=job.estimated_start, history=items)
 
 

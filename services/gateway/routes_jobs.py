@@ -9,6 +9,7 @@ from fastapi import APIRouter, Body, Header, Path, Query, Response
 from schemas.envelope import Name
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SuspendJob
 from schemas.jobspec import JobSpec
+from schemas.status import TERMINAL_STATES
 from services.gateway.app import Caller, Context
 from services.gateway.errors import BODY_NAME_KEY, ApiError
 from services.gateway.models import (
@@ -62,14 +63,16 @@ async def list_jobs(
     queue: Annotated[Name | None, Query()] = None,
     state: Annotated[ViewState | None, Query()] = None,
     tenant: Annotated[Name | None, Query(description="administrators only; members see their own tenant")] = None,
+    active: Annotated[bool | None, Query(description="true: only unfinished jobs; false: only finished ones")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
 ) -> JobList:
-    """Jobs the caller may see, newest first."""
+    """Jobs the caller may see, newest first; ``total`` counts every match, beyond ``limit`` too."""
     if tenant is not None and not caller.owns(tenant):
         raise ApiError(403, "forbidden", "members may list only their own tenant's jobs", field="tenant")
     jobs = [j for j in ctx.visible_jobs(caller)
             if (queue is None or j.queue == queue) and (state is None or j.state == state)
-            and (tenant is None or j.tenant == tenant)]
+            and (tenant is None or j.tenant == tenant)
+            and (active is None or (j.state not in TERMINAL_STATES) == active)]
     jobs.sort(key=lambda j: (j.submitted_at, j.job_id), reverse=True)
     return JobList(items=jobs[:limit], total=len(jobs))
 
@@ -84,7 +87,7 @@ async def get_job(job_id: JobPath, ctx: Context, caller: Caller) -> JobView:
 async def explain_job(job_id: JobPath, ctx: Context, caller: Caller) -> Explanation:
     """Why the job is where it is: reason, message, queue position, estimated start, states seen."""
     job = ctx.visible_job(job_id, caller)
-    return explanation(job, ctx.status.history(job_id), ctx.now())
+    return explanation(job, ctx.status.history(job_id))
 
 
 @router.post("/{job_id}/cancel", status_code=202, response_model=ActionAccepted,

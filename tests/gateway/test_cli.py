@@ -54,6 +54,7 @@ def test_submit_get_list_describe_and_actions(served: tuple[Harness, dict[str, s
     code, out = run(describe, [job_id], env)
     assert code == 0
     assert "Position:       1" in out and "team-a uses 16 of 16 a100" in out and "History:" in out
+    assert out.count(" (in ") <= 1  # the estimated start is shown once, not twice with two roundings
 
     for command, message_type in ((suspend, SuspendJob), (resume, ResumeJob), (cancel, CancelJob)):
         code, out = run(command, [job_id], env)
@@ -66,6 +67,24 @@ def test_list_hides_finished_jobs_unless_all(served: tuple[Harness, dict[str, st
     feed(gw.ctx.status, status_changed("old-job", state="succeeded"))
     assert "no jobs" in run(list_jobs, [], env)[1]
     assert "old-job" in run(list_jobs, ["--all"], env)[1]
+
+
+def test_list_counts_what_it_hides_and_never_loses_a_pending_job(served: tuple[Harness, dict[str, str]]) -> None:
+    """Finished jobs are filtered by the gateway, so a burst of them cannot push a pending job past --limit."""
+    gw, env = served
+    feed(gw.ctx.status, status_changed("waiting", state="pending", reason="waiting_for_preemption", attempt=2))
+    for i in range(5):
+        feed(gw.ctx.status, status_changed(f"done-{i}", state="succeeded"))
+    for i in range(3):
+        feed(gw.ctx.status, status_changed(f"run-{i}", state="running"))
+    code, out = run(list_jobs, ["--limit", "2"], env)
+    assert code == 0 and "2 of 4 shown" in out
+    code, out = run(list_jobs, ["--limit", "4"], env)
+    assert "waiting" in out and "done-" not in out and "shown" not in out
+    assert "waiting_for_preemption" in out  # the reason is never cut short
+    row = next(line for line in out.splitlines() if line.startswith("waiting"))
+    assert row.split()[3] == "2"  # ATTEMPT
+    assert "8 of 9 shown" in run(list_jobs, ["--all", "--limit", "8"], env)[1]
 
 
 def test_queues_and_top_render(served: tuple[Harness, dict[str, str]]) -> None:
