@@ -65,6 +65,7 @@ Admin = Annotated[Principal, Depends(admin)]
 
 def create_app(ctx: GatewayContext, registry: CollectorRegistry) -> FastAPI:
     """The API wired to ``ctx``; ``registry`` is served at /metrics."""
+    from services.gateway.docs_ui import mount_docs
     from services.gateway.routes_config import router as config_router
     from services.gateway.routes_jobs import router as jobs_router
     from services.gateway.routes_recurring import router as recurring_router
@@ -76,7 +77,10 @@ def create_app(ctx: GatewayContext, registry: CollectorRegistry) -> FastAPI:
                     "`Authorization: Bearer <token>`. Another tenant's job answers 404, not 403, so that its "
                     "existence is not revealed.",
         responses=ERROR_RESPONSES,
+        docs_url=None,  # served from local assets by mount_docs, not from a CDN
+        redoc_url=None,
     )
+    mount_docs(app)
     app.state.gateway = ctx
     app.add_exception_handler(ApiError, api_error_handler)
     app.add_exception_handler(RequestValidationError, request_validation_handler)

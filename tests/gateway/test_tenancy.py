@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import re
+
 import httpx
 import pytest
 
@@ -34,6 +36,16 @@ async def test_every_api_route_needs_a_known_bearer_token(client: httpx.AsyncCli
 @pytest.mark.parametrize("path", ["/healthz", "/metrics", "/openapi.json", "/docs"])
 async def test_open_routes(client: httpx.AsyncClient, path: str) -> None:
     assert (await client.get(path)).status_code == 200
+
+
+async def test_the_api_docs_load_nothing_from_another_host(client: httpx.AsyncClient) -> None:
+    page = (await client.get("/docs")).text
+    sources = re.findall(r'(?:src|href)=["\']([^"\']+)["\']', page) + re.findall(r"url: *'([^']+)'", page)
+    assert sources and all(s.startswith("/") for s in sources), sources
+    for source in sources:
+        r = await client.get(source)
+        assert r.status_code == 200, source
+    assert "swagger-ui" in (await client.get("/docs/assets/swagger-ui.css")).text
 
 
 async def test_submitting_to_another_tenants_queue_is_403(client: httpx.AsyncClient, gw: Harness) -> None:
