@@ -1,7 +1,9 @@
 """A small HTTP client of the gateway API for the ``muster`` job commands.
 
-Where it connects: ``MUSTER_URL`` and ``MUSTER_TOKEN``, else ``.muster/cli.yaml`` (``url``, ``token``) as
-``muster up`` writes it, looked up from the current directory upwards (or at ``MUSTER_CLI_CONFIG``).
+Where it connects, first match wins: ``MUSTER_URL`` and ``MUSTER_TOKEN``; a context named by
+``--context`` / ``MUSTER_CONTEXT`` (``services.cli.contexts``); the file at ``MUSTER_CLI_CONFIG``;
+``.muster/cli.yaml`` (``url``, ``token``) as ``muster up`` writes it, looked up from the current
+directory upwards; the current context of the user's ``~/.config/muster/config.yaml``.
 """
 
 from __future__ import annotations
@@ -15,6 +17,8 @@ from typing import Any, Self
 
 import httpx
 import yaml
+
+from services.cli import contexts
 
 CLI_CONFIG = Path(".muster") / "cli.yaml"
 
@@ -50,6 +54,11 @@ def load_settings(environ: Mapping[str, str] | None = None, cwd: Path | None = N
     """Connection settings from the environment, then the CLI config file."""
     env = os.environ if environ is None else environ
     url, token = env.get("MUSTER_URL"), env.get("MUSTER_TOKEN")
+    named = env.get("MUSTER_CONTEXT")
+    if (url is None or token is None) and named:
+        chosen = contexts.resolve(named, env)
+        if chosen is not None:
+            url, token = url or chosen.url, token or chosen.token
     path = Path(env["MUSTER_CLI_CONFIG"]) if env.get("MUSTER_CLI_CONFIG") else _find_config(cwd or Path.cwd())
     if (url is None or token is None) and path is not None and path.is_file():
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
@@ -57,8 +66,13 @@ def load_settings(environ: Mapping[str, str] | None = None, cwd: Path | None = N
             raise ClientError(f"{path}: expected a mapping with url and token")
         url = url or data.get("url")
         token = token or data.get("token")
+    if url is None or token is None:
+        current = contexts.resolve(None, env)
+        if current is not None:
+            url, token = url or current.url, token or current.token
     if not url:
-        raise ClientError("no gateway address: set MUSTER_URL or run `muster up` (it writes .muster/cli.yaml)")
+        raise ClientError("no gateway address: set MUSTER_URL, pick a context (`muster config get-contexts`) "
+                          "or run `muster up` (it writes .muster/cli.yaml and the context `local`)")
     if not token:
         raise ClientError("no API token: set MUSTER_TOKEN or add `token` to .muster/cli.yaml")
     return ClientSettings(str(url).rstrip("/"), str(token))

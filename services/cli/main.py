@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import importlib
+import os
 from typing import Any
 
 import click
@@ -29,6 +30,7 @@ SUBCOMMANDS: dict[str, str] = {
     "bench": "services.cli.bench:bench",
     "chaos": "services.cli.chaos:chaos",
     "k8s": "services.kubereal.cli:k8s",
+    "config": "services.cli.contexts:config",
 }
 
 
@@ -54,8 +56,12 @@ class LazyGroup(click.Group):
 
 @click.group(cls=LazyGroup, lazy=SUBCOMMANDS, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="muster")
-def cli() -> None:
+@click.option("--context", "context_name", envvar="MUSTER_CONTEXT", default=None,
+              help="the gateway context to use (`muster config get-contexts`)")
+def cli(context_name: str | None) -> None:
     """Muster: job-level queueing, quotas, fair share, gang admission and dispatch for GPU clusters."""
+    if context_name:
+        os.environ["MUSTER_CONTEXT"] = context_name  # read by every command's gateway client
 
 
 def main() -> None:

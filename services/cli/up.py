@@ -13,6 +13,7 @@ import click
 import yaml
 
 from schemas.config import MusterConfig
+from services.cli.contexts import remember
 from services.cli.credentials import write_credentials, write_private
 from services.cli.supervise import Child, free_port, stop_on_signals, supervise
 from services.runtime.options import ClusterAccess
@@ -139,6 +140,8 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             gateway_port = gateway_port or free_port()
             gateway_url = f"http://127.0.0.1:{gateway_port}"
             creds = await asyncio.to_thread(write_credentials, state_dir, cfg, gateway_url)
+            admin_token = str(yaml.safe_load(creds["cli"].read_text(encoding="utf-8"))["token"])
+            context_file = await asyncio.to_thread(remember, LOCAL_CONTEXT, gateway_url, admin_token)
             merged = state_dir / "config.yaml"
             await asyncio.to_thread(merged.write_text, yaml.safe_dump(cfg.model_dump(mode="json")), encoding="utf-8")
             children = service_children(cfg, state_dir, broker.bootstrap, access, merged, gateway_port)
@@ -155,6 +158,7 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
                 click.echo(f"  cluster {name:12} {url}")
             click.echo(f"  kubeconfig           {config_path}   (KUBECONFIG={config_path} kubectl get pods -A)")
             click.echo(f"  CLI credentials      {creds['cli']} (admin; `muster list`, `muster submit FILE`)")
+            click.echo(f"  CLI context          {LOCAL_CONTEXT!r} in {context_file} (the CLI works from any folder)")
             click.echo(f"  tenant tokens        {creds['tenant_tokens']}")
             click.echo(f"  service logs         {state_dir / 'logs'}")
             click.echo("Press Ctrl-C to stop.")
@@ -164,6 +168,9 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
     finally:
         await asyncio.gather(*(child.stop() for child in children), return_exceptions=True)
         await asyncio.to_thread(broker.close)
+
+
+LOCAL_CONTEXT = "local"  # the user-level CLI context `muster up` writes and selects
 
 
 @click.command()

@@ -7,11 +7,13 @@ from pathlib import Path
 
 import pytest
 import yaml
+from click import ClickException
 from click.testing import CliRunner
 
 from schemas.intents import CancelJob, ResumeJob, SubmitJob, SuspendJob
 from schemas.topics import INTENTS_TOPIC
 from services.cli.client import ClientError, load_settings
+from services.cli.contexts import config, remember
 from services.cli.jobs import (
     JOB_COMMANDS,
     cancel,
@@ -120,13 +122,44 @@ def test_settings_come_from_the_environment_or_the_cli_file(tmp_path: Path) -> N
     nested.mkdir(parents=True)
     (tmp_path / ".muster").mkdir()
     (tmp_path / ".muster" / "cli.yaml").write_text("url: http://127.0.0.1:8080/\ntoken: from-file\n")
-    settings = load_settings({}, cwd=nested)
+    no_contexts = {"MUSTER_CONFIG": str(tmp_path / "none.yaml")}
+    settings = load_settings(no_contexts, cwd=nested)
     assert (settings.url, settings.token) == ("http://127.0.0.1:8080", "from-file")
     assert "from-file" not in repr(settings)
-    settings = load_settings({"MUSTER_URL": "http://gw:1", "MUSTER_TOKEN": "env"}, cwd=nested)
+    settings = load_settings({**no_contexts, "MUSTER_URL": "http://gw:1", "MUSTER_TOKEN": "env"}, cwd=nested)
     assert (settings.url, settings.token) == ("http://gw:1", "env")
     with pytest.raises(ClientError, match="MUSTER_URL"):
-        load_settings({}, cwd=tmp_path.parent.parent / "nowhere")
+        load_settings(no_contexts, cwd=tmp_path.parent.parent / "nowhere")
+
+
+def test_contexts_reach_the_gateway_from_any_folder(tmp_path: Path) -> None:
+    """`muster up` remembers a context; `muster config` manages them; --context / MUSTER_CONTEXT pick one."""
+    env = {"MUSTER_CONFIG": str(tmp_path / "config.yaml")}
+    remember("local", "http://127.0.0.1:8000", "up-token", path=tmp_path / "config.yaml")
+    assert oct((tmp_path / "config.yaml").stat().st_mode & 0o777) == "0o600"
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    assert load_settings(env, cwd=elsewhere).token == "up-token"
+    (tmp_path / "prod-token").write_text("prod-secret\n")
+    code, out = run(config, ["set-context", "prod", "--url", "https://muster.example/", "--token-file",
+                             str(tmp_path / "prod-token")], env)
+    assert code == 0, out
+    assert load_settings(env, cwd=elsewhere).token == "up-token"  # still the current one
+    assert load_settings({**env, "MUSTER_CONTEXT": "prod"}, cwd=elsewhere).url == "https://muster.example"
+    assert run(config, ["use-context", "prod"], env)[0] == 0
+    assert load_settings(env, cwd=elsewhere).token == "prod-secret"
+    code, out = run(config, ["get-contexts"], env)
+    assert "* prod" in out and "  local" in out
+    code, out = run(config, ["use-context", "staging"], env)
+    assert code == 1 and "no context 'staging'" in out
+    with pytest.raises(ClickException, match="known: local, prod"):
+        load_settings({**env, "MUSTER_CONTEXT": "staging"}, cwd=elsewhere)
+    (tmp_path / ".muster").mkdir()
+    (tmp_path / ".muster" / "cli.yaml").write_text("url: http://127.0.0.1:9/\ntoken: project\n")
+    assert load_settings(env, cwd=tmp_path).token == "project"  # a project's own file wins over the current context
+    assert load_settings({**env, "MUSTER_CONTEXT": "local"}, cwd=tmp_path).token == "up-token"  # a named one wins
+    assert run(config, ["delete-context", "prod"], env)[0] == 0
+    assert run(config, ["current-context"], env)[0] == 1
 
 
 def test_command_table_names_existing_commands() -> None:

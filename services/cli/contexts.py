@@ -1,0 +1,175 @@
+"""The user's named gateway contexts, as kubectl keeps clusters: ``~/.config/muster/config.yaml``.
+
+::
+
+    current-context: local
+    contexts:
+      local: {url: http://127.0.0.1:8000, token: ...}       # written by `muster up`
+      prod:  {url: https://muster.example.com, token-file: ~/.secrets/muster-token}
+
+``MUSTER_CONFIG`` names another file; ``XDG_CONFIG_HOME`` moves the default folder. The file is written
+readable by its owner only (it holds tokens). ``muster config`` lists, adds, selects and removes
+contexts; ``--context`` / ``MUSTER_CONTEXT`` pick one for a single command.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import click
+import yaml
+
+from services.cli.credentials import write_private
+
+
+class ContextError(click.ClickException):
+    """A context file or entry that cannot be used; the message says how to fix it."""
+
+
+@dataclass(frozen=True)
+class Context:
+    name: str
+    url: str
+    token: str
+
+
+def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
+    env = os.environ if environ is None else environ
+    if env.get("MUSTER_CONFIG"):
+        return Path(env["MUSTER_CONFIG"]).expanduser()
+    base = Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
+    return base / "muster" / "config.yaml"
+
+
+def read_config(path: Path) -> dict[str, Any]:
+    if not path.is_file():
+        return {"contexts": {}}
+    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+    if not isinstance(data, dict) or not isinstance(data.get("contexts", {}), dict):
+        raise ContextError(f"{path}: expected a mapping with `contexts` (name -> url, token)")
+    data.setdefault("contexts", {})
+    return data
+
+
+def write_config(path: Path, data: dict[str, Any]) -> None:
+    write_private(path, yaml.safe_dump(data, sort_keys=False))
+
+
+def resolve(name: str | None, environ: Mapping[str, str] | None = None) -> Context | None:
+    """The named context, else the current one; None when the file selects none (and none was named)."""
+    path = user_config_path(environ)
+    data = read_config(path)
+    chosen = name or data.get("current-context")
+    if not chosen:
+        return None
+    entry = data["contexts"].get(chosen)
+    if not isinstance(entry, dict):
+        known = ", ".join(sorted(data["contexts"])) or "none"
+        raise ContextError(f"no context {chosen!r} in {path} (known: {known}); see `muster config get-contexts`")
+    url = entry.get("url")
+    token = entry.get("token")
+    if token is None and entry.get("token-file"):
+        token_file = Path(str(entry["token-file"])).expanduser()
+        if not token_file.is_file():
+            raise ContextError(f"context {chosen!r}: token-file {token_file} does not exist")
+        token = token_file.read_text(encoding="utf-8").strip()
+    if not url or not token:
+        raise ContextError(f"context {chosen!r} in {path} needs `url` and `token` (or `token-file`)")
+    return Context(chosen, str(url), str(token))
+
+
+def remember(name: str, url: str, token: str, *, make_current: bool = True, path: Path | None = None) -> Path:
+    """Add or replace a context (as ``muster up`` does for the system it starts); returns the file."""
+    target = path or user_config_path()
+    data = read_config(target)
+    data["contexts"][name] = {"url": url, "token": token}
+    if make_current or not data.get("current-context"):
+        data["current-context"] = name
+    write_config(target, data)
+    return target
+
+
+# ---------------------------------------------------------------------- muster config
+
+
+@click.group("config")
+def config() -> None:
+    """Named gateway contexts (url and token) in ~/.config/muster/config.yaml."""
+
+
+@config.command("get-contexts")
+def get_contexts() -> None:
+    """List the contexts; * marks the current one."""
+    path = user_config_path()
+    data = read_config(path)
+    if not data["contexts"]:
+        click.echo(f"no contexts in {path}")
+        return
+    current = data.get("current-context")
+    for name, entry in sorted(data["contexts"].items()):
+        url = entry.get("url", "?") if isinstance(entry, dict) else "?"
+        click.echo(f"{'*' if name == current else ' '} {name}\t{url}")
+
+
+@config.command("current-context")
+def current_context() -> None:
+    """Print the current context's name."""
+    current = read_config(user_config_path()).get("current-context")
+    if not current:
+        raise ContextError("no current context: `muster config use-context NAME`")
+    click.echo(current)
+
+
+@config.command("use-context")
+@click.argument("name")
+def use_context(name: str) -> None:
+    """Make NAME the current context."""
+    path = user_config_path()
+    data = read_config(path)
+    if name not in data["contexts"]:
+        raise ContextError(f"no context {name!r} in {path}")
+    data["current-context"] = name
+    write_config(path, data)
+    click.echo(f"current context: {name}")
+
+
+@config.command("set-context")
+@click.argument("name")
+@click.option("--url", required=True, help="the gateway, e.g. https://muster.example.com")
+@click.option("--token", default=None, help="a bearer token (stored in the file, readable by you only)")
+@click.option("--token-file", default=None, type=click.Path(dir_okay=False), help="read the token from this file")
+@click.option("--use", "make_current", is_flag=True, help="also make it the current context")
+def set_context(name: str, url: str, token: str | None, token_file: str | None, make_current: bool) -> None:
+    """Add or replace a context."""
+    if (token is None) == (token_file is None):
+        raise click.UsageError("give exactly one of --token and --token-file")
+    path = user_config_path()
+    data = read_config(path)
+    entry: dict[str, str] = {"url": url.rstrip("/")}
+    if token is not None:
+        entry["token"] = token
+    else:
+        entry["token-file"] = str(token_file)
+    data["contexts"][name] = entry
+    if make_current or not data.get("current-context"):
+        data["current-context"] = name
+    write_config(path, data)
+    click.echo(f"context {name} written to {path}")
+
+
+@config.command("delete-context")
+@click.argument("name")
+def delete_context(name: str) -> None:
+    """Remove a context."""
+    path = user_config_path()
+    data = read_config(path)
+    if data["contexts"].pop(name, None) is None:
+        raise ContextError(f"no context {name!r} in {path}")
+    if data.get("current-context") == name:
+        data.pop("current-context")
+    write_config(path, data)
+    click.echo(f"context {name} deleted")
