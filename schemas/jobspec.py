@@ -121,6 +121,14 @@ class CheckpointSpec(_Spec):
     directory: Annotated[str, Field(max_length=4096)] | None = None
 
 
+class DependencySpec(_Spec):
+    """Wait for another job of the same tenant to end with ``on``."""
+
+    job: Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$",
+                              description="a job id, or a job name (the tenant's latest job of that name)")]
+    on: Literal["succeeded", "finished", "failed"] = "succeeded"
+
+
 class JobSpec(_Spec):
     name: Name
     queue: Name
@@ -147,11 +155,19 @@ class JobSpec(_Spec):
     )
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
     annotations: dict[LabelKey, Annotated[str, Field(max_length=4096)]] = Field(default_factory=dict, max_length=64)
+    after: list[DependencySpec] = Field(
+        default_factory=list, max_length=64,
+        description="jobs this one waits for: it is queued only once each ended as asked")
+    on_dependency_failure: Literal["cancel", "fail"] = Field(
+        default="cancel", description="what becomes of this job when a job it waits for ended otherwise")
 
     @model_validator(mode="after")
     def _consistent(self) -> JobSpec:
         if self.min_replicas is not None and self.min_replicas > self.replicas:
             raise ValueError("min_replicas must not exceed replicas")
+        named = [d.job for d in self.after]
+        if len(set(named)) != len(named):
+            raise ValueError("after names a job more than once")
         if self.schedule is not None and not _CRON.match(self.schedule):
             raise ValueError(f"schedule is not a cron expression: {self.schedule!r}")
         return self

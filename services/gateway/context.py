@@ -80,7 +80,7 @@ class GatewayContext:
             self.metrics.submissions.labels(source, exc.error).inc()
             raise
         if plan.new:
-            submission = SubmitJob(job_id=plan.job_id, tenant=plan.tenant, user=principal.user, spec=spec,
+            submission = SubmitJob(job_id=plan.job_id, tenant=plan.tenant, user=principal.user, spec=plan.spec,
                                    submitted_at=self.now(), idempotency_key=idempotency_key)
             await self.publish_intent(submission)
             self.recent.record(submission)

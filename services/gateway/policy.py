@@ -4,9 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass
+from datetime import datetime
 
 from schemas.config import QueueConfig
-from schemas.jobspec import JobSpec, SecuritySpec
+from schemas.jobspec import DependencySpec, JobSpec, SecuritySpec
 from schemas.status import JobStatusChanged
 from services.gateway.auth import Principal
 from services.gateway.errors import ApiError
@@ -62,13 +63,47 @@ def check_spec(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
     check_preemptibility(queue.tenant, spec.priority_class, config, preemptible=spec.preemptible)
 
 
+def resolve_dependencies(spec: JobSpec, tenant: str, status: StatusView, recent: RecentSubmissions) -> JobSpec:
+    """The spec with every ``after`` entry naming a job id of ``tenant``: an id stays, a name becomes the
+    tenant's latest job of that name. 422 for a job the tenant has not got (another tenant's job is
+    answered the same way, so that its existence is not revealed)."""
+    if not spec.after:
+        return spec
+    latest: dict[str, tuple[datetime, str]] = {}  # name -> (submitted at, job id), the tenant's jobs only
+    ids: set[str] = set()
+    for job_id, owner, name, at in [
+        *((s.job_id, s.tenant, s.name, s.submitted_at) for s in status.jobs()),
+        *((e.submission.job_id, e.submission.tenant, e.submission.spec.name, e.submission.submitted_at)
+          for e in recent.all()),
+    ]:
+        if owner != tenant:
+            continue
+        ids.add(job_id)
+        if name not in latest or (at, job_id) > latest[name]:
+            latest[name] = (at, job_id)
+    resolved: list[DependencySpec] = []
+    for i, dep in enumerate(spec.after):
+        if dep.job in ids:
+            job_id = dep.job
+        elif dep.job in latest:
+            job_id = latest[dep.job][1]
+        else:
+            raise ApiError(422, "unknown_dependency", f"no job with id or name {dep.job!r} in tenant {tenant!r}",
+                           field=f"spec.after.{i}.job")
+        if all(d.job != job_id for d in resolved):
+            resolved.append(dep.model_copy(update={"job": job_id}))
+    return spec.model_copy(update={"after": resolved})
+
+
 @dataclass(frozen=True, slots=True)
 class SubmissionPlan:
-    """Which id a submission gets, and whether it is new (publish it) or a retry of a known job."""
+    """Which id a submission gets, whether it is new (publish it) or a retry of a known job, and the spec
+    to publish (its dependencies resolved to job ids)."""
 
     job_id: str
     tenant: str
     new: bool
+    spec: JobSpec
 
 
 def plan_submission(
@@ -84,8 +119,9 @@ def plan_submission(
     queue = queue_for_submission(spec, principal, config)
     check_spec(spec, queue, config)
     tenant = queue.tenant
+    spec = resolve_dependencies(spec, tenant, status, recent)
     if idempotency_key is None:
-        return SubmissionPlan(fresh_id(spec.name), tenant, True)
+        return SubmissionPlan(fresh_id(spec.name), tenant, True, spec)
     job_id = keyed_job_id(spec.name, tenant, idempotency_key)
     earlier = recent.by_key(tenant, idempotency_key)
     if earlier is not None:
@@ -93,14 +129,14 @@ def plan_submission(
             raise ApiError(409, "idempotency_key_reused",
                            f"key already used for job {earlier.submission.job_id} with a different spec",
                            field="Idempotency-Key")
-        return SubmissionPlan(earlier.submission.job_id, tenant, False)
+        return SubmissionPlan(earlier.submission.job_id, tenant, False, spec)
     known = status.get(job_id)
     if known is not None:
         if _conflicts(known, spec, tenant):
             raise ApiError(409, "idempotency_key_reused",
                            f"key already used for job {job_id} in queue {known.queue!r}", field="Idempotency-Key")
-        return SubmissionPlan(job_id, tenant, False)
-    return SubmissionPlan(job_id, tenant, True)
+        return SubmissionPlan(job_id, tenant, False, spec)
+    return SubmissionPlan(job_id, tenant, True, spec)
 
 
 def _conflicts(known: JobStatusChanged, spec: JobSpec, tenant: str) -> bool:

@@ -7,8 +7,9 @@ import logging
 from dataclasses import dataclass, field
 
 from schemas.decisions import JobRejected, JobScaled
-from schemas.topics import DECISIONS_TOPIC
+from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC
 from services.core import Admit, Preempt, Reject, Scale, SchedulerConfig, schedule
+from services.queue_manager.dependencies import expire_unknown, settle
 from services.queue_manager.entries import utc
 from services.queue_manager.state import Out, QueueState
 from services.spec.core_types import placement_plan
@@ -28,11 +29,17 @@ class CycleOutcome:
     def __len__(self) -> int:
         return len(self.records) + len(self.decisions) + len(self.statuses)
 
+    def add(self, outs: list[Out]) -> None:
+        """Records and decisions made outside the core's decisions (dependencies), in their lists."""
+        for o in outs:
+            (self.records if o.topic == JOBS_TOPIC else self.decisions).append(o)
+
 
 def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bool = True) -> CycleOutcome:
     """``report`` False: decide only; waiting jobs keep the position and estimate of an earlier cycle."""
-    result = schedule(qs.sched, now, config, report=report)
     out = CycleOutcome()
+    out.add(expire_unknown(qs, now))  # jobs held for an unknown job too long end; their dependants follow
+    result = schedule(qs.sched, now, config, report=report)
     for decision in result.decisions:
         entry = qs.jobs.get(decision.job_id)
         qs.sched.apply(decision, now)
@@ -68,6 +75,7 @@ def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bo
                 Out(DECISIONS_TOPIC, JobRejected(job_id=entry.job_id, attempt=entry.attempt,
                                                  reason=decision.reason[:64], message=decision.message[:2048]))
             )
+    out.add(settle(qs, now))  # the jobs this cycle rejected end the jobs that waited for them
     for job_id, info in result.pending.items():
         entry = qs.jobs.get(job_id)
         if entry is not None and entry.state in ("pending", "suspended"):

@@ -6,6 +6,7 @@ from schemas.envelope import Message
 from schemas.intents import INTENTS
 from schemas.runs import DISPATCHES, RUNS
 from schemas.topics import JOBS_TOPIC, STATUS_TOPIC
+from services.queue_manager.dependencies import settle
 from services.queue_manager.intents import on_intent
 from services.queue_manager.runs import on_run
 from services.queue_manager.state import Out, QueueState
@@ -30,7 +31,7 @@ def on_input(qs: QueueState, message: Message, event_id: str, now: float, *, ret
     else:
         outs = []
     qs.remember(event_id)
-    return outs + qs.status_updates(now)
+    return outs + settle(qs, now) + qs.status_updates(now)
 
 
 def resend(qs: QueueState, message: Message, now: float) -> list[Out]:

@@ -10,6 +10,7 @@ from schemas.envelope import Message
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
 from schemas.topics import DECISIONS_TOPIC
 from services.core import Preempt
+from services.queue_manager.dependencies import queue_or_hold
 from services.queue_manager.entries import JobEntry
 from services.queue_manager.state import Out, QueueState
 from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, class_preemptible, non_preemptible_refusal
@@ -40,8 +41,11 @@ def on_intent(qs: QueueState, message: Message, now: float) -> list[Out]:
     if isinstance(message, ResumeJob):
         if entry.state != "suspended":
             return []
-        qs.sched.resume(entry.job_id)
         entry.state, entry.reason, entry.message = "pending", "", ""
+        if entry.spec.after:  # judged again: it may still wait for the jobs it depends on
+            qs.sched.cancel(entry.job_id)
+            return queue_or_hold(qs, entry, now) or [qs.record(entry)]
+        qs.sched.resume(entry.job_id)
         return [qs.record(entry)]
     if isinstance(message, ChangePriority):
         return change_priority(qs, entry, message)
@@ -57,7 +61,7 @@ def submit(qs: QueueState, msg: SubmitJob, now: float) -> list[Out]:
         return []  # a job id is submitted once; repeats (retries, redelivery) are no-ops
     priority = qs.config.priority_value(msg.spec.priority_class)
     entry = JobEntry(submission=msg, priority=priority or 0, state="pending")
-    qs.jobs[msg.job_id] = entry
+    qs.add(entry)
     refusal = refuse(qs, msg)
     if refusal is None and priority is None:
         refusal = UNKNOWN_PRIORITY_CLASS, f"unknown priority class {msg.spec.priority_class!r}"
@@ -67,8 +71,8 @@ def submit(qs: QueueState, msg: SubmitJob, now: float) -> list[Out]:
         entry.finish("rejected", now, reason, text)
         rejected = JobRejected(job_id=msg.job_id, attempt=0, reason=reason, message=text)
         return [qs.record(entry), Out(DECISIONS_TOPIC, rejected)]
-    qs.sched.submit(qs.core_job(entry))
-    return [qs.record(entry)]
+    queued = queue_or_hold(qs, entry, now)  # its first record already says whether it waits for others
+    return queued or [qs.record(entry)]
 
 
 def refuse(qs: QueueState, msg: SubmitJob) -> tuple[str, str] | None:

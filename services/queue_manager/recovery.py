@@ -15,6 +15,7 @@ from collections.abc import Iterable
 from schemas.jobs import JobRecord
 from schemas.status import JobStatusChanged
 from services.core import Admit, Preempt
+from services.queue_manager.dependencies import WAITING, queue_or_hold
 from services.queue_manager.entries import JobEntry
 from services.queue_manager.state import Out, QueueState
 from services.spec.core_types import placement_from_plan
@@ -23,12 +24,13 @@ from services.spec.core_types import placement_from_plan
 def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> list[Out]:
     """Fold recorded jobs (with the id of the input that last changed each) into an empty state."""
     republish: list[Out] = []
+    waiting: list[JobEntry] = []  # held for their dependencies when recorded
     entries = [(JobEntry.from_record(rec), cause) for rec, cause in records]
     entries.sort(key=lambda e: e[0].admitted_at.timestamp() if e[0].admitted_at is not None else 0.0)
     for entry, cause in entries:
         if not qs.config.owns_queue(entry.spec.queue):
             continue  # recorded by the shard of another pool
-        qs.jobs[entry.job_id] = entry
+        qs.add(entry)
         qs.remember(cause)
         qs.dirty[entry.job_id] = None
         if entry.terminal:
@@ -36,6 +38,10 @@ def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> 
             if runtime is not None:
                 qs.sched.learn(qs.core_job(entry), runtime)  # what finished jobs taught survives a restart
             continue
+        if entry.spec.after and (entry.state == "suspended" or entry.reason == WAITING):
+            if entry.state == "pending":
+                waiting.append(entry)  # judged once every record is in
+            continue  # a suspended one is judged when it is resumed
         job = qs.core_job(entry)
         qs.sched.submit(job)
         if entry.state == "suspended":
@@ -59,6 +65,9 @@ def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> 
             preempt = Preempt(entry.job_id, entry.attempt, entry.reason, grace, requeue=entry.requeue_on_stop)
             qs.sched.apply(preempt, admitted_at)
             republish.append(qs.preemption(entry, grace))
+    for entry in waiting:
+        republish += queue_or_hold(qs, entry, None)
+    qs.woken.clear()  # every held job was just judged
     return republish
 
 

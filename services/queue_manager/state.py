@@ -49,6 +49,12 @@ class QueueState:
     applied: OrderedDict[str, None] = field(default_factory=OrderedDict)
     #: every node reported, owned or not: a pool defined later may move a node into or out of this shard
     nodes: dict[str, NodeState] = field(default_factory=dict)
+    jobs_named: dict[str, dict[str, None]] = field(default_factory=dict)  # spec name -> job ids
+    #: jobs waiting for dependencies, kept out of the scheduler (``dependencies``)
+    held: dict[str, tuple[str, ...]] = field(default_factory=dict)  # job -> the ids and names it waits for
+    held_unknown: dict[str, None] = field(default_factory=dict)  # ... of which some wait for an unknown job
+    waiters: dict[str, dict[str, None]] = field(default_factory=dict)  # job id or name -> held jobs waiting
+    woken: set[str] = field(default_factory=set)  # held jobs to judge again (what they wait for changed)
 
     @classmethod
     def for_shard(cls, shard: Shard, config: SchedulerConfig | None = None) -> QueueState:
@@ -88,7 +94,43 @@ class QueueState:
     def record(self, entry: JobEntry) -> Out:
         """The entry changed: its new record (and, later, its status)."""
         self.dirty[entry.job_id] = None
+        if entry.terminal:
+            self.unhold(entry.job_id)
+            self._wake(entry)
         return Out(JOBS_TOPIC, entry.recorded())
+
+    # ------------------------------------------------------------ jobs and the jobs waiting for them
+
+    def add(self, entry: JobEntry) -> None:
+        """A job new to this state; jobs held for it (by id or name) are judged again."""
+        self.jobs[entry.job_id] = entry
+        self.jobs_named.setdefault(entry.spec.name, {})[entry.job_id] = None
+        self._wake(entry)
+
+    def _wake(self, entry: JobEntry) -> None:
+        for key in (entry.job_id, entry.spec.name):
+            self.woken.update(self.waiters.get(key, ()))
+
+    def hold(self, job_id: str, keys: list[str], *, unknown: bool) -> None:
+        """Keep a job out of the scheduler until one of ``keys`` (ids or names it waits for) changes."""
+        self.unhold(job_id)
+        self.held[job_id] = tuple(keys)
+        if unknown:
+            self.held_unknown[job_id] = None
+        for key in keys:
+            self.waiters.setdefault(key, {})[job_id] = None
+
+    def unhold(self, job_id: str) -> None:
+        keys = self.held.pop(job_id, None)
+        if keys is None:
+            return
+        self.held_unknown.pop(job_id, None)
+        for key in keys:
+            waiting = self.waiters.get(key)
+            if waiting is not None:
+                waiting.pop(job_id, None)
+                if not waiting:
+                    del self.waiters[key]
 
     def admitted(self, entry: JobEntry) -> Out:
         assert entry.placement is not None
