@@ -56,12 +56,12 @@ class QueueOrder:
 
     def remaining(self, job: Job, estimate: float | None, attained: float) -> float:
         """Estimated GPU-seconds the job still needs after ``attained``. A job that has outrun its
-        estimate was underestimated: it is expected to need as much again as it has had (the longer
-        a job has run, the longer it tends to run on), so it does not hold its GPUs as if it were
-        about to finish."""
+        estimate was underestimated: the further past it, the more it is expected to need still (the
+        longer a job has run, the longer it tends to run on), so it does not hold its GPUs for ever as
+        if it were about to finish, while one just past its estimate still resumes ahead of new work."""
         est = self.default_estimate_s if estimate is None else estimate
         left = est * max(job.total_gpus, 1) - attained
-        return left if left >= 0 else attained
+        return abs(left)
 
     def level(self, attained: float) -> int:
         return 0 if attained < self.las_threshold_gpu_s else 1

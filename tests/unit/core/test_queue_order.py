@@ -50,7 +50,7 @@ def test_a_job_past_its_estimate_is_expected_to_need_as_much_again() -> None:
     j = job("j", gpus_per_pod=2, runtime_estimate=100.0)
     assert order.remaining(j, 100.0, 150.0) == 50.0
     assert order.remaining(j, 100.0, 200.0) == 0.0
-    assert order.remaining(j, 100.0, 500.0) == 500.0  # overdue: not about to finish after all
+    assert order.remaining(j, 100.0, 500.0) == 300.0  # overdue: the further past, the more it still needs
     assert order.remaining(j, None, 0.0) == 2 * order.default_estimate_s
 
 
