@@ -185,6 +185,7 @@ class RunningJob:
     terminating: bool = False
     served_gpu_s: float = 0.0  # GPU-seconds this attempt received before its current size (``sized_at``)
     sized_at: float | None = None  # when it took its current size (None: at start_time)
+    stopping_since: float | None = None  # when it was asked to stop: checkpoint and teardown are no service
 
     @property
     def gpus(self) -> int:
@@ -193,7 +194,8 @@ class RunningJob:
     def attained(self, now: float) -> float:
         """GPU-seconds of service the job has received by ``now``, earlier attempts included."""
         since = self.start_time if self.sized_at is None else self.sized_at
-        return self.job.attained_gpu_s + self.served_gpu_s + max(now - since, 0.0) * self.gpus
+        until = now if self.stopping_since is None else min(now, self.stopping_since)
+        return self.job.attained_gpu_s + self.served_gpu_s + max(until - since, 0.0) * self.gpus
 
 
 class DecisionKind(str, Enum):

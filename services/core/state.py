@@ -252,7 +252,7 @@ class SchedulerState:
             rj = self.running.get(decision.job_id)
             if rj is None or rj.job.attempt != decision.attempt or rj.terminating:
                 return
-            self.running[decision.job_id] = replace(rj, terminating=True)
+            self.running[decision.job_id] = replace(rj, terminating=True, stopping_since=now)
             self.stopping_by_queue.setdefault(rj.job.queue, {})[decision.job_id] = None
             self._unindex_candidate(decision.job_id, rj)
             if decision.preemptor is not None:
@@ -367,6 +367,13 @@ class SchedulerState:
             if not victims:
                 self.victims_of.pop(preemptor, None)
         return rj
+
+    def run_started(self, job_id: str, now: float) -> None:
+        """The admitted job's pods run: its service counts from now, not from its admission (pulling
+        images and starting pods on a real cluster is no progress)."""
+        rj = self.running.get(job_id)
+        if rj is not None and not rj.terminating and rj.served_gpu_s == 0.0 and rj.sized_at is None:
+            self.running[job_id] = replace(rj, sized_at=max(now, rj.start_time))
 
     def job_finished(self, job_id: str, now: float, *, succeeded: bool = False) -> None:
         """The job ended for good; a success teaches its full-size runtime to ``runtimes``."""

@@ -49,6 +49,7 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
     if isinstance(message, RunStarted | RunAllPodsReady):
         if entry.state != "admitted":
             return []
+        qs.sched.run_started(entry.job_id, now)
         entry.state, entry.reason, entry.message = "running", "", ""
         return [qs.record(entry)]
     if not entry.holding:

@@ -33,7 +33,9 @@ from tests.builders.realkube import RealKube
 from tests.e2e.builders import ADMIN_TOKEN, member_token, tokens
 from tests.e2e.log import TopicLog
 
-SCHEDULER = SchedulerConfig(min_runtime_s=0.0)
+# the test jobs run for seconds: a slowdown bound of 3x their estimate would promote jobs within the
+# tests' own timing noise (slower on the real control plane), so promotion is left to starvation_age_s
+SCHEDULER = SchedulerConfig(min_runtime_s=0.0, slowdown_limit=0.0)
 DISPATCH = DispatchSettings(restart_backoff_s=0.2, restart_backoff_max_s=0.5, handshake_poll_s=0.05)
 ACCOUNTANT = AccountantSettings(publish_interval_s=1.0)
 CYCLE_PERIOD_S = 0.5

@@ -218,3 +218,13 @@ def test_tiresias_preempts_the_job_that_left_the_first_level() -> None:
     assert cycle(st, 7199, TIRESIAS).decisions == ()  # 8 x 7199 GPU-s: still under 16 GPU-hours
     (d,) = cycle(st, 7200, TIRESIAS).decisions
     assert isinstance(d, Preempt) and d.job_id == "big" and d.reason == PreemptReason.QUEUE_ORDER.value
+
+
+def test_service_counts_while_the_pods_run_not_while_they_start_or_stop() -> None:
+    st = state([queue("q", 8)], [node("n", 8)])
+    st.submit(job("j", gpus_per_pod=8, checkpointable=True))
+    cycle(st, 0, REMAINING)
+    st.run_started("j", 20)  # images pulled, pods up
+    st.apply(Preempt("j", 0, PreemptReason.QUEUE_ORDER.value, 30.0), 50)
+    st.job_stopped("j", 90)  # checkpoint and teardown took 40 s
+    assert st.pending["j"].attained_gpu_s == 8 * (50 - 20)
