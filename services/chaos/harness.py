@@ -8,8 +8,6 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from aiokafka.errors import KafkaError
-
 from schemas.decisions import JobAdmitted, JobPreemptionRequested
 from schemas.runs import RunFailed
 from schemas.status import TERMINAL_STATES
@@ -25,6 +23,7 @@ from services.chaos.report import ChaosReport, Violation
 from services.chaos.system import ChaosSystem, running_system
 from services.chaos.workload import PlannedJob, plan_workload
 from services.kubesim.resources import NODES
+from services.runtime.kafka.reader import KafkaError
 
 POLL_S = 3.0
 
