@@ -29,10 +29,10 @@ import asyncio
 import logging
 import math
 
+from schemas import kube as ann
 from schemas.decisions import JobPreemptionRequested
 from schemas.envelope import Envelope
 from schemas.runs import JobStopped
-from services.dispatcher import annotations as ann
 from services.dispatcher.book import Preemption, Run
 from services.dispatcher.context import Context, emit
 from services.runtime.kafka import Delivery

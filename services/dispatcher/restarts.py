@@ -20,9 +20,9 @@ import logging
 import re
 from datetime import timedelta
 
+from schemas import kube as ann
 from schemas.envelope import Envelope
 from schemas.runs import NOT_RESTARTED_REASONS, RunFailed
-from services.dispatcher import annotations as ann
 from services.dispatcher import replacement
 from services.dispatcher.book import Run
 from services.dispatcher.context import Context, emit

@@ -6,6 +6,7 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from schemas.kube import GPU_RESOURCE
 from services.kubesim.meta import Obj, condition_true
 from services.kubesim.nodes import node_ready
 
@@ -89,7 +90,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("Roles", "string", lambda n: "<none>"),
         ("Age", "string", _created),
         ("Version", "string", lambda n: ((n.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")),
-        ("GPUs", "string", lambda n: ((n.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", "0")),
+        ("GPUs", "string", lambda n: ((n.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE, "0")),
     ],
     "Job": [
         ("Status", "string", _job_status),

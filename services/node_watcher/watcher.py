@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.capacity import NodeRemoved
+from schemas.kube import JOB_ID
 from services.node_watcher.metrics import WatcherMetrics
 from services.node_watcher.publisher import Outbox
 from services.node_watcher.tracker import NodeTracker, RunTracker
@@ -17,7 +18,6 @@ from services.runtime.kube import Backoff, Informer, KubeObject, KubeRest, job_c
 
 log = logging.getLogger(__name__)
 
-MUSTER_JOBS = "muster.dev/job-id"
 
 
 class NodeWatcher:
@@ -56,7 +56,7 @@ class NodeWatcher:
     async def run(self, stop: asyncio.Event) -> None:
         """Keep the three caches until ``stop`` is set."""
         pods = pod_cache(self.rest, backoff=self.backoff)
-        jobs = job_cache(self.rest, label_selector=MUSTER_JOBS, backoff=self.backoff)
+        jobs = job_cache(self.rest, label_selector=JOB_ID, backoff=self.backoff)
         nodes = node_cache(self.rest, backoff=self.backoff)
         pods.add_handler(self._on_pod)
         jobs.add_handler(self._on_job)
