@@ -19,6 +19,7 @@ from rich.table import Table
 from rich.text import Text
 
 from services.cli.client import ClientError, GatewayClient, load_settings
+from services.spec.durations import human_duration
 
 #: command name -> "module:attribute", for the ``muster`` group's lazy subcommands
 JOB_COMMANDS: dict[str, str] = {
@@ -54,12 +55,7 @@ def _ago(value: str | None, now: datetime) -> str:
     at = _parse_time(value)
     if at is None:
         return "-"
-    seconds = max(0, int((now - at).total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h" if seconds < 172800 else f"{seconds // 86400}d"
+    return human_duration((now - at).total_seconds())
 
 
 def _in(value: str | None, now: datetime) -> str:

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from datetime import datetime
 from typing import Any
 
@@ -31,12 +30,11 @@ from services.gateway.ids import kube_job_id
 from services.gateway.policy import check_spec, queue_for_submission
 from services.gateway.views import ConfigView
 from services.runtime.kube import ADDED, MODIFIED, KubeRest, build_api_client, job_cache
+from services.spec.durations import parse_duration
 
 log = logging.getLogger(__name__)
 
 
-_DURATION = re.compile(r"^\s*(?P<num>[0-9]+(\.[0-9]+)?)\s*(?P<unit>s|m|h|d)?\s*$")
-_UNIT_S = {None: 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _TRUE = frozenset({"true", "yes", "1"})
 
 
@@ -45,11 +43,11 @@ class NotSubmittable(ValueError):
 
 
 def parse_duration_s(text: str) -> float:
-    """``"3600"``, ``"90m"``, ``"6h"``, ``"2d"`` in seconds."""
-    m = _DURATION.match(text)
-    if m is None:
-        raise NotSubmittable(f"{RUNTIME_ESTIMATE}: not a duration: {text!r}")
-    return float(m["num"]) * _UNIT_S[m["unit"]]
+    """``"3600"``, ``"90m"``, ``"6h"``, ``"2d"`` in seconds (``parse_duration``)."""
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise NotSubmittable(f"{RUNTIME_ESTIMATE}: not a duration: {text!r}") from None
 
 
 def _security(pod: dict[str, Any]) -> SecuritySpec:

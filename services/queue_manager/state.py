@@ -133,7 +133,7 @@ class QueueState:
     # ------------------------------------------------------------ compacted inputs
 
     def fold_config(self, key: str, message: Message | None) -> bool:
-        changed = self.config.fold(key, message, self.sched)
+        changed = self.config.fold_into(key, message, self.sched)
         pools_changed = isinstance(message, PoolDefined) or (
             isinstance(message, ConfigItemDeleted) and message.kind == "pool") or (
             message is None and key.startswith("pool/"))

@@ -13,8 +13,8 @@ from schemas.codec import decode
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.topics import CONFIG_TOPIC, DECISIONS_TOPIC, RUNS_TOPIC, USAGE_TOPIC
 from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from services.core.fairshare import interval_value
 from services.quota_accountant.accountant import Accountant, AccountantSettings
-from services.quota_accountant.decay import interval_value
 from services.quota_accountant.main import build
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
 from services.runtime.options import ServeOptions
