@@ -123,8 +123,7 @@ async def restart(ctx: Context, run: Run) -> None:
     if ctx.runs.get(run.job_id) is not run:
         return  # superseded meanwhile (a rescale or a new attempt)
     new_run = await replacement.replace(ctx, run, manifest, "restart")
-    if ctx.metrics is not None:
-        ctx.metrics.restarts.labels(ctx.cluster).inc()
+    ctx.metrics.restarts.labels(ctx.cluster).inc()
     log.info("job %s attempt %d restarted as %s (restart %d/%d)", new_run.job_id, new_run.attempt, new_run.name,
              new_run.restarts, new_run.max_restarts)
     await ctx.reporter.report(ctx.dispatched(new_run), correlation_id=run.correlation_id or None)

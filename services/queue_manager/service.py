@@ -274,14 +274,13 @@ class QueueManager:
 
     # ------------------------------------------------------------ the whole service
 
-    async def run(self, stop: asyncio.Event, *, loop_group: str | None = None) -> None:
+    async def run(self, stop: asyncio.Event) -> None:
         """Recover, then consume inputs and run cycles until ``stop`` (a ``ServiceRunner`` task)."""
-        loop_group = loop_group or group_id(self.shard)
         await self.recover()
         # batch settle: a fetched batch's records and statuses are acknowledged together before the
         # commit (one broker round trip per batch); a failed output stops the service, which then
         # recovers from muster.jobs and re-reads the uncommitted batch
-        loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=loop_group,
+        loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=group_id(self.shard),
                             settle="batch", max_records=500, order=self._order,
                             skip=self._passes_over)
 
