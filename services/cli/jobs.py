@@ -21,15 +21,6 @@ from rich.text import Text
 from services.cli.client import ClientError, GatewayClient, load_settings
 from services.spec.durations import human_duration
 
-#: command name -> "module:attribute", for the ``muster`` group's lazy subcommands
-JOB_COMMANDS: dict[str, str] = {
-    name: f"services.cli.jobs:{attr}" for name, attr in (
-        ("submit", "submit"), ("get", "get"), ("list", "list_jobs"), ("describe", "describe"),
-        ("cancel", "cancel"), ("suspend", "suspend"), ("resume", "resume"), ("set-priority", "set_priority"),
-        ("scale", "scale"), ("queues", "queues"), ("top", "top"), ("recurring", "recurring"),
-    )
-}
-
 FINISHED = frozenset({"succeeded", "failed", "cancelled", "rejected"})
 
 

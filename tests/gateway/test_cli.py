@@ -13,7 +13,6 @@ from schemas.intents import CancelJob, ResumeJob, SubmitJob, SuspendJob
 from schemas.topics import INTENTS_TOPIC
 from services.cli.client import ClientError, load_settings
 from services.cli.jobs import (
-    JOB_COMMANDS,
     cancel,
     describe,
     get,
@@ -110,14 +109,21 @@ def test_settings_come_from_the_environment_or_the_cli_file(tmp_path: Path) -> N
         load_settings({}, cwd=tmp_path.parent.parent / "nowhere")
 
 
-def test_command_table_names_existing_commands() -> None:
-    import importlib
-
+def test_every_subcommand_of_muster_resolves_to_a_command() -> None:
+    """The ``muster`` group's lazy table (``SUBCOMMANDS``): every entry imports to a click command under
+    its name, and ``muster --help`` lists them all."""
     import click
 
-    for target in JOB_COMMANDS.values():
-        module, attr = target.split(":")
-        assert isinstance(getattr(importlib.import_module(module), attr), click.Command)
+    from services.cli.main import SUBCOMMANDS, cli
+
+    ctx = click.Context(cli)
+    assert isinstance(cli, click.Group)
+    for name in SUBCOMMANDS:
+        command = cli.get_command(ctx, name)
+        assert isinstance(command, click.Command), name
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    assert all(name in result.output for name in SUBCOMMANDS)
 
 
 def test_unreachable_gateway(tmp_path: Path) -> None:
