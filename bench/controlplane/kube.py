@@ -27,7 +27,6 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 from bench.controlplane.measure import Spread, Table, rate
 from bench.controlplane.stack import SUBMITTER, Broker, QueueManagerProcess, private_broker, publish
@@ -38,13 +37,12 @@ from schemas.envelope import make_envelope
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
 from schemas.topics import CONFIG_TOPIC, DECISIONS_TOPIC, INTENTS_TOPIC
 from services.core import SchedulerConfig
-from services.dispatcher import main as dispatcher_main
+from services.dispatcher.main import DispatcherMain
 from services.dispatcher.plans import DispatchSettings
-from services.node_watcher import main as watcher_main
+from services.node_watcher.main import NodeWatcherMain
 from services.runtime.kafka import EnvelopeProducer
 from services.runtime.kube import JOBS, PODS, KubeObject, KubeRest, build_api_client
 from services.runtime.options import ClusterAccess, ServeOptions
-from services.runtime.service import ServiceRunner
 
 NAMESPACE = "bench"
 QUEUE_MANAGER = "queue_manager"  # the decisions' producer, as the topic registry knows it
@@ -109,34 +107,25 @@ async def real(cluster: ClusterConfig, root: Path) -> AsyncIterator[Backend]:
 async def service(broker: Broker, backend: Backend, kind: str) -> AsyncIterator[None]:
     """The ``kind`` ("dispatcher" or "node-watcher") of ``backend``'s cluster, in this process, until the
     block ends; ready once its consumer has partitions (dispatcher) or its caches are synced (watcher)."""
-    ready = asyncio.Event()
-    runners: list[ServiceRunner] = []
-    watchers: list[Any] = []
-
-    def on_ready(runner: ServiceRunner, component: object) -> None:
-        runners.append(runner)
-        watchers.append(component)
-        ready.set()
-
     options = ServeOptions(kafka=broker.settings, cluster=backend.cluster, instance=backend.cluster,
                            **backend.access.fields(kind))
-    if kind == "dispatcher":
-        task = asyncio.create_task(dispatcher_main.serve(options, settings=DispatchSettings(), handle_signals=False,
-                                                         on_ready=on_ready))
-    else:
-        task = asyncio.create_task(watcher_main.serve(options, handle_signals=False, on_ready=on_ready))
+    main: DispatcherMain | NodeWatcherMain
+    main = DispatcherMain(options, settings=DispatchSettings()) if kind == "dispatcher" else NodeWatcherMain(options)
+    task = asyncio.create_task(main.run(handle_signals=False))
     async with asyncio.timeout(START_TIMEOUT_S):
-        await asyncio.wait({task, asyncio.ensure_future(ready.wait())}, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait({task, asyncio.ensure_future(main.composed.wait())}, return_when=asyncio.FIRST_COMPLETED)
         if task.done():
             task.result()
-        if kind == "dispatcher":
-            await runners[0].loops[0].wait_assigned()
+        if isinstance(main, DispatcherMain):
+            assert main.runner is not None
+            await main.runner.loops[0].wait_assigned()
         else:
-            await watchers[0].ready.wait()
+            assert main.watcher is not None
+            await main.watcher.ready.wait()
     try:
         yield
     finally:
-        runners[0].stop()
+        main.stop()
         await task
 
 

@@ -21,8 +21,7 @@ from schemas.envelope import Message, make_envelope
 from schemas.intents import SubmitJob
 from schemas.topics import CAPACITY_TOPIC, CONFIG_TOPIC, INTENTS_TOPIC
 from services.core import SchedulerConfig
-from services.queue_manager.main import build as build_queue_manager
-from services.queue_manager.main import freezing_after_recovery
+from services.queue_manager.main import QueueManagerMain
 from services.queue_manager.service import QueueManager
 from services.runtime.broker import resolve_broker
 from services.runtime.collector import configure_collector
@@ -135,7 +134,7 @@ async def running_stack(broker: Broker, fleet: Fleet, layout: QueueLayout, runti
 
 
 class QueueManagerProcess:
-    """``build_queue_manager`` run in a child process, as in a deployment: the load generator and the fake
+    """``QueueManagerMain`` run in a child process, as in a deployment: the load generator and the fake
     cluster of this process do not share its CPU. Stopped with SIGTERM (the service's own shutdown)."""
 
     def __init__(self, settings: KafkaSettings, scheduler: SchedulerConfig, *, debounce_s: float | None,
@@ -181,14 +180,13 @@ def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, deb
     configure_collector()  # as `muster serve` does
 
     async def serve() -> None:
-        manager, runner = build_queue_manager(ServeOptions(kafka=settings, http_port=0, pools=pools),
-                                              scheduler_config=scheduler, period_s=PERIOD_S)
-        manager.debounce_s = debounce_s
-        async with manager.producer, freezing_after_recovery(manager):
-            task = asyncio.create_task(runner.run(handle_signals=True), name="queue manager")
-            await _started(task, manager.ready.wait)
-            ready.set()
-            await task
+        main = QueueManagerMain(ServeOptions(kafka=settings, http_port=0, pools=pools), scheduler_config=scheduler,
+                                period_s=PERIOD_S, freeze_recovered_heap=True)
+        main.manager.debounce_s = debounce_s
+        task = asyncio.create_task(main.run(handle_signals=True), name="queue manager")
+        await _started(task, main.manager.ready.wait)
+        ready.set()
+        await task
 
     asyncio.run(serve())
 

@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
+from schemas.kube import JOB_ID
 from services.chaos.pods import TERMINAL_PHASES, PodLife
 from services.chaos.report import Violation
 from services.kubesim.resources import JOBS, PODS
 from services.kubesim.store import Store
-from services.runtime.kube.render import JOB_ID
 
 
 def check_node_gpus(pods: list[PodLife], node_gpus: dict[str, int]) -> list[Violation]:

@@ -8,9 +8,8 @@ from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 
-from aiokafka.errors import KafkaError
-
 from schemas.decisions import JobAdmitted, JobPreemptionRequested
+from schemas.kube import GPU_RESOURCE
 from schemas.runs import RunFailed
 from schemas.status import TERMINAL_STATES
 from services.chaos import checks
@@ -20,11 +19,12 @@ from services.chaos.eventlog import EventLog, read_log
 from services.chaos.faults import FaultInjector, plan_faults
 from services.chaos.ledger import Ledger
 from services.chaos.plan import ChaosPlan, chaos_config
-from services.chaos.pods import GPU, PodRecorder
+from services.chaos.pods import PodRecorder
 from services.chaos.report import ChaosReport, Violation
 from services.chaos.system import ChaosSystem, running_system
 from services.chaos.workload import PlannedJob, plan_workload
 from services.kubesim.resources import NODES
+from services.runtime.kafka.reader import KafkaError
 
 POLL_S = 3.0
 
@@ -95,7 +95,8 @@ class Run:
 
 def node_gpus(system: ChaosSystem) -> dict[str, int]:
     items, _ = system.sim.store.list(NODES)
-    return {n["metadata"]["name"]: int((n.get("status") or {}).get("allocatable", {}).get(GPU, 0)) for n in items}
+    return {n["metadata"]["name"]: int((n.get("status") or {}).get("allocatable", {}).get(GPU_RESOURCE, 0))
+            for n in items}
 
 
 def evaluate(run: Run, log: EventLog, recorder: PodRecorder, left: list[str]) -> None:

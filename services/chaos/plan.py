@@ -15,6 +15,7 @@ from schemas.config import (
     TenantConfig,
     TopologyConfig,
 )
+from schemas.kube import GPU_RESOURCE
 
 TENANTS = ("team-a", "team-b")
 GPU_TYPE = "a100"
@@ -64,7 +65,7 @@ def chaos_config(plan: ChaosPlan) -> MusterConfig:
     cluster = ClusterConfig(name=CLUSTER, node_groups=[NodeGroupConfig(
         name=GPU_TYPE, count=plan.nodes, gpus_per_node=plan.gpus_per_node, gpu_type=GPU_TYPE, cpu=96,
         memory_gb=1024, topology=TopologyConfig(zone=f"{CLUSTER}-z", block="b0", racks=2),
-        taints=["nvidia.com/gpu"],
+        taints=[GPU_RESOURCE],
     )])
     quota = ResourceQuotaConfig(nominal=plan.nominal, borrowing_limit=plan.borrowing_limit)
     return MusterConfig(

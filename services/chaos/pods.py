@@ -4,13 +4,12 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-from typing import Any
 
+from schemas.kube import ATTEMPT, JOB_ID
 from services.kubesim.resources import PODS
 from services.kubesim.store import StoreEvent
-from services.runtime.kube.render import ATTEMPT, JOB_ID
+from services.spec.pod_resources import pod_gpus
 
-GPU = "nvidia.com/gpu"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 
@@ -45,15 +44,6 @@ class PodLife:
         return self.running_at, self.ended_at if self.ended_at is not None else float("inf")
 
 
-def _gpus(pod: dict[str, Any]) -> int:
-    total = 0
-    for container in (pod.get("spec") or {}).get("containers") or []:
-        resources = container.get("resources") or {}
-        amount = (resources.get("limits") or {}).get(GPU) or (resources.get("requests") or {}).get(GPU) or 0
-        total += int(amount)
-    return total
-
-
 @dataclass
 class PodRecorder:
     """A kubesim store listener: the lifetime of every pod labelled with a Muster job id."""
@@ -74,7 +64,7 @@ class PodRecorder:
         if life is None:
             owners = meta.get("ownerReferences") or [{}]
             life = PodLife(key[0], key[1], labels[JOB_ID], int(labels.get(ATTEMPT, "0")),
-                           owners[0].get("name", ""), _gpus(ev.obj))
+                           owners[0].get("name", ""), pod_gpus(ev.obj))
             self.pods[key] = life
         if life.ended_at is not None:
             return

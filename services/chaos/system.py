@@ -14,14 +14,13 @@ import yaml
 
 from schemas.config import MusterConfig
 from services.chaos.plan import ChaosPlan
-from services.cli.credentials import write_credentials
-from services.cli.supervise import Child, free_port
-from services.cli.up import service_children
 from services.kubesim import KubeSim
 from services.runtime.broker import KafkaBroker
+from services.runtime.credentials import write_credentials
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kafka.topics import ensure_registry_topics
 from services.runtime.options import ClusterAccess
+from services.runtime.supervise import Child, free_port, service_children
 
 log = logging.getLogger(__name__)
 

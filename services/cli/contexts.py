@@ -23,7 +23,7 @@ from typing import Any
 import click
 import yaml
 
-from services.cli.credentials import write_private
+from services.runtime.credentials import write_private
 
 
 class ContextError(click.ClickException):

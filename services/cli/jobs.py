@@ -20,16 +20,7 @@ from rich.table import Table
 from rich.text import Text
 
 from services.cli.client import ClientError, GatewayClient, load_settings
-
-#: command name -> "module:attribute", for the ``muster`` group's lazy subcommands
-JOB_COMMANDS: dict[str, str] = {
-    name: f"services.cli.jobs:{attr}" for name, attr in (
-        ("submit", "submit"), ("get", "get"), ("list", "list_jobs"), ("describe", "describe"),
-        ("cancel", "cancel"), ("suspend", "suspend"), ("resume", "resume"), ("set-priority", "set_priority"),
-        ("scale", "scale"), ("queues", "queues"), ("top", "top"), ("recurring", "recurring"),
-    )
-}
-
+from services.spec.durations import human_duration
 
 
 @contextmanager
@@ -55,12 +46,7 @@ def _ago(value: str | None, now: datetime) -> str:
     at = _parse_time(value)
     if at is None:
         return "-"
-    seconds = max(0, int((now - at).total_seconds()))
-    if seconds < 120:
-        return f"{seconds}s"
-    if seconds < 7200:
-        return f"{seconds // 60}m"
-    return f"{seconds // 3600}h" if seconds < 172800 else f"{seconds // 86400}d"
+    return human_duration((now - at).total_seconds())
 
 
 def _in(value: str | None, now: datetime) -> str:

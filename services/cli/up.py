@@ -14,9 +14,9 @@ import yaml
 
 from schemas.config import MusterConfig
 from services.cli.contexts import remember
-from services.cli.credentials import write_credentials, write_private
-from services.cli.supervise import Child, free_port, stop_on_signals, supervise
+from services.runtime.credentials import write_credentials, write_private
 from services.runtime.options import ClusterAccess
+from services.runtime.supervise import Child, free_port, service_children, stop_on_signals, supervise
 from services.spec.cluster_file import load_cluster_file
 
 DEFAULT_CLUSTER = Path(__file__).parent / "data" / "default-cluster.yaml"
@@ -55,27 +55,6 @@ def kubeconfig(urls: dict[str, str], admins: dict[str, dict[str, Any]] | None = 
 
 def _step(message: str) -> None:
     click.echo(click.style("» ", fg="cyan") + message)
-
-
-def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, clusters: dict[str, ClusterAccess],
-                     config_file: Path, gateway_port: int) -> list[Child]:
-    """The five services: one gateway, queue manager and accountant; a dispatcher + watcher per cluster."""
-    env = {"MUSTER_KAFKA_BOOTSTRAP": bootstrap}
-    logs = state_dir / "logs"
-    children = [
-        # the gateway also turns labelled, suspended batch/v1 Jobs of the first cluster into submissions
-        Child("gateway", ["gateway", "--config", str(config_file), "--tokens", str(state_dir / "tokens.yaml"),
-                          *next(iter(clusters.values())).args("gateway")],
-              gateway_port, logs / "gateway.log", env),
-        Child("queue-manager", ["queue-manager"], free_port(), logs / "queue-manager.log", env),
-        Child("quota-accountant", ["quota-accountant"], free_port(), logs / "quota-accountant.log", env),
-    ]
-    for name, access in clusters.items():
-        for service in ("dispatcher", "node-watcher"):
-            children.append(Child(f"{service}/{name}", [service, "--cluster", name, *access.args(service),
-                                                        "--instance", name],
-                                  free_port(), logs / f"{service}-{name}.log", env))
-    return children
 
 
 async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.AsyncExitStack,

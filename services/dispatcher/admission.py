@@ -79,10 +79,9 @@ async def admit(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
     ctx.set_run(run)
     await emit(delivery, envelope, ctx.dispatched(run))
     run.reported = True
-    if ctx.metrics is not None:
-        ctx.metrics.jobs_created.labels(ctx.cluster).inc()
-        latency = (ctx.clock() - envelope.occurred_at).total_seconds()
-        ctx.metrics.dispatch_latency.labels(ctx.cluster).observe(max(latency, 0.0))
+    ctx.metrics.jobs_created.labels(ctx.cluster).inc()
+    latency = (ctx.clock() - envelope.occurred_at).total_seconds()
+    ctx.metrics.dispatch_latency.labels(ctx.cluster).observe(max(latency, 0.0))
     ctx.outcome(decision.TYPE, "dispatched")
     log.info("job %s attempt %d dispatched as %s/%s", run.job_id, run.attempt, run.namespace, run.name)
 

@@ -22,7 +22,7 @@ import logging
 from collections.abc import Callable
 from typing import Any
 
-from services.dispatcher import annotations as ann
+from schemas import kube as ann
 from services.dispatcher.node_room import NodeRoom, pod_key
 from services.runtime.kube import PODS, Backoff, KubeObject, KubeRest, node_cache, pod_cache
 from services.runtime.kube.errors import is_not_found, status_of

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from services.dispatcher import annotations as ann
+from schemas import kube as ann
 
 KubeObject = dict[str, Any]
 

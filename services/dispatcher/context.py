@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 from collections import OrderedDict
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 from typing import Any
 
 from schemas.envelope import Envelope, Message, make_envelope
@@ -17,14 +15,11 @@ from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.plans import DispatchSettings
 from services.dispatcher.reports import PRODUCER, Reporter
 from services.dispatcher.tracked import TrackedTasks
+from services.runtime.clock import Clock, utc_now
 from services.runtime.kafka import Delivery
 from services.runtime.kube.errors import is_retryable, status_of
 
 FINISHED_MEMORY = 10_000
-
-
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -35,8 +30,8 @@ class Context:
     ops: KubeOps
     reporter: Reporter
     settings: DispatchSettings = field(default_factory=DispatchSettings)
-    metrics: DispatcherMetrics | None = None
-    clock: Callable[[], datetime] = utc_now
+    metrics: DispatcherMetrics = field(default_factory=DispatcherMetrics.unexported)
+    clock: Clock = utc_now
     runs: dict[str, Run] = field(default_factory=dict)
     tasks: TrackedTasks = field(default_factory=TrackedTasks)
     #: job id -> last attempt that was stopped or given up here, so a replayed decision does not revive it
@@ -77,16 +72,13 @@ class Context:
         return self.finished.get(job_id, -1) >= attempt
 
     def _count_runs(self) -> None:
-        if self.metrics is not None:
-            self.metrics.runs.labels(self.cluster).set(len(self.runs))
+        self.metrics.runs.labels(self.cluster).set(len(self.runs))
 
     def outcome(self, kind: str, outcome: str) -> None:
-        if self.metrics is not None:
-            self.metrics.decision(kind, outcome)
+        self.metrics.decision(kind, outcome)
 
     def failure(self, job_id: str, attempt: int, reason: str, message: str, *, retryable: bool) -> DispatchFailed:
-        if self.metrics is not None:
-            self.metrics.failures.labels(self.cluster, reason).inc()
+        self.metrics.failures.labels(self.cluster, reason).inc()
         return DispatchFailed(**self.base(job_id, attempt), reason=reason[:64], message=message[:2048],
                               retryable=retryable)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from services.dispatcher import annotations as ann
+from schemas import kube as ann
 from services.runtime.kube import JOBS, NAMESPACES, PODS, KubeObject, KubeRest, create_or_get, delete, patch
 from services.runtime.kube.errors import is_not_found, status_of
 

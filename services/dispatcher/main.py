@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
 
 from prometheus_client import CollectorRegistry
 
@@ -18,7 +17,7 @@ from services.dispatcher.reports import Reporter
 from services.runtime.kafka import ConsumerLoop, EnvelopeProducer
 from services.runtime.kube import KubeRest, build_api_client
 from services.runtime.options import ServeOptions
-from services.runtime.service import ServiceRunner
+from services.runtime.service import ServiceMain, ServiceRunner
 
 log = logging.getLogger(__name__)
 
@@ -29,42 +28,46 @@ def group_id(cluster: str) -> str:
     return f"muster-{SERVICE}-{cluster}"
 
 
-async def serve(
-    options: ServeOptions,
-    *,
-    settings: DispatchSettings | None = None,
-    handle_signals: bool = True,
-    on_ready: Callable[[ServiceRunner, Dispatcher], None] | None = None,
-) -> None:
-    """Dispatch ``options.cluster``'s decisions to ``options.kube_server`` (or KUBECONFIG / in-cluster) until SIGTERM.
+class DispatcherMain(ServiceMain):
+    """Dispatch ``options.cluster``'s decisions to ``options.kube_server`` (or KUBECONFIG / in-cluster)
+    until SIGTERM or ``stop()``; ``dispatcher`` is set once composed."""
 
-    ``on_ready`` receives the runner (whose ``stop()`` ends the service) and the dispatcher, for embedding.
-    """
-    registry = CollectorRegistry()
-    metrics = DispatcherMetrics(registry, options.cluster)
-    kafka = options.kafka.with_identity(client_id=f"muster-{SERVICE}-{options.cluster}-{options.instance}")
-    api = await build_api_client(options.kube_server, kubeconfig=options.kubeconfig_path)
-    async with api:
-        producer = EnvelopeProducer(kafka)
-        await producer.start()
-        dispatcher: Dispatcher | None = None
-        try:
-            rest = KubeRest(api)
-            ctx = Context(cluster=options.cluster, ops=KubeOps(rest), reporter=Reporter(producer),
-                          settings=settings or DispatchSettings(), metrics=metrics)
-            dispatcher = Dispatcher(ctx)
-            await dispatcher.recover()
-            binder = Binder(rest, on_bound=metrics.pods_bound.labels(options.cluster).inc)
-            metrics.pods_waiting.labels(options.cluster).set_function(lambda: binder.pods_waiting)
-            loop = ConsumerLoop(kafka, [DECISIONS_TOPIC, RUNS_TOPIC], dispatcher.handle, producer,
-                                group_id=group_id(options.cluster))
-            runner = ServiceRunner(SERVICE, loops=[loop], tasks=[binder.run], registry=registry,
-                                   http_host=options.http_host, http_port=options.http_port)
-            if on_ready is not None:
-                on_ready(runner, dispatcher)
-            log.info("dispatcher for cluster %s starting (group %s)", options.cluster, loop.group_id)
-            await runner.run(handle_signals=handle_signals)
-        finally:
-            if dispatcher is not None:
-                await dispatcher.close()
-            await producer.stop()
+    def __init__(self, options: ServeOptions, *, settings: DispatchSettings | None = None) -> None:
+        super().__init__()
+        self.options = options
+        self.settings = settings or DispatchSettings()
+        self.dispatcher: Dispatcher | None = None
+
+    async def run(self, *, handle_signals: bool = True) -> None:
+        options = self.options
+        registry = CollectorRegistry()
+        metrics = DispatcherMetrics(registry, options.cluster)
+        kafka = options.kafka.with_identity(client_id=f"muster-{SERVICE}-{options.cluster}-{options.instance}")
+        api = await build_api_client(options.kube_server, kubeconfig=options.kubeconfig_path)
+        async with api:
+            producer = EnvelopeProducer(kafka)
+            await producer.start()
+            dispatcher: Dispatcher | None = None
+            try:
+                rest = KubeRest(api)
+                ctx = Context(cluster=options.cluster, ops=KubeOps(rest), reporter=Reporter(producer),
+                              settings=self.settings, metrics=metrics)
+                dispatcher = self.dispatcher = Dispatcher(ctx)
+                await dispatcher.recover()
+                binder = Binder(rest, on_bound=metrics.pods_bound.labels(options.cluster).inc)
+                metrics.pods_waiting.labels(options.cluster).set_function(lambda: binder.pods_waiting)
+                loop = ConsumerLoop(kafka, [DECISIONS_TOPIC, RUNS_TOPIC], dispatcher.handle, producer,
+                                    group_id=group_id(options.cluster))
+                runner = ServiceRunner(SERVICE, loops=[loop], tasks=[binder.run], registry=registry,
+                                       http_host=options.http_host, http_port=options.http_port)
+                log.info("dispatcher for cluster %s starting (group %s)", options.cluster, loop.group_id)
+                await self._serve(runner, handle_signals=handle_signals)
+            finally:
+                if dispatcher is not None:
+                    await dispatcher.close()
+                await producer.stop()
+
+
+async def serve(options: ServeOptions) -> None:
+    """``muster serve dispatcher``."""
+    await DispatcherMain(options).run()

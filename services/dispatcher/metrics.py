@@ -39,5 +39,10 @@ class DispatcherMetrics:
         self.runs = Gauge("muster_dispatcher_runs", "Runs the dispatcher currently manages", ["cluster"],
                           registry=registry)
 
+    @classmethod
+    def unexported(cls) -> DispatcherMetrics:
+        """Metrics on a registry nobody serves: for a dispatcher embedded without a metrics endpoint."""
+        return cls(CollectorRegistry(), "")
+
     def decision(self, kind: str, outcome: str) -> None:
         self.decisions.labels(self.cluster, kind, outcome).inc()

@@ -13,7 +13,8 @@ from __future__ import annotations
 from collections import defaultdict
 from typing import Any
 
-from services.spec.pod_resources import GPU_RESOURCE, holds_node_resources, pod_gpus
+from schemas.kube import GPU_RESOURCE
+from services.spec.pod_resources import holds_node_resources, pod_gpus
 from services.spec.quantity import whole
 
 KubeObject = dict[str, Any]

@@ -12,23 +12,12 @@ import json
 from dataclasses import dataclass
 from typing import Any
 
+from schemas import kube as ann
 from schemas.decisions import JobAdmitted, PlacementPlan
-from services.core.model import ANY_GPU
-from services.dispatcher import annotations as ann
 from services.dispatcher.binder import SCHEDULER_NAME
-from services.runtime.kube import (
-    CheckpointSettings,
-    JobTemplate,
-    PodSecurity,
-    dns1123_label,
-    job_object_name,
-    label_value,
-    render_job,
-)
-from services.runtime.kube import planned_nodes as nodes_of_placement
+from services.dispatcher.render import ANY_GPU, CheckpointSettings, JobTemplate, PodSecurity, planned_nodes, render_job
+from services.runtime.kube import dns1123_label, job_object_name, label_value
 from services.runtime.kube.names import MAX_JOB_NAME
-from services.runtime.kube.render import GPU_RESOURCE, HOSTNAME_LABEL
-from services.spec.core_types import placement_from_plan
 
 KubeObject = dict[str, Any]
 
@@ -132,7 +121,7 @@ def bookkeeping(decision: JobAdmitted, event_id: str, correlation_id: str) -> di
 def admission_manifest(decision: JobAdmitted, event_id: str, correlation_id: str,
                        settings: DispatchSettings) -> KubeObject:
     """The Indexed ``batch/v1`` Job of an admission, pinned to its planned nodes."""
-    manifest = render_job(template_for(decision, settings), decision.attempt, placement_from_plan(decision.placement))
+    manifest = render_job(template_for(decision, settings), decision.attempt, decision.placement)
     manifest["metadata"]["annotations"].update(bookkeeping(decision, event_id, correlation_id))
     return manifest
 
@@ -141,12 +130,12 @@ def node_affinity(placement: PlacementPlan) -> KubeObject:
     """A required node affinity on the placement's nodes."""
     nodes = sorted({n.node for n in placement.nodes})
     return {"nodeAffinity": {"requiredDuringSchedulingIgnoredDuringExecution": {
-        "nodeSelectorTerms": [{"matchExpressions": [{"key": HOSTNAME_LABEL, "operator": "In", "values": nodes}]}],
+        "nodeSelectorTerms": [{"matchExpressions": [{"key": ann.HOSTNAME_LABEL, "operator": "In", "values": nodes}]}],
     }}}
 
 
 def _placement_annotations(placement: PlacementPlan) -> dict[str, str]:
-    nodes = nodes_of_placement(placement_from_plan(placement))
+    nodes = planned_nodes(placement)
     return {ann.PLACEMENT: json.dumps(nodes, separators=(",", ":")), ann.GANG_SIZE: str(placement.pods),
             ann.CLUSTER: placement.cluster}
 
@@ -157,10 +146,10 @@ def gpu_tolerations(existing: list[KubeObject] | None, gpus: int) -> list[KubeOb
     None when nothing is to change (a merge patch replaces the whole list, so the user's entries are kept).
     """
     current = list(existing or [])
-    if gpus <= 0 or any(t.get("key") == GPU_RESOURCE or (not t.get("key") and t.get("operator") == "Exists")
+    if gpus <= 0 or any(t.get("key") == ann.GPU_RESOURCE or (not t.get("key") and t.get("operator") == "Exists")
                         for t in current):
         return None
-    return [*current, {"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
+    return [*current, {"key": ann.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}]
 
 
 def source_job_patch(decision: JobAdmitted, event_id: str, correlation_id: str,

@@ -29,10 +29,10 @@ import asyncio
 import logging
 import math
 
+from schemas import kube as ann
 from schemas.decisions import JobPreemptionRequested
 from schemas.envelope import Envelope
 from schemas.runs import JobStopped
-from services.dispatcher import annotations as ann
 from services.dispatcher.book import Preemption, Run
 from services.dispatcher.context import Context, emit
 from services.runtime.kafka import Delivery
@@ -127,8 +127,7 @@ async def _wait_for_acknowledgement(ctx: Context, run: Run, pre: Preemption) -> 
 async def handshake(ctx: Context, run: Run) -> None:
     pre = run.preemption
     assert pre is not None
-    if ctx.metrics is not None:
-        ctx.metrics.handshakes.labels(ctx.cluster).inc()
+    ctx.metrics.handshakes.labels(ctx.cluster).inc()
     try:
         checkpointed = await _wait_for_acknowledgement(ctx, run, pre)
         await _stop(ctx, run, pre)
@@ -137,15 +136,13 @@ async def handshake(ctx: Context, run: Run) -> None:
                        checkpointed=checkpointed),
             correlation_id=run.correlation_id or None, causation_id=pre.event_id or None)
         ctx.drop_run(run, finished=True)
-        if ctx.metrics is not None:
-            ctx.metrics.preemptions.labels(ctx.cluster, str(checkpointed).lower()).inc()
-            elapsed = ctx.clock().timestamp() - pre.requested_at.timestamp()
-            ctx.metrics.handshake_seconds.labels(ctx.cluster).observe(max(elapsed, 0.0))
+        ctx.metrics.preemptions.labels(ctx.cluster, str(checkpointed).lower()).inc()
+        elapsed = ctx.clock().timestamp() - pre.requested_at.timestamp()
+        ctx.metrics.handshake_seconds.labels(ctx.cluster).observe(max(elapsed, 0.0))
         log.info("job %s attempt %d stopped (%s, checkpointed=%s)", run.job_id, run.attempt, pre.reason,
                  checkpointed)
     finally:
-        if ctx.metrics is not None:
-            ctx.metrics.handshakes.labels(ctx.cluster).dec()
+        ctx.metrics.handshakes.labels(ctx.cluster).dec()
 
 
 def _pod_grace(job: KubeObject) -> float:

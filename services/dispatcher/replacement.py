@@ -28,7 +28,7 @@ import asyncio
 import contextlib
 import logging
 
-from services.dispatcher import annotations as ann
+from schemas import kube as ann
 from services.dispatcher.book import Run, run_from_job
 from services.dispatcher.context import Context
 from services.dispatcher.kube_ops import owned_by

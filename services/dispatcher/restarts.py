@@ -20,9 +20,9 @@ import logging
 import re
 from datetime import timedelta
 
+from schemas import kube as ann
 from schemas.envelope import Envelope
 from schemas.runs import NOT_RESTARTED_REASONS, RunFailed
-from services.dispatcher import annotations as ann
 from services.dispatcher import replacement
 from services.dispatcher.book import Run
 from services.dispatcher.context import Context, emit
@@ -123,8 +123,7 @@ async def restart(ctx: Context, run: Run) -> None:
     if ctx.runs.get(run.job_id) is not run:
         return  # superseded meanwhile (a rescale or a new attempt)
     new_run = await replacement.replace(ctx, run, manifest, "restart")
-    if ctx.metrics is not None:
-        ctx.metrics.restarts.labels(ctx.cluster).inc()
+    ctx.metrics.restarts.labels(ctx.cluster).inc()
     log.info("job %s attempt %d restarted as %s (restart %d/%d)", new_run.job_id, new_run.attempt, new_run.name,
              new_run.restarts, new_run.max_restarts)
     await ctx.reporter.report(ctx.dispatched(new_run), correlation_id=run.correlation_id or None)

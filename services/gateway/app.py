@@ -1,23 +1,22 @@
-"""The FastAPI application: authentication, error bodies, request metrics, health and metrics routes."""
+"""The FastAPI application: its routers, error bodies, request metrics, health and metrics routes."""
 
 from __future__ import annotations
 
 import time
 from collections.abc import Awaitable, Callable
-from typing import Annotated
 
-from fastapi import Depends, FastAPI, Request, Response
+from fastapi import FastAPI, Request, Response
 from fastapi.exceptions import RequestValidationError
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 
-from services.gateway.auth import Principal
 from services.gateway.context import GatewayContext
+from services.gateway.docs_ui import mount_docs
 from services.gateway.errors import ApiError, ErrorBody, api_error_handler, request_validation_handler
-
-_bearer = HTTPBearer(auto_error=False, description="a token from the gateway's tokens file")
+from services.gateway.routes_config import router as config_router
+from services.gateway.routes_jobs import router as jobs_router
+from services.gateway.routes_recurring import router as recurring_router
 
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorBody, "description": "missing or unknown bearer token"},
@@ -29,47 +28,8 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
 }
 
 
-def context(request: Request) -> GatewayContext:
-    ctx = request.app.state.gateway
-    assert isinstance(ctx, GatewayContext)
-    return ctx
-
-
-Context = Annotated[GatewayContext, Depends(context)]
-
-
-def principal(
-    ctx: Context, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
-) -> Principal:
-    """The caller, from ``Authorization: Bearer <token>``; 401 otherwise."""
-    challenge = {"WWW-Authenticate": "Bearer"}
-    if credentials is None or credentials.scheme.lower() != "bearer" or not credentials.credentials:
-        raise ApiError(401, "unauthenticated", "send Authorization: Bearer <token>", headers=challenge)
-    who = ctx.tokens.authenticate(credentials.credentials)
-    if who is None:
-        raise ApiError(401, "unauthenticated", "unknown token", headers=challenge)
-    return who
-
-
-Caller = Annotated[Principal, Depends(principal)]
-
-
-def admin(caller: Caller) -> Principal:
-    if not caller.is_admin:
-        raise ApiError(403, "admin_required", "only administrators may change the configuration")
-    return caller
-
-
-Admin = Annotated[Principal, Depends(admin)]
-
-
 def create_app(ctx: GatewayContext, registry: CollectorRegistry) -> FastAPI:
     """The API wired to ``ctx``; ``registry`` is served at /metrics."""
-    from services.gateway.docs_ui import mount_docs
-    from services.gateway.routes_config import router as config_router
-    from services.gateway.routes_jobs import router as jobs_router
-    from services.gateway.routes_recurring import router as recurring_router
-
     app = FastAPI(
         title="Muster gateway",
         version="1",

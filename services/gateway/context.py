@@ -5,7 +5,6 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime
 
 from schemas.codec import MAX_MESSAGE_BYTES, encode
 from schemas.config import ConfigItemDeleted
@@ -25,6 +24,7 @@ from services.gateway.presenters import job_from_status, job_from_submission
 from services.gateway.publisher import Publisher
 from services.gateway.submissions import RecentSubmissions
 from services.gateway.views import ConfigItem, ConfigKind, ConfigView, StatusView, UsageView
+from services.runtime.clock import Clock, utc_now
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +34,6 @@ SERVICE = "gateway"
 MAX_ENVELOPE_BYTES = MAX_MESSAGE_BYTES - 4096
 
 
-def utc_now() -> datetime:
-    return datetime.now(UTC)
 
 
 @dataclass
@@ -47,7 +45,7 @@ class GatewayContext:
     config: ConfigView = field(default_factory=ConfigView)
     usage: UsageView = field(default_factory=UsageView)
     recent: RecentSubmissions = field(default_factory=RecentSubmissions)
-    now: Callable[[], datetime] = utc_now
+    now: Clock = utc_now
     fresh_id: Callable[[str], str] = random_job_id
 
     # ---------------------------------------------------------------- jobs

@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import re
 from datetime import datetime
 from typing import Any
 
@@ -14,6 +13,16 @@ from pydantic import ValidationError
 
 from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest, SecuritySpec
+from schemas.kube import (
+    GPU_RESOURCE,
+    GPU_TYPE,
+    JOB_ID,
+    PREEMPTIBLE,
+    PRIORITY_CLASS,
+    QUEUE,
+    RUNTIME_ESTIMATE,
+    SOURCE_JOB,
+)
 from services.gateway.auth import Principal
 from services.gateway.context import GatewayContext
 from services.gateway.errors import ApiError
@@ -21,20 +30,11 @@ from services.gateway.ids import kube_job_id
 from services.gateway.policy import check_spec, queue_for_submission
 from services.gateway.views import ConfigView
 from services.runtime.kube import ADDED, MODIFIED, KubeRest, build_api_client, job_cache
-from services.runtime.kube.render import JOB_ID
+from services.spec.durations import parse_duration
 
 log = logging.getLogger(__name__)
 
-QUEUE_LABEL = "muster.dev/queue"
-PRIORITY_ANNOTATION = "muster.dev/priority-class"
-RUNTIME_ANNOTATION = "muster.dev/runtime-estimate"
-PREEMPTIBLE_ANNOTATION = "muster.dev/preemptible"
-SOURCE_ANNOTATION = "muster.dev/source-job"
-GPU_RESOURCE = "nvidia.com/gpu"
-GPU_TYPE_LABEL = "muster.dev/gpu-type"
 
-_DURATION = re.compile(r"^\s*(?P<num>[0-9]+(\.[0-9]+)?)\s*(?P<unit>s|m|h|d)?\s*$")
-_UNIT_S = {None: 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
 _TRUE = frozenset({"true", "yes", "1"})
 
 
@@ -43,11 +43,11 @@ class NotSubmittable(ValueError):
 
 
 def parse_duration_s(text: str) -> float:
-    """``"3600"``, ``"90m"``, ``"6h"``, ``"2d"`` in seconds."""
-    m = _DURATION.match(text)
-    if m is None:
-        raise NotSubmittable(f"{RUNTIME_ANNOTATION}: not a duration: {text!r}")
-    return float(m["num"]) * _UNIT_S[m["unit"]]
+    """``"3600"``, ``"90m"``, ``"6h"``, ``"2d"`` in seconds (``parse_duration``)."""
+    try:
+        return parse_duration(text)
+    except ValueError:
+        raise NotSubmittable(f"{RUNTIME_ESTIMATE}: not a duration: {text!r}") from None
 
 
 def _security(pod: dict[str, Any]) -> SecuritySpec:
@@ -76,7 +76,7 @@ def _resources(container: dict[str, Any], node_selector: dict[str, str]) -> Reso
     gpus = limits.get(GPU_RESOURCE, requests.get(GPU_RESOURCE, 0))
     return ResourceRequest(
         gpus=int(gpus),
-        gpu_type=node_selector.get(GPU_TYPE_LABEL),
+        gpu_type=node_selector.get(GPU_TYPE),
         cpu=str(requests.get("cpu", limits.get("cpu", "1"))),
         memory=str(requests.get("memory", limits.get("memory", "4Gi"))),
     )
@@ -93,12 +93,12 @@ def spec_from_job(obj: dict[str, Any]) -> JobSpec:
     container = containers[0]
     annotations: dict[str, str] = meta.get("annotations") or {}
     node_selector: dict[str, str] = pod.get("nodeSelector") or {}
-    estimate = annotations.get(RUNTIME_ANNOTATION)
+    estimate = annotations.get(RUNTIME_ESTIMATE)
     try:
         return JobSpec(
             name=meta["name"],
-            queue=(meta.get("labels") or {})[QUEUE_LABEL],
-            priority_class=annotations.get(PRIORITY_ANNOTATION, "normal"),
+            queue=(meta.get("labels") or {})[QUEUE],
+            priority_class=annotations.get(PRIORITY_CLASS, "normal"),
             replicas=int(spec.get("parallelism") or 1),
             template=PodTemplate(
                 image=container.get("image", ""),
@@ -111,8 +111,8 @@ def spec_from_job(obj: dict[str, Any]) -> JobSpec:
             ),
             node_selector=node_selector,
             runtime_estimate_s=None if estimate is None else parse_duration_s(estimate),
-            preemptible=annotations.get(PREEMPTIBLE_ANNOTATION, "true").strip().lower() in _TRUE,
-            annotations={SOURCE_ANNOTATION: f"{meta.get('namespace', 'default')}/{meta['name']}"},
+            preemptible=annotations.get(PREEMPTIBLE, "true").strip().lower() in _TRUE,
+            annotations={SOURCE_JOB: f"{meta.get('namespace', 'default')}/{meta['name']}"},
         )
     except ValidationError as exc:
         first = exc.errors()[0]
@@ -187,7 +187,7 @@ async def watch_kube_jobs(ctx: GatewayContext, server: str | None, stop: asyncio
     KUBECONFIG / in-cluster."""
     api = await build_api_client(server, kubeconfig=kubeconfig)
     async with api:
-        informer = job_cache(KubeRest(api), label_selector=QUEUE_LABEL)
+        informer = job_cache(KubeRest(api), label_selector=QUEUE)
         informer.add_handler(KubeJobSubmitter(ctx).handle)
         async with informer:
             await stop.wait()

@@ -8,8 +8,7 @@ import asyncio
 import contextlib
 import logging
 import os
-from collections.abc import Awaitable, Callable
-from datetime import datetime
+from collections.abc import Awaitable
 
 from prometheus_client import CollectorRegistry
 
@@ -18,16 +17,17 @@ from schemas.topics import CONFIG_TOPIC, STATUS_TOPIC, USAGE_TOPIC
 from services.gateway.app import create_app
 from services.gateway.auth import TokenTable
 from services.gateway.configs import file_items
-from services.gateway.context import GatewayContext, utc_now
+from services.gateway.context import GatewayContext
 from services.gateway.firing_loop import FiringLoop
 from services.gateway.http import bind, serve_app, socket_url
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.publisher import KafkaPublisher
 from services.gateway.views import ConfigView, StatusView, UsageView
+from services.runtime.clock import Clock, utc_now
 from services.runtime.kafka import EnvelopeProducer
 from services.runtime.kafka.table import CompactedTable
 from services.runtime.options import ServeOptions
-from services.runtime.service import BackgroundTask, ServiceRunner
+from services.runtime.service import BackgroundTask, ServiceMain, ServiceRunner
 from services.spec.cluster_file import load_cluster_file
 
 log = logging.getLogger(__name__)
@@ -71,10 +71,12 @@ async def unless_stopped(stop: asyncio.Event, awaitable: Awaitable[object]) -> b
     return True
 
 
-class GatewayServer:
-    """The whole gateway process; ``url`` is set and ``ready`` fires once the API listens."""
+class GatewayMain(ServiceMain):
+    """The whole gateway process, served until SIGTERM or ``stop()``; ``context`` is set once composed,
+    ``url`` is set and ``ready`` fires once the API listens."""
 
-    def __init__(self, options: ServeOptions, *, clock: Callable[[], datetime] = utc_now) -> None:
+    def __init__(self, options: ServeOptions, *, clock: Clock = utc_now) -> None:
+        super().__init__()
         self.options = options
         self.clock = clock
         self.registry = CollectorRegistry()
@@ -82,11 +84,6 @@ class GatewayServer:
         self.url: str | None = None
         self.context: GatewayContext | None = None
         self.firing: FiringLoop | None = None
-        self._runner: ServiceRunner | None = None
-
-    def stop(self) -> None:
-        if self._runner is not None:
-            self._runner.stop()
 
     async def run(self, *, handle_signals: bool = True) -> None:
         options = self.options
@@ -133,10 +130,10 @@ class GatewayServer:
         kube = self._kube_task(ctx)
         if kube is not None:
             tasks.append(kube)
-        self._runner = ServiceRunner("gateway", tasks=tasks, registry=self.registry, http_port=None)
+        runner = ServiceRunner("gateway", tasks=tasks, registry=self.registry, http_port=None)
         try:
             await producer.start()
-            await self._runner.run(handle_signals=handle_signals)
+            await self._serve(runner, handle_signals=handle_signals)
         finally:
             sock.close()
             await producer.stop()
@@ -156,5 +153,5 @@ class GatewayServer:
 
 
 async def serve(options: ServeOptions) -> None:
-    """Run the gateway until SIGTERM."""
-    await GatewayServer(options).run()
+    """``muster serve gateway``."""
+    await GatewayMain(options).run()

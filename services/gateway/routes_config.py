@@ -14,9 +14,9 @@ from schemas.config import (
     QueueConfig,
     TenantConfig,
 )
-from services.gateway.app import Admin, Caller, Context
 from services.gateway.configs import check_definition, check_deletion
 from services.gateway.context import GatewayContext
+from services.gateway.deps import Admin, Caller, Context
 from services.gateway.errors import BODY_NAME_KEY, ApiError
 from services.gateway.models import ConfigChange, ConfigDocument, QueueList, QueueView
 from services.gateway.presenters import queue_view

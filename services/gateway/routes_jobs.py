@@ -10,7 +10,7 @@ from schemas.envelope import Name
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SuspendJob
 from schemas.jobspec import JobSpec
 from schemas.status import TERMINAL_STATES
-from services.gateway.app import Caller, Context
+from services.gateway.deps import Caller, Context
 from services.gateway.errors import BODY_NAME_KEY, ApiError
 from services.gateway.models import (
     ActionAccepted,

@@ -10,9 +10,9 @@ from fastapi import APIRouter, Path, Query, Response
 from schemas.config import ConfigItemDeleted, RecurringJobConfig, RecurringJobDefined
 from schemas.envelope import Name
 from schemas.jobspec import JobSpec
-from services.gateway.app import Caller, Context
 from services.gateway.auth import Principal
 from services.gateway.context import GatewayContext
+from services.gateway.deps import Caller, Context
 from services.gateway.errors import ApiError
 from services.gateway.models import RecurringAccepted, RecurringChange, RecurringList, RecurringView
 from services.gateway.recurring import (

@@ -9,26 +9,14 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Literal
 
-from schemas.config import (
-    CohortConfig,
-    ConfigItemDeleted,
-    GpuTypeConfig,
-    PoolConfig,
-    PriorityClassConfig,
-    QueueConfig,
-    RecurringJobConfig,
-    RecurringJobDefined,
-    TenantConfig,
-)
+from schemas.config import PriorityClassConfig, QueueConfig, RecurringJobConfig, TenantConfig
 from schemas.envelope import Envelope
 from schemas.status import JobStatusChanged
 from schemas.usage import QueueUsageReported
+from services.spec.config_items import RECURRING_JOB, ConfigItem, ConfigItems, ConfigKind
 
-ConfigKind = Literal["queue", "cohort", "priority-class", "gpu-type", "pool", "tenant"]
-CONFIG_KINDS: tuple[ConfigKind, ...] = ("queue", "cohort", "priority-class", "gpu-type", "pool", "tenant")
-ConfigItem = QueueConfig | CohortConfig | PriorityClassConfig | GpuTypeConfig | PoolConfig | TenantConfig
+__all__ = ["ConfigItem", "ConfigKind", "ConfigView", "HistoryEntry", "StatusView", "UsageView"]
 
 HISTORY_LIMIT = 50
 
@@ -88,63 +76,45 @@ class ConfigView:
     """The current configuration items by kind and name, and the recurring jobs, as the config topic holds them."""
 
     def __init__(self) -> None:
-        self._items: dict[str, dict[str, ConfigItem]] = {kind: {} for kind in CONFIG_KINDS}
-        self._recurring: dict[str, RecurringJobConfig] = {}
+        self._config = ConfigItems()
         self.caught_up = False
 
     def apply(self, key: str, envelope: Envelope | None) -> None:
-        kind, _, name = key.partition("/")
-        if envelope is None or isinstance(envelope.payload, ConfigItemDeleted):
-            if kind in self._items:
-                self._items[kind].pop(name, None)
-            elif kind == RecurringJobDefined.KIND:
-                self._recurring.pop(name, None)
-            return
-        if isinstance(envelope.payload, RecurringJobDefined):
-            self._recurring[envelope.payload.item.name] = envelope.payload.item
-            return
-        item = getattr(envelope.payload, "item", None)
-        payload_kind = getattr(envelope.payload, "KIND", "")
-        if isinstance(item, ConfigItem) and payload_kind in self._items:
-            self._items[payload_kind][item.name] = item
+        self._config.fold(key, envelope.payload if envelope is not None else None)
 
     def item(self, kind: ConfigKind, name: str) -> ConfigItem | None:
-        return self._items[kind].get(name)
+        item: ConfigItem | None = self._config.get(kind, name)
+        return item
 
     def items(self, kind: ConfigKind) -> list[ConfigItem]:
-        return [self._items[kind][name] for name in sorted(self._items[kind])]
+        return self._config.of_kind(kind)
 
     def recurring(self, name: str) -> RecurringJobConfig | None:
-        return self._recurring.get(name)
+        return self._config.recurring_jobs.get(name)
 
     def recurring_jobs(self) -> list[RecurringJobConfig]:
         """Every recurring job, by name."""
-        return [self._recurring[name] for name in sorted(self._recurring)]
+        return self._config.of_kind(RECURRING_JOB)
 
     def queue(self, name: str) -> QueueConfig | None:
-        item = self._items["queue"].get(name)
-        return item if isinstance(item, QueueConfig) else None
+        return self._config.queues.get(name)
 
     def queues(self) -> list[QueueConfig]:
-        return [q for q in self.items("queue") if isinstance(q, QueueConfig)]
+        return self._config.of_kind("queue")
 
     def tenant(self, name: str) -> TenantConfig | None:
-        item = self._items["tenant"].get(name)
-        return item if isinstance(item, TenantConfig) else None
+        return self._config.tenants.get(name)
 
     def priority_class(self, name: str) -> PriorityClassConfig | None:
-        item = self._items["priority-class"].get(name)
-        return item if isinstance(item, PriorityClassConfig) else None
+        return self._config.priority_classes.get(name)
 
     def tenant_of_namespace(self, namespace: str) -> TenantConfig | None:
-        for item in self.items("tenant"):
-            if isinstance(item, TenantConfig) and item.namespace == namespace:
-                return item
-        return None
+        tenants = self._config.tenants
+        return next((tenants[name] for name in sorted(tenants) if tenants[name].namespace == namespace), None)
 
     def has_priority_class(self, name: str) -> bool:
         """True when ``name`` is defined, or when no priority classes are configured at all."""
-        classes = self._items["priority-class"]
+        classes = self._config.priority_classes
         return not classes or name in classes
 
 

@@ -16,12 +16,11 @@ from pathlib import Path
 from typing import Any
 
 import yaml
-from kubernetes_asyncio.client.exceptions import ApiException
 
 from schemas.config import ClusterConfig
-from services.cli.credentials import write_private
 from services.kubereal.controlplane import KWOK_NODE_ANNOTATION, ControlPlane
 from services.kubesim.nodes import cluster_nodes, node_ready
+from services.runtime.credentials import write_private
 from services.runtime.kube import (
     JOBS,
     NAMESPACES,
@@ -34,6 +33,7 @@ from services.runtime.kube import (
     create_or_get,
     delete,
 )
+from services.runtime.kube.errors import status_of
 
 DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 SYSTEM_NAMESPACE = "muster-system"
@@ -152,8 +152,8 @@ async def _until_gone(rest: KubeRest, name: str, timeout_s: float = 30.0) -> Non
     while asyncio.get_running_loop().time() < deadline:
         try:
             await rest.get(NODES, name)
-        except ApiException as exc:
-            if exc.status == 404:
+        except Exception as exc:
+            if status_of(exc) == 404:
                 return
             raise
         await asyncio.sleep(0.1)

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import click
 
-from services.cli.supervise import stop_on_signals
 from services.kubereal.build import BuildError, build
 from services.kubereal.controlplane import PROFILES, ControlPlane, ControlPlaneError
+from services.runtime.supervise import stop_on_signals
 from services.spec.cluster_file import load_cluster_file
 
 

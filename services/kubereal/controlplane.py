@@ -25,11 +25,11 @@ from typing import Any, Self
 import httpx
 import yaml
 
-from services.cli.credentials import write_private
 from services.kubereal.build import Binaries
 from services.kubereal.pki import Pki, ensure_pki
 from services.kubereal.processes import Process, tail
 from services.runtime.broker.probe import free_port, port_is_free
+from services.runtime.credentials import write_private
 
 HOST = "127.0.0.1"
 SERVICE_CIDR = "10.96.0.0/16"

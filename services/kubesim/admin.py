@@ -2,16 +2,33 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import orjson
 from aiohttp import web
 
 from services.kubesim.errors import ApiError
+from services.kubesim.kubelet import KubeletProfile
 from services.kubesim.resources import JOBS, NODES, PODS
+from services.kubesim.store import Store
 
-if TYPE_CHECKING:
-    from services.kubesim.sim import KubeSim
+
+class FaultTarget(Protocol):
+    """What the endpoints read and call: ``KubeSim``, which serves them."""
+
+    cluster_name: str
+    profile: KubeletProfile
+    store: Store
+
+    def set_node_ready(self, name: str, ready: bool) -> None: ...
+
+    def fail_pod(self, namespace: str, name: str, exit_code: int = 1) -> None: ...
+
+    def drop_watches(self) -> int: ...
+
+    def fail_api(self, status: int, seconds: float) -> None: ...
+
+    def compact(self) -> None: ...
 
 
 async def _json(request: web.Request) -> dict[str, Any]:
@@ -27,7 +44,7 @@ async def _json(request: web.Request) -> dict[str, Any]:
     return body
 
 
-def admin_routes(sim: KubeSim) -> list[web.RouteDef]:
+def admin_routes(sim: FaultTarget) -> list[web.RouteDef]:
     """``GET /kubesim/state`` and POST endpoints that call the ``KubeSim`` fault methods."""
 
     async def state(request: web.Request) -> web.Response:

@@ -15,6 +15,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from decimal import Decimal
 
+from schemas.kube import JOB_ID
 from services.kubesim.controller import Reconciler
 from services.kubesim.events import EventRecorder
 from services.kubesim.meta import Obj, annotations_of, now_rfc3339, set_condition
@@ -26,7 +27,6 @@ from services.kubesim.store import StoreEvent
 
 DURATION_ANNOTATION = "kubesim.muster.dev/duration-seconds"
 EXIT_CODE_ANNOTATION = "kubesim.muster.dev/exit-code"
-MUSTER_JOB_LABEL = "muster.dev/job-id"
 PLAIN_JOB_POD_SECONDS = 1.0
 COMPONENT = "kubelet"
 
@@ -61,7 +61,7 @@ def run_seconds(pod: Obj) -> float | None:
             return 0.0
     meta = pod.get("metadata") or {}
     owned_by_job = any(ref.get("kind") == "Job" for ref in meta.get("ownerReferences") or [])
-    if owned_by_job and MUSTER_JOB_LABEL not in (meta.get("labels") or {}):
+    if owned_by_job and JOB_ID not in (meta.get("labels") or {}):
         return PLAIN_JOB_POD_SECONDS
     return None
 

@@ -5,11 +5,21 @@ from __future__ import annotations
 from typing import Any
 
 from schemas.config import ClusterConfig, NodeGroupConfig
+from schemas.kube import (
+    BLOCK,
+    GPU_COUNT_LABEL,
+    GPU_PRESENT_LABEL,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GPU_TYPE,
+    NODE_GROUP,
+    NVLINK_GROUPS,
+    RACK,
+    TOPOLOGY_PREFIX,
+)
 from services.kubesim.meta import Obj, now_rfc3339
-from services.spec.cluster_file import TOPOLOGY_LABEL_PREFIX, group_node_names, rack_of
+from services.spec.cluster_file import group_node_names, rack_of
 
-GPU = "nvidia.com/gpu"
-NVLINK_ANNOTATION = "muster.dev/nvlink-groups"
 UNREACHABLE_TAINT = "node.kubernetes.io/unreachable"
 EFFECTS = ("NoSchedule", "PreferNoSchedule", "NoExecute")
 
@@ -60,25 +70,25 @@ def node_object(cluster: str, group: NodeGroupConfig, index: int, name: str, ip:
         "kubernetes.io/arch": "amd64",
         "node.kubernetes.io/instance-type": group.name,
         "topology.kubernetes.io/zone": group.topology.zone,
-        f"{TOPOLOGY_LABEL_PREFIX}block": group.topology.block,
-        f"{TOPOLOGY_LABEL_PREFIX}rack": rack_of(group, index),
-        f"{TOPOLOGY_LABEL_PREFIX}cluster": cluster,
-        "muster.dev/node-group": group.name,
-        "muster.dev/gpu-type": group.gpu_type,
+        BLOCK: group.topology.block,
+        RACK: rack_of(group, index),
+        f"{TOPOLOGY_PREFIX}cluster": cluster,
+        NODE_GROUP: group.name,
+        GPU_TYPE: group.gpu_type,
     }
     annotations = {"node.alpha.kubernetes.io/ttl": "0"}
     if group.gpus_per_node:
-        labels["nvidia.com/gpu.product"] = group.gpu_type
-        labels["nvidia.com/gpu.count"] = str(group.gpus_per_node)
-        labels["nvidia.com/gpu.present"] = "true"
+        labels[GPU_PRODUCT_LABEL] = group.gpu_type
+        labels[GPU_COUNT_LABEL] = str(group.gpus_per_node)
+        labels[GPU_PRESENT_LABEL] = "true"
         groups = group.nvlink_groups or [group.gpus_per_node]
-        annotations[NVLINK_ANNOTATION] = ",".join(str(g) for g in groups)
+        annotations[NVLINK_GROUPS] = ",".join(str(g) for g in groups)
     resources = {
         "cpu": str(group.cpu),
         "memory": f"{group.memory_gb * 1024 * 1024}Ki",
         "pods": "110",
         "ephemeral-storage": "1Ti",
-        GPU: str(group.gpus_per_node),
+        GPU_RESOURCE: str(group.gpus_per_node),
     }
     return {
         "metadata": {"name": name, "labels": labels, "annotations": annotations},

@@ -6,8 +6,10 @@ from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
+from schemas.kube import GPU_RESOURCE
 from services.kubesim.meta import Obj, condition_true
 from services.kubesim.nodes import node_ready
+from services.spec.durations import human_duration
 
 Column = tuple[str, str, Callable[[Obj], Any]]
 
@@ -24,17 +26,6 @@ def _age(ts: str | None) -> str:
     except ValueError:
         return "<unknown>"
     return human_duration((datetime.now(UTC) - then).total_seconds())
-
-
-def human_duration(seconds: float) -> str:
-    s = max(int(seconds), 0)
-    if s < 120:
-        return f"{s}s"
-    if s < 3600:
-        return f"{s // 60}m{s % 60}s" if s < 600 else f"{s // 60}m"
-    if s < 86400:
-        return f"{s // 3600}h{(s % 3600) // 60}m" if s < 28800 else f"{s // 3600}h"
-    return f"{s // 86400}d"
 
 
 def _created(o: Obj) -> str:
@@ -89,7 +80,7 @@ COLUMNS: dict[str, list[Column]] = {
         ("Roles", "string", lambda n: "<none>"),
         ("Age", "string", _created),
         ("Version", "string", lambda n: ((n.get("status") or {}).get("nodeInfo") or {}).get("kubeletVersion", "")),
-        ("GPUs", "string", lambda n: ((n.get("status") or {}).get("capacity") or {}).get("nvidia.com/gpu", "0")),
+        ("GPUs", "string", lambda n: ((n.get("status") or {}).get("capacity") or {}).get(GPU_RESOURCE, "0")),
     ],
     "Job": [
         ("Status", "string", _job_status),

@@ -39,6 +39,11 @@ class WatcherMetrics:
                                      "Infrastructure failures (evictions included) blamed on each node",
                                      ["cluster", "node"], registry=registry)
 
+    @classmethod
+    def unexported(cls) -> WatcherMetrics:
+        """Metrics on a registry nobody serves: for a watcher embedded without a metrics endpoint."""
+        return cls(CollectorRegistry(), "")
+
     def watch_backlog(self, size: Callable[[], int]) -> None:
         self.backlog.labels(self.cluster).set_function(lambda: float(size()))
 

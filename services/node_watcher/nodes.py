@@ -9,19 +9,15 @@ from datetime import datetime
 from typing import Any
 
 from schemas.capacity import NodeState, NodeTopology, Taint
-from services.spec.pod_resources import GPU_RESOURCE, holds_node_resources, pod_gpus
+from schemas.kube import BLOCK, GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TYPE, NVLINK_GROUPS, RACK
+from services.spec.pod_resources import holds_node_resources, pod_gpus
 from services.spec.quantity import mebibytes, millicores, whole
 
 log = logging.getLogger(__name__)
 
 KubeObject = dict[str, Any]
 
-GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"
-GPU_TYPE_LABEL = "muster.dev/gpu-type"  # the label the dispatcher's Jobs select GPU types by
 ZONE_LABEL = "topology.kubernetes.io/zone"
-BLOCK_LABEL = "topology.muster.dev/block"
-RACK_LABEL = "topology.muster.dev/rack"
-NVLINK_ANNOTATION = "muster.dev/nvlink-groups"
 NO_GPU = "none"
 MAX_GPUS = 64  # the wire contract's bound per node
 _EFFECTS = frozenset({"NoSchedule", "PreferNoSchedule", "NoExecute"})
@@ -37,7 +33,7 @@ def gpu_type_name(product: str) -> str:
 
 def node_gpu_type(labels: Mapping[str, str]) -> str:
     """``muster.dev/gpu-type`` when the operator set it, else the normalised ``nvidia.com/gpu.product``."""
-    explicit = labels.get(GPU_TYPE_LABEL)
+    explicit = labels.get(GPU_TYPE)
     if explicit:
         return gpu_type_name(explicit)
     product = labels.get(GPU_PRODUCT_LABEL)
@@ -57,16 +53,16 @@ def ready_condition(node: KubeObject) -> KubeObject | None:
 
 
 def _nvlink_groups(annotations: Mapping[str, str], gpus: int, node: str) -> list[int]:
-    text = annotations.get(NVLINK_ANNOTATION, "").strip()
+    text = annotations.get(NVLINK_GROUPS, "").strip()
     if not text:
         return []
     try:
         groups = [int(part) for part in text.split(",") if part.strip()]
     except ValueError:
-        log.warning("node %s: unreadable %s %r", node, NVLINK_ANNOTATION, text)
+        log.warning("node %s: unreadable %s %r", node, NVLINK_GROUPS, text)
         return []
     if sum(groups) != gpus or any(g < 1 or g > MAX_GPUS for g in groups) or len(groups) > 16:
-        log.warning("node %s: %s %r does not describe its %d GPUs", node, NVLINK_ANNOTATION, text, gpus)
+        log.warning("node %s: %s %r does not describe its %d GPUs", node, NVLINK_GROUPS, text, gpus)
         return []
     return groups
 
@@ -117,8 +113,8 @@ def node_state(node: KubeObject, cluster: str, pods: Iterable[KubeObject] = ()) 
         memory_mb=_quantity(allocatable, "memory", mebibytes, name),
         topology=NodeTopology(
             zone=labels.get(ZONE_LABEL, ""),
-            block=labels.get(BLOCK_LABEL, ""),
-            rack=labels.get(RACK_LABEL, ""),
+            block=labels.get(BLOCK, ""),
+            rack=labels.get(RACK, ""),
             nvlink_groups=_nvlink_groups(annotations, gpus, name),
         ),
         labels=labels,

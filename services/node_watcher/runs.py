@@ -15,6 +15,7 @@ from datetime import datetime
 from typing import Any
 
 from schemas.envelope import Message
+from schemas.kube import ATTEMPT, DELETE_REASON, DELETED_BY, GANG_SIZE, JOB_ID, PREEMPT_REQUESTED, RESTARTS
 from schemas.runs import (
     MAX_FAILED_NODES,
     RunAllPodsReady,
@@ -28,13 +29,6 @@ from services.node_watcher.failures import classify_pod_failure
 
 KubeObject = dict[str, Any]
 
-JOB_ID = "muster.dev/job-id"
-ATTEMPT = "muster.dev/attempt"
-GANG_SIZE = "muster.dev/gang-size"
-RESTARTS = "muster.dev/restarts"
-PREEMPT_REQUESTED = "muster.dev/preempt-requested"
-DELETED_BY = "muster.dev/deleted-by"
-DELETE_REASON = "muster.dev/delete-reason"
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 #: deletions after which the attempt goes on in another Job object: no RunDeleted for them
 CONTINUING_DELETE_REASONS = frozenset({"restart", "rescale"})

@@ -12,12 +12,12 @@ from typing import Any
 
 from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
 from schemas.envelope import Message
+from schemas.kube import JOB_ID
 from services.node_watcher.nodes import node_state, ready_condition
 from services.node_watcher.runs import DedupKey, NodeDown, job_ref, no_node_down, observe, observe_deleted, owner_job
 
 KubeObject = dict[str, Any]
 DELETED = "DELETED"
-JOB_ID = "muster.dev/job-id"
 JobKey = tuple[str, str]  # namespace, name
 #: how many deleted node names are remembered (a pod failure seen after its node went still blames the node)
 GONE_MEMORY = 1024

@@ -6,57 +6,59 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable
-from datetime import UTC, datetime
 from typing import Any
 
 from schemas.capacity import NodeRemoved
+from schemas.kube import JOB_ID
 from services.node_watcher.metrics import WatcherMetrics
 from services.node_watcher.publisher import Outbox
 from services.node_watcher.tracker import NodeTracker, RunTracker
+from services.runtime.clock import Clock, utc_now
 from services.runtime.kube import Backoff, Informer, KubeObject, KubeRest, job_cache, node_cache, pod_cache
 
 log = logging.getLogger(__name__)
 
-MUSTER_JOBS = "muster.dev/job-id"
 
 
 class NodeWatcher:
     """Watches one cluster. Pods are listed first so the first node states already count GPUs in use."""
 
-    def __init__(self, rest: KubeRest, cluster: str, outbox: Outbox, metrics: WatcherMetrics | None = None,
+    def __init__(self, rest: KubeRest, cluster: str, outbox: Outbox, metrics: WatcherMetrics,
                  *, backoff: Backoff | None = None,
-                 previously_published: Callable[[], Awaitable[set[str]]] | None = None) -> None:
+                 previously_published: Callable[[], Awaitable[set[str]]] | None = None,
+                 clock: Clock = utc_now) -> None:
         self.rest = rest
         self.previously_published = previously_published
         self.cluster = cluster
         self.outbox = outbox
         self.metrics = metrics
+        self.clock = clock
         self.backoff = backoff
         self.nodes = NodeTracker(cluster)
         self.runs = RunTracker(cluster, node_down=self.nodes.down)
         self.ready = asyncio.Event()
 
     def _on_node(self, event_type: str, obj: KubeObject) -> None:
-        messages = self.nodes.on_node(event_type, obj, datetime.now(UTC))
+        messages = self.nodes.on_node(event_type, obj, self.clock())
         self.outbox.put(messages)
-        if messages and self.metrics is not None:
+        if messages:
             self.metrics.capacity(self.nodes.published.values())
 
     def _on_pod(self, event_type: str, obj: KubeObject) -> None:
-        now = datetime.now(UTC)
+        now = self.clock()
         self.outbox.put(self.runs.on_pod(event_type, obj, now))
         capacity = self.nodes.on_pod(event_type, obj, now)
         self.outbox.put(capacity)
-        if capacity and self.metrics is not None:
+        if capacity:
             self.metrics.capacity(self.nodes.published.values())
 
     def _on_job(self, event_type: str, obj: KubeObject) -> None:
-        self.outbox.put(self.runs.on_job(event_type, obj, datetime.now(UTC)))
+        self.outbox.put(self.runs.on_job(event_type, obj, self.clock()))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Keep the three caches until ``stop`` is set."""
         pods = pod_cache(self.rest, backoff=self.backoff)
-        jobs = job_cache(self.rest, label_selector=MUSTER_JOBS, backoff=self.backoff)
+        jobs = job_cache(self.rest, label_selector=JOB_ID, backoff=self.backoff)
         nodes = node_cache(self.rest, backoff=self.backoff)
         pods.add_handler(self._on_pod)
         jobs.add_handler(self._on_job)
@@ -89,7 +91,7 @@ class NodeWatcher:
             log.exception("cluster %s: could not read the published capacity; vanished nodes stay listed",
                           self.cluster)
             return
-        now = datetime.now(UTC)
+        now = self.clock()
         vanished = sorted(known - set(self.nodes.nodes))
         self.outbox.put(NodeRemoved(cluster=self.cluster, node=name, observed_at=now) for name in vanished)
         if vanished:

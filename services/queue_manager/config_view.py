@@ -5,79 +5,48 @@ a sharded instance pushes only the queues of the pools it owns, so borrowing nev
 from __future__ import annotations
 
 import logging
-from dataclasses import dataclass, field
 
-from schemas.config import (
-    CohortDefined,
-    ConfigItemDeleted,
-    PoolConfig,
-    PoolDefined,
-    PriorityClassConfig,
-    PriorityClassDefined,
-    QueueConfig,
-    QueueDefined,
-    TenantConfig,
-    TenantDefined,
-)
+from schemas.config import QueueConfig
 from schemas.envelope import Message
 from services.core import SchedulerState
 from services.queue_manager.pools import Shard, queue_pool
+from services.spec.config_items import ConfigItems
 from services.spec.core_types import cohort_spec, queue_spec
 
 log = logging.getLogger(__name__)
 
+#: kinds whose changes matter to scheduling (a cohort's deletion does not: the core keeps it)
+_SCHEDULING_KINDS = frozenset({"queue", "cohort", "priority-class", "tenant", "pool"})
 
-@dataclass
-class ConfigView:
-    """Latest definition per configuration item, keyed by name."""
 
-    queues: dict[str, QueueConfig] = field(default_factory=dict)
-    priority_classes: dict[str, PriorityClassConfig] = field(default_factory=dict)
-    tenants: dict[str, TenantConfig] = field(default_factory=dict)
-    pools: dict[str, PoolConfig] = field(default_factory=dict)
-    shard: Shard = field(default_factory=Shard)
+class ConfigView(ConfigItems):
+    """The configuration items (``ConfigItems``), with the queues and cohorts pushed into the scheduler
+    state as they change, and the shard that decides which queues this instance schedules."""
 
-    def fold(self, key: str, message: Message | None, state: SchedulerState) -> bool:
-        """Fold one config record (``message`` None: tombstone of ``key``); True when anything changed."""
-        if message is None:
-            kind, _, name = key.partition("/")
-            return self._delete(kind, name)
-        if isinstance(message, QueueDefined):
-            before = self.queues.get(message.item.name)
-            self.queues[message.item.name] = message.item
-            if self.shard.owns(queue_pool(message.item)):
-                state.set_queue(queue_spec(message.item))
-            elif before is not None and self.shard.owns(queue_pool(before)):
-                log.warning("queue %r moved to pool %r, which this instance (%s) does not own: its jobs here "
-                            "stay until a restart, new ones go to the pool's shard", message.item.name,
-                            queue_pool(message.item), self.shard.describe())
-        elif isinstance(message, PoolDefined):
-            self.pools[message.item.name] = message.item
-        elif isinstance(message, CohortDefined):
-            state.set_cohort(cohort_spec(message.item))
-        elif isinstance(message, PriorityClassDefined):
-            self.priority_classes[message.item.name] = message.item
-        elif isinstance(message, TenantDefined):
-            self.tenants[message.item.name] = message.item
-        elif isinstance(message, ConfigItemDeleted):
-            return self._delete(message.kind, message.name)
-        else:
+    def __init__(self, shard: Shard | None = None) -> None:
+        super().__init__()
+        self.shard = shard or Shard()
+
+    def fold_into(self, key: str, message: Message | None, state: SchedulerState) -> bool:
+        """Fold one config record (``message`` None: tombstone of ``key``); True when scheduling may change."""
+        change = self.fold(key, message)
+        if change is None or change.kind not in _SCHEDULING_KINDS:
             return False
-        return True
-
-    def _delete(self, kind: str, name: str) -> bool:
-        if kind == "priority-class":
-            return self.priority_classes.pop(name, None) is not None
-        if kind == "tenant":
-            return self.tenants.pop(name, None) is not None
-        if kind == "pool":
-            return self.pools.pop(name, None) is not None
-        if kind in ("queue", "cohort"):
+        if change.kind in ("queue", "cohort") and change.item is None:
             # The core keeps a queue once defined: jobs already queued there stay accounted for.
-            log.warning("deleting %s %r takes effect for new submissions only", kind, name)
-            if kind == "queue":
-                return self.queues.pop(name, None) is not None
-        return False
+            log.warning("deleting %s %r takes effect for new submissions only", change.kind, change.name)
+            return change.kind == "queue"
+        if change.kind == "queue":
+            queue = self.queues[change.name]
+            if self.shard.owns(queue_pool(queue)):
+                state.set_queue(queue_spec(queue))
+            elif isinstance(change.previous, QueueConfig) and self.shard.owns(queue_pool(change.previous)):
+                log.warning("queue %r moved to pool %r, which this instance (%s) does not own: its jobs here "
+                            "stay until a restart, new ones go to the pool's shard", change.name,
+                            queue_pool(queue), self.shard.describe())
+        elif change.kind == "cohort":
+            state.set_cohort(cohort_spec(self.cohorts[change.name]))
+        return True
 
     def owns_queue(self, name: str) -> bool:
         """Whether this instance schedules the jobs of queue ``name`` (an unknown queue is the default pool's)."""

@@ -21,31 +21,41 @@ from services.queue_manager.service import QueueManager
 from services.queue_manager.settings import scheduler_config_from_env
 from services.runtime.collector import freeze_heap
 from services.runtime.options import ServeOptions
-from services.runtime.service import BackgroundTask, ServiceRunner
+from services.runtime.service import BackgroundTask, ServiceMain, ServiceRunner
 
 log = logging.getLogger(__name__)
 
 
-def build(
-    options: ServeOptions, *, scheduler_config: SchedulerConfig | None = None, period_s: float = 5.0
-) -> tuple[QueueManager, ServiceRunner]:
-    """The queue manager and the runner that serves it (not started; start the producer around it)."""
-    registry = CollectorRegistry()
-    shard = Shard.of(options.pools)
-    manager = QueueManager(options.kafka, registry=registry, scheduler_config=scheduler_config, period_s=period_s,
-                           shard=shard)
-    log.info("queue manager for %s", shard.describe())
-    tasks: list[BackgroundTask] = [*manager.follower_tasks(), manager.run]
-    runner = ServiceRunner("queue_manager", tasks=tasks, registry=registry,
-                           http_host=options.http_host, http_port=options.http_port)
-    return manager, runner
+class QueueManagerMain(ServiceMain):
+    """The queue manager of ``options.pools`` (every pool when none), served until SIGTERM or ``stop()``.
+    ``manager`` exists from construction; ``freeze_recovered_heap`` freezes the heap once it has recovered."""
+
+    def __init__(self, options: ServeOptions, *, scheduler_config: SchedulerConfig | None = None,
+                 period_s: float = 5.0, freeze_recovered_heap: bool = False) -> None:
+        super().__init__()
+        self.registry = CollectorRegistry()
+        shard = Shard.of(options.pools)
+        self.manager = QueueManager(options.kafka, registry=self.registry, scheduler_config=scheduler_config,
+                                    period_s=period_s, shard=shard)
+        self.options = options
+        self.freeze_recovered_heap = freeze_recovered_heap
+        log.info("queue manager for %s", shard.describe())
+
+    async def run(self, *, handle_signals: bool = True) -> None:
+        manager, options = self.manager, self.options
+        tasks: list[BackgroundTask] = [*manager.follower_tasks(), manager.run]
+        runner = ServiceRunner("queue_manager", tasks=tasks, registry=self.registry,
+                               http_host=options.http_host, http_port=options.http_port)
+        async with contextlib.AsyncExitStack() as stack:
+            await stack.enter_async_context(manager.producer)
+            if self.freeze_recovered_heap:
+                await stack.enter_async_context(freezing_after_recovery(manager))
+            await self._serve(runner, handle_signals=handle_signals)
 
 
-async def serve(options: ServeOptions, *, handle_signals: bool = True) -> None:
-    """Run the queue manager until SIGTERM (or until its runner is stopped)."""
-    manager, runner = build(options, scheduler_config=scheduler_config_from_env())
-    async with manager.producer, freezing_after_recovery(manager):
-        await runner.run(handle_signals=handle_signals)
+async def serve(options: ServeOptions) -> None:
+    """``muster serve queue-manager``."""
+    await QueueManagerMain(options, scheduler_config=scheduler_config_from_env(), freeze_recovered_heap=True).run()
 
 
 @contextlib.asynccontextmanager

@@ -39,7 +39,15 @@ from services.queue_manager.recovery import rebuild, seed_statuses
 from services.queue_manager.reporting import ReportPacer
 from services.queue_manager.routing import passes_over
 from services.queue_manager.state import Out, QueueState
-from services.runtime.kafka import BatchFuture, ConsumerLoop, Delivery, EnvelopeProducer, KafkaSettings, Outgoing
+from services.runtime.kafka import (
+    BatchFuture,
+    ConsumerLoop,
+    Delivery,
+    EnvelopeProducer,
+    KafkaSettings,
+    Outgoing,
+    OutputOrder,
+)
 from services.runtime.kafka.table import CompactedTable
 from services.runtime.service import BackgroundTask
 
@@ -118,10 +126,9 @@ class QueueManager:
         self.ready = asyncio.Event()
         self.cycles = 0
         self._lock = asyncio.Lock()  # the state: folding inputs, deciding
-        #: producing: held from a cycle's decisions until they are handed to the producer, and by the input
-        #: loop while it hands over its deferred outputs, so messages keep the order of the changes
-        self._output_lock = asyncio.Lock()
-        self._inputs: ConsumerLoop | None = None  # the input loop, once running
+        #: producing: a cycle's turn lasts until its decisions are handed to the producer; the input loop
+        #: takes turns to hand over its batches' outputs, so messages keep the order of the changes
+        self._order = OutputOrder()
         self._changed = asyncio.Event()
         self._changed_at = 0.0  # time.monotonic() of the first change since the last cycle began
         self._acks: asyncio.Future[list[object]] | None = None  # the last cycle's decisions, until acknowledged
@@ -201,11 +208,10 @@ class QueueManager:
         stops the service then, which recovers from the records and republishes what they cannot prove
         delivered. In between, the service handles inputs and pauses for the next cycle."""
         await self.acknowledged()
-        async with self._output_lock:
+        async with self._order.turn():
             async with self._lock:
-                if self._inputs is not None:
-                    # what the inputs handled so far caused goes out first (their records and statuses)
-                    await self._inputs.produce_deferred()
+                # what the inputs handled so far caused goes out first (their records and statuses)
+                await self._order.catch_up()
                 started = time.perf_counter()
                 now = self.clock()
                 report = self.reports.due(now)
@@ -215,10 +221,10 @@ class QueueManager:
                     self.reports.reported(now, decided - started)
                 self.metrics.cycle_seconds.observe(decided - started)
             # the state is free again: inputs are folded while the records are acknowledged; what they
-            # cause waits for the output lock, so it follows this cycle's decisions
+            # cause waits for the input loop's turn, so it follows this cycle's decisions
             await self._produce_now(outcome.records)
-            # handed to the producer under the lock, so anything produced later follows them; their
-            # acknowledgements are awaited without it, while the inputs go on
+            # handed to the producer during the turn, so anything produced later follows them; their
+            # acknowledgements are awaited after it, while the inputs go on
             sent = await self._send([*outcome.decisions, *outcome.statuses])
             self.cycles += 1
             log.debug("cycle %d%s: %d decisions, %d statuses; decided in %.0f ms, records produced in %.0f ms",
@@ -268,17 +274,15 @@ class QueueManager:
 
     # ------------------------------------------------------------ the whole service
 
-    async def run(self, stop: asyncio.Event, *, loop_group: str | None = None) -> None:
+    async def run(self, stop: asyncio.Event) -> None:
         """Recover, then consume inputs and run cycles until ``stop`` (a ``ServiceRunner`` task)."""
-        loop_group = loop_group or group_id(self.shard)
         await self.recover()
         # batch settle: a fetched batch's records and statuses are acknowledged together before the
         # commit (one broker round trip per batch); a failed output stops the service, which then
         # recovers from muster.jobs and re-reads the uncommitted batch
-        loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=loop_group,
-                            settle="batch", max_records=500, output_lock=self._output_lock,
+        loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=group_id(self.shard),
+                            settle="batch", max_records=500, order=self._order,
                             skip=self._passes_over)
-        self._inputs = loop
 
         async def stopper() -> None:
             await stop.wait()

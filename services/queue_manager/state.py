@@ -17,6 +17,7 @@ from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
 from schemas.config import ConfigItemDeleted, PoolDefined
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, PreemptReasonName
 from schemas.envelope import Message
+from schemas.kube import POOL
 from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC, STATUS_TOPIC
 from schemas.usage import BudgetStatusReported, QueueUsageReported
 from services.core import Job, SchedulerConfig, SchedulerState, queue_order
@@ -29,7 +30,6 @@ from services.spec.core_types import node_from_state
 #: How many applied input event ids are remembered to recognise a redelivered input.
 APPLIED_MEMORY = 100_000
 #: the label under which the core sees each node's pool (a queue's pool becomes its jobs' node selector)
-POOL_LABEL = "muster.dev/pool"
 
 
 class Out(NamedTuple):
@@ -74,7 +74,7 @@ class QueueState:
         pool = self.config.pool_of_queue(entry.spec.queue)
         if pool is None:
             return job
-        return replace(job, node_selector=MappingProxyType({**job.node_selector, POOL_LABEL: pool}))
+        return replace(job, node_selector=MappingProxyType({**job.node_selector, POOL: pool}))
 
     # ------------------------------------------------------------ inputs already applied
 
@@ -175,7 +175,7 @@ class QueueState:
     # ------------------------------------------------------------ compacted inputs
 
     def fold_config(self, key: str, message: Message | None) -> bool:
-        changed = self.config.fold(key, message, self.sched)
+        changed = self.config.fold_into(key, message, self.sched)
         pools_changed = isinstance(message, PoolDefined) or (
             isinstance(message, ConfigItemDeleted) and message.kind == "pool") or (
             message is None and key.startswith("pool/"))
@@ -208,7 +208,7 @@ class QueueState:
         if not self.shard.owns(pool):
             self.sched.remove_node(state.node)
             return
-        self.sched.upsert_node(node_from_state(state, {POOL_LABEL: pool}))
+        self.sched.upsert_node(node_from_state(state, {POOL: pool}))
 
     def fold_usage(self, message: Message | None) -> bool:
         if isinstance(message, QueueUsageReported):

@@ -5,9 +5,10 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from schemas.config import MusterConfig, QueueConfig, QueueDefined, TenantConfig, TenantDefined
+from schemas.config import MusterConfig, QueueConfig, TenantConfig
 from schemas.envelope import Envelope
 from services.quota_accountant.windows import WindowKind
+from services.spec.config_items import ConfigItems
 
 
 @dataclass(frozen=True)
@@ -40,18 +41,7 @@ def build_view(base: MusterConfig | None, rows: Iterable[Envelope]) -> ConfigVie
     ``rows`` are the config table's current envelopes (latest per key, so a ``ConfigItemDeleted``
     has already replaced the definition it deletes in the topic; a file entry it names is dropped).
     """
-    queues = {q.name: q for q in base.queues} if base is not None else {}
-    tenants = {t.name: t for t in base.tenants} if base is not None else {}
+    config = ConfigItems(base)
     for envelope in rows:
-        payload = envelope.payload
-        if isinstance(payload, QueueDefined):
-            queues[payload.item.name] = payload.item
-        elif isinstance(payload, TenantDefined):
-            tenants[payload.item.name] = payload.item
-        elif payload.TYPE == "ConfigItemDeleted":
-            kind, _, name = payload.key().partition("/")
-            if kind == "queue":
-                queues.pop(name, None)
-            elif kind == "tenant":
-                tenants.pop(name, None)
-    return ConfigView(queues, tenants)
+        config.fold(envelope.payload.key(), envelope.payload)
+    return ConfigView(config.queues, config.tenants)

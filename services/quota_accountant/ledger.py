@@ -21,8 +21,9 @@ import math
 from collections import defaultdict
 from dataclasses import dataclass, field
 
+from services.core.fairshare import interval_value
 from services.quota_accountant.attempts import Admission, Attempt, AttemptKey, Charge, Outcome, Segment
-from services.quota_accountant.decay import DecayedTotal, interval_value
+from services.quota_accountant.decay import DecayedTotal
 from services.quota_accountant.windows import WINDOW_KINDS, WindowKind, split_by_window, window_end, window_start
 
 DEFAULT_HALF_LIFE_S = 7 * 24 * 3600.0

@@ -95,3 +95,33 @@ class ServiceRunner:
             if http is not None:
                 with contextlib.suppress(Exception):
                     await http.cleanup()
+
+
+class ServiceMain:
+    """The one shape of a service's composition root (``services/<service>/main.py``): construct it with
+    the ``ServeOptions`` (and the service's own settings), then ``await run()``, which composes the
+    service and serves it until a signal or ``stop()``. ``composed`` fires once the parts exist and the
+    runner starts (the service's own objects are then set on the instance). ``muster serve`` calls the
+    module's ``serve(options)``, which runs the default instance."""
+
+    def __init__(self) -> None:
+        self.composed = asyncio.Event()
+        self.runner: ServiceRunner | None = None
+        self._stop_requested = False
+
+    def stop(self) -> None:
+        """End the service (safe before it is composed: it then stops as soon as it starts)."""
+        self._stop_requested = True
+        if self.runner is not None:
+            self.runner.stop()
+
+    async def run(self, *, handle_signals: bool = True) -> None:
+        raise NotImplementedError
+
+    async def _serve(self, runner: ServiceRunner, *, handle_signals: bool) -> None:
+        """Run ``runner`` as this service's (subclasses call this once composed)."""
+        self.runner = runner
+        if self._stop_requested:
+            runner.stop()
+        self.composed.set()
+        await runner.run(handle_signals=handle_signals)

@@ -13,9 +13,10 @@ from services.simulator.engine import SimOptions, simulate
 from services.simulator.plots import write_plot
 from services.simulator.policies import POLICIES, policy_config
 from services.simulator.report import build_report
-from services.simulator.sources import parse_duration, parse_window, resolve
+from services.simulator.sources import parse_window, resolve
 from services.simulator.traces.common import TRACES_ENV, default_traces_dir
 from services.simulator.workload import Workload, subset, write_workload_csv
+from services.spec.durations import parse_duration
 
 _SUMMARY = ("avg_jct_s", "p99_jct_s", "avg_queue_s", "p99_queue_s", "gpu_allocation", "jain_fairness")
 

@@ -8,7 +8,6 @@ A trace brings its own cluster; ``--cluster`` overrides it. A CSV workload needs
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from schemas.config import MusterConfig
@@ -18,18 +17,9 @@ from services.simulator.traces.gavel import load_gavel
 from services.simulator.traces.philly import load_philly
 from services.simulator.workload import Workload, read_workload_csv
 from services.spec.cluster_file import load_cluster_file
+from services.spec.durations import parse_duration
 
 TRACE_NAMES = ("philly", "alibaba", "gavel")
-_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0, "w": 604800.0}
-_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw]?)\s*$")
-
-
-def parse_duration(text: str) -> float:
-    """Seconds in ``text``: a number with an optional unit s, m, h, d or w (``90m``, ``7d``)."""
-    match = _DURATION.match(text)
-    if not match:
-        raise ValueError(f"not a duration: {text!r} (use e.g. 3600, 90m, 12h, 7d)")
-    return float(match.group(1)) * _UNITS[match.group(2)]
 
 
 def parse_window(text: str) -> tuple[float, float]:

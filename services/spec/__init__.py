@@ -1,1 +1,2 @@
-"""Reading the human-written documents (cluster file, job spec) into wire and core types."""
+"""The pure pieces more than one service needs: the cluster file read into wire types, wire specs translated
+into the core's types, Kubernetes quantities and pod resources, the preemptibility rule."""

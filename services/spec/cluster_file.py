@@ -12,10 +12,9 @@ from types import MappingProxyType
 import yaml
 
 from schemas.config import MusterConfig, NodeGroupConfig
+from schemas.kube import GPU_TYPE, NODE_GROUP
 from services.core.model import CohortSpec, Node, QueueSpec
 from services.spec.core_types import cohort_spec, queue_spec
-
-TOPOLOGY_LABEL_PREFIX = "topology.muster.dev/"
 
 
 def load_cluster_file(path: str | Path) -> MusterConfig:
@@ -56,7 +55,7 @@ def core_nodes(cfg: MusterConfig) -> list[Node]:
         for group in cluster.node_groups:
             for i, name in enumerate(group_node_names(cluster.name, group)):
                 topo = {"zone": group.topology.zone, "block": group.topology.block, "rack": rack_of(group, i)}
-                labels = {**group.labels, "muster.dev/node-group": group.name, "muster.dev/gpu-type": group.gpu_type}
+                labels = {**group.labels, NODE_GROUP: group.name, GPU_TYPE: group.gpu_type}
                 nodes.append(
                     Node(
                         name=name,

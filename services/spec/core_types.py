@@ -9,6 +9,7 @@ from schemas.capacity import NodeState
 from schemas.config import CohortConfig, QueueConfig
 from schemas.decisions import NodePods, PlacementPlan
 from schemas.intents import SubmitJob
+from schemas.kube import GPU_RESOURCE
 from services.core.model import (
     ANY_GPU,
     CohortSpec,
@@ -69,7 +70,7 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
         topology=topology,
         cluster=spec.cluster,
         node_selector=MappingProxyType(dict(spec.node_selector)),
-        tolerations=frozenset({"nvidia.com/gpu"}) if res.gpus else frozenset(),
+        tolerations=frozenset({GPU_RESOURCE}) if res.gpus else frozenset(),
         max_wait_s=spec.max_wait_s,
         max_runtime_s=spec.max_runtime_s,
         attempt=attempt,

@@ -6,13 +6,13 @@ from __future__ import annotations
 import logging
 from typing import Any
 
+from schemas.kube import GPU_RESOURCE
 from services.spec.quantity import whole
 
 log = logging.getLogger(__name__)
 
 KubeObject = dict[str, Any]
 
-GPU_RESOURCE = "nvidia.com/gpu"
 TERMINAL_PHASES = frozenset({"Succeeded", "Failed"})
 
 

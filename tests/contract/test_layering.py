@@ -1,4 +1,5 @@
-"""The layering of DESIGN.md section 8, enforced by import-linter (contracts live in pyproject.toml)."""
+"""The layering the README's layout section and ``docs/architecture.md`` describe, enforced by import-linter
+(the contracts live in ``pyproject.toml``)."""
 
 from __future__ import annotations
 

@@ -10,16 +10,16 @@ from typing import Any
 
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.topics import CAPACITY_TOPIC, DECISIONS_TOPIC, DISPATCHES_TOPIC, RUNS_TOPIC
-from services.dispatcher import main as dispatcher_main
 from services.dispatcher.dispatcher import Dispatcher
+from services.dispatcher.main import DispatcherMain
 from services.dispatcher.plans import DispatchSettings
 from services.kubesim import KubeSim
-from services.node_watcher import main as watcher_main
+from services.node_watcher.main import NodeWatcherMain
 from services.node_watcher.watcher import NodeWatcher
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
 from services.runtime.kube import JOBS, PODS, Backoff, KubeObject, KubeRest, RetryPolicy, build_api_client
 from services.runtime.options import ServeOptions
-from services.runtime.service import ServiceRunner
+from services.runtime.service import ServiceMain, ServiceRunner
 from tests.dispatcher.builders import CLUSTER
 from tests.e2e.log import TopicLog
 from tests.node_watcher.builders import CLUSTER_FILE
@@ -44,7 +44,7 @@ class Cluster:
     dispatcher: Dispatcher | None = None
     watcher: NodeWatcher | None = None
     _tasks: dict[str, asyncio.Task[None]] = field(default_factory=dict)
-    _registered: dict[str, asyncio.Event] = field(default_factory=dict)
+    _mains: dict[str, ServiceMain] = field(default_factory=dict)
 
     async def decide(self, message: Message, envelope: Envelope | None = None) -> Envelope:
         """Publish a decision as the queue manager would; returns its envelope."""
@@ -61,30 +61,24 @@ class Cluster:
         return items
 
     async def start_dispatcher(self, settings: DispatchSettings = FAST) -> None:
-        def ready(runner: ServiceRunner, dispatcher: Dispatcher) -> None:
-            self.runners["dispatcher"] = runner
-            self.dispatcher = dispatcher
-            self._registered["dispatcher"].set()
-
-        await self._start("dispatcher", dispatcher_main.serve(self._options(), settings=settings,
-                                                              handle_signals=False, on_ready=ready))
+        main = DispatcherMain(self._options(), settings=settings)
+        await self._start("dispatcher", main)
+        self.dispatcher = main.dispatcher
         await self.runners["dispatcher"].loops[0].wait_assigned()
 
     async def start_watcher(self) -> None:
-        def ready(runner: ServiceRunner, watcher: NodeWatcher) -> None:
-            self.runners["watcher"] = runner
-            self.watcher = watcher
-            self._registered["watcher"].set()
-
-        await self._start("watcher", watcher_main.serve(self._options(), handle_signals=False, on_ready=ready))
+        main = NodeWatcherMain(self._options())
+        await self._start("watcher", main)
+        self.watcher = main.watcher
         assert self.watcher is not None
         await self._until(self.watcher.ready.wait(), "watcher")
 
     async def stop(self, name: str) -> None:
-        runner = self.runners.pop(name, None)
+        main = self._mains.pop(name, None)
+        self.runners.pop(name, None)
         task = self._tasks.pop(name, None)
-        if runner is not None:
-            runner.stop()
+        if main is not None:
+            main.stop()
         if task is not None:
             async with asyncio.timeout(30):
                 await task
@@ -92,11 +86,12 @@ class Cluster:
     def _options(self) -> ServeOptions:
         return ServeOptions(kafka=self.settings, cluster=CLUSTER, kube_server=self.url, http_port=0)
 
-    async def _start(self, name: str, service: Coroutine[Any, Any, None]) -> None:
-        self._registered[name] = asyncio.Event()
-        self._tasks[name] = asyncio.create_task(service, name=f"test {name}")
-
-        await self._until(self._registered[name].wait(), name)
+    async def _start(self, name: str, main: ServiceMain) -> None:
+        self._mains[name] = main
+        self._tasks[name] = asyncio.create_task(main.run(handle_signals=False), name=f"test {name}")
+        await self._until(main.composed.wait(), name)
+        assert main.runner is not None
+        self.runners[name] = main.runner
 
     async def _until(self, waiting: Coroutine[Any, Any, Any], name: str) -> None:
         """Wait for ``waiting`` unless the service task ends first (its error is raised)."""

@@ -15,20 +15,17 @@ import yaml
 
 from schemas.config import MusterConfig
 from services.core import SchedulerConfig
-from services.dispatcher import main as dispatcher_main
-from services.dispatcher.dispatcher import Dispatcher
+from services.dispatcher.main import DispatcherMain
 from services.dispatcher.plans import DispatchSettings
-from services.gateway.main import GatewayServer
+from services.gateway.main import GatewayMain
 from services.kubesim import KubeSim
-from services.node_watcher import main as watcher_main
-from services.node_watcher.watcher import NodeWatcher
-from services.queue_manager.main import build as build_queue_manager
+from services.node_watcher.main import NodeWatcherMain
+from services.queue_manager.main import QueueManagerMain
 from services.quota_accountant.accountant import AccountantSettings
-from services.quota_accountant.main import build as build_accountant
+from services.quota_accountant.main import QuotaAccountantMain
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import JOBS, PODS, Backoff, KubeObject, KubeRest, RetryPolicy, build_api_client
 from services.runtime.options import ClusterAccess, ServeOptions
-from services.runtime.service import ServiceRunner
 from tests.builders.realkube import RealKube
 from tests.e2e.builders import ADMIN_TOKEN, member_token, tokens
 from tests.e2e.log import TopicLog
@@ -189,7 +186,7 @@ class System:
         return service
 
     async def start_gateway(self) -> str:
-        server = GatewayServer(self.options(**self.first_cluster().access.fields("gateway")))
+        server = GatewayMain(self.options(**self.first_cluster().access.fields("gateway")))
         service = self._spawn("gateway", server.run(handle_signals=False))
         service.stopper = server.stop
         await service.started(server.ready.wait)
@@ -198,53 +195,34 @@ class System:
         return server.url
 
     async def start_queue_manager(self) -> None:
-        manager, runner = build_queue_manager(self.options(), scheduler_config=self.scheduler,
-                                              period_s=CYCLE_PERIOD_S)
-
-        async def main() -> None:
-            async with manager.producer:
-                await runner.run(handle_signals=False)
-
-        service = self._spawn("queue-manager", main())
-        service.stopper = runner.stop
-        await service.started(manager.ready.wait)
+        main = QueueManagerMain(self.options(), scheduler_config=self.scheduler, period_s=CYCLE_PERIOD_S)
+        service = self._spawn("queue-manager", main.run(handle_signals=False))
+        service.stopper = main.stop
+        await service.started(main.manager.ready.wait)
 
     async def start_accountant(self) -> None:
-        runner, accountant = build_accountant(self.options(), settings=ACCOUNTANT)
-        service = self._spawn("quota-accountant", runner.run(handle_signals=False))
-        service.stopper = runner.stop
-        await service.started(accountant.ready.wait)
+        main = QuotaAccountantMain(self.options(), settings=ACCOUNTANT)
+        service = self._spawn("quota-accountant", main.run(handle_signals=False))
+        service.stopper = main.stop
+        await service.started(main.accountant.ready.wait)
 
     async def start_dispatcher(self, cluster: str) -> None:
-        registered = asyncio.Event()
-        holder: list[ServiceRunner] = []
-
-        def ready(runner: ServiceRunner, _: Dispatcher) -> None:
-            holder.append(runner)
-            service.stopper = runner.stop
-            registered.set()
-
         options = self.options(cluster=cluster, instance=cluster, **self.clusters[cluster].access.fields("dispatcher"))
-        service = self._spawn(f"dispatcher/{cluster}", dispatcher_main.serve(
-            options, settings=DISPATCH, handle_signals=False, on_ready=ready))
-        await service.started(registered.wait)
-        await service.started(holder[0].loops[0].wait_assigned)
+        main = DispatcherMain(options, settings=DISPATCH)
+        service = self._spawn(f"dispatcher/{cluster}", main.run(handle_signals=False))
+        service.stopper = main.stop
+        await service.started(main.composed.wait)
+        assert main.runner is not None
+        await service.started(main.runner.loops[0].wait_assigned)
 
     async def start_watcher(self, cluster: str) -> None:
-        registered = asyncio.Event()
-        holder: list[NodeWatcher] = []
-
-        def ready(runner: ServiceRunner, watcher: NodeWatcher) -> None:
-            holder.append(watcher)
-            service.stopper = runner.stop
-            registered.set()
-
         access = self.clusters[cluster].access.fields("node-watcher")
-        options = self.options(cluster=cluster, instance=cluster, **access)
-        service = self._spawn(f"node-watcher/{cluster}", watcher_main.serve(
-            options, handle_signals=False, on_ready=ready))
-        await service.started(registered.wait)
-        await service.started(holder[0].ready.wait)
+        main = NodeWatcherMain(self.options(cluster=cluster, instance=cluster, **access))
+        service = self._spawn(f"node-watcher/{cluster}", main.run(handle_signals=False))
+        service.stopper = main.stop
+        await service.started(main.composed.wait)
+        assert main.watcher is not None
+        await service.started(main.watcher.ready.wait)
 
     async def stop(self, name: str) -> None:
         await self.services.pop(name).stop()

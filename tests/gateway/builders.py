@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from datetime import UTC, datetime, timedelta
+from datetime import datetime, timedelta
 from itertools import count
 from typing import Any
 
@@ -30,8 +30,7 @@ from services.gateway.configs import defined_message, file_items
 from services.gateway.context import GatewayContext
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.views import ConfigView, StatusView, UsageView
-
-T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
+from tests.builders.clock import T0
 
 TOKENS = {
     "alice": "token-alice-team-a",  # member of team-a
@@ -133,20 +132,6 @@ def harness(config: MusterConfig | None = None, clock: Callable[[], datetime] | 
     ctx = GatewayContext(tokens=token_table(), publisher=publisher, metrics=metrics, status=status, config=cfg_view,
                          usage=usage, now=clock or (lambda: T0), fresh_id=lambda name: f"{name}-{next(ids):08x}")
     return Harness(ctx, create_app(ctx, registry), publisher, registry)
-
-
-@dataclass
-class FakeClock:
-    """A clock the test moves by hand."""
-
-    at: datetime = T0
-
-    def __call__(self) -> datetime:
-        return self.at
-
-    def advance(self, **delta: float) -> datetime:
-        self.at += timedelta(**delta)
-        return self.at
 
 
 def recurring_job(name: str = "nightly", schedule: str = "* * * * *", *, tenant: str = "team-a",

@@ -15,7 +15,6 @@ from schemas.topics import INTENTS_TOPIC
 from services.cli.client import ClientError, load_settings
 from services.cli.contexts import config, remember
 from services.cli.jobs import (
-    JOB_COMMANDS,
     cancel,
     describe,
     get,
@@ -162,14 +161,21 @@ def test_contexts_reach_the_gateway_from_any_folder(tmp_path: Path) -> None:
     assert run(config, ["current-context"], env)[0] == 1
 
 
-def test_command_table_names_existing_commands() -> None:
-    import importlib
-
+def test_every_subcommand_of_muster_resolves_to_a_command() -> None:
+    """The ``muster`` group's lazy table (``SUBCOMMANDS``): every entry imports to a click command under
+    its name, and ``muster --help`` lists them all."""
     import click
 
-    for target in JOB_COMMANDS.values():
-        module, attr = target.split(":")
-        assert isinstance(getattr(importlib.import_module(module), attr), click.Command)
+    from services.cli.main import SUBCOMMANDS, cli
+
+    ctx = click.Context(cli)
+    assert isinstance(cli, click.Group)
+    for name in SUBCOMMANDS:
+        command = cli.get_command(ctx, name)
+        assert isinstance(command, click.Command), name
+    result = CliRunner().invoke(cli, ["--help"])
+    assert result.exit_code == 0
+    assert all(name in result.output for name in SUBCOMMANDS)
 
 
 def test_unreachable_gateway(tmp_path: Path) -> None:

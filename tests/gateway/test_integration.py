@@ -17,7 +17,7 @@ from schemas.config import CohortDefined, PriorityClassDefined, QueueDefined, Te
 from schemas.envelope import make_envelope
 from schemas.intents import SubmitJob
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC, STATUS_TOPIC
-from services.gateway.main import GatewayServer
+from services.gateway.main import GatewayMain
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
 from services.runtime.options import ServeOptions
 from tests.gateway.builders import TOKENS, auth, muster_config, spec_json, status_changed
@@ -39,8 +39,8 @@ def options(registry_settings: KafkaSettings, tmp_path: Path) -> ServeOptions:
 
 
 @asynccontextmanager
-async def running(options: ServeOptions) -> AsyncIterator[tuple[GatewayServer, httpx.AsyncClient]]:
-    server = GatewayServer(options)
+async def running(options: ServeOptions) -> AsyncIterator[tuple[GatewayMain, httpx.AsyncClient]]:
+    server = GatewayMain(options)
     task = asyncio.create_task(server.run(handle_signals=False))
     try:
         async with asyncio.timeout(60):

@@ -13,7 +13,7 @@ import yaml
 from schemas.intents import SubmitJob
 from schemas.topics import INTENTS_TOPIC
 from services.gateway.kube_jobs import (
-    SOURCE_ANNOTATION,
+    SOURCE_JOB,
     KubeJobSubmitter,
     NotSubmittable,
     parse_duration_s,
@@ -42,7 +42,7 @@ def test_the_pod_template_becomes_the_spec() -> None:
     res = spec.template.resources
     assert (res.gpus, res.gpu_type, res.cpu, res.memory) == (4, "a100", "8", "64Gi")
     assert spec.runtime_estimate_s == 5400 and spec.preemptible is True
-    assert spec.annotations == {SOURCE_ANNOTATION: "team-a/resnet-sweep-7"}
+    assert spec.annotations == {SOURCE_JOB: "team-a/resnet-sweep-7"}
 
 
 def test_submission_takes_the_tenant_from_the_namespace_and_a_stable_id(gw: Harness) -> None:
@@ -137,4 +137,4 @@ async def test_watch_submits_jobs_created_on_a_simulated_cluster(gw: Harness) ->
                 await watcher
     [sent] = gw.publisher.on(INTENTS_TOPIC)
     assert isinstance(sent, SubmitJob) and sent.spec.name == "resnet-sweep-7"
-    assert sent.spec.annotations[SOURCE_ANNOTATION] == "team-a/resnet-sweep-7"
+    assert sent.spec.annotations[SOURCE_JOB] == "team-a/resnet-sweep-7"

@@ -18,10 +18,11 @@ from schemas.config import RecurringJobDefined
 from schemas.intents import SubmitJob
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC
 from services.gateway.cron import RECURRING_LABEL, firing_job_id
-from services.gateway.main import GatewayServer
+from services.gateway.main import GatewayMain
 from services.runtime.kafka import KafkaSettings
 from services.runtime.options import ServeOptions
-from tests.gateway.builders import T0, TOKENS, FakeClock, auth, muster_config, spec_json
+from tests.builders.clock import T0, FakeClock
+from tests.gateway.builders import TOKENS, auth, muster_config, spec_json
 from tests.integration.builders import eventually, read_all
 
 pytestmark = pytest.mark.integration
@@ -40,8 +41,8 @@ def options(registry_settings: KafkaSettings, tmp_path: Path) -> ServeOptions:
 
 
 @asynccontextmanager
-async def replica(options: ServeOptions, clock: FakeClock) -> AsyncIterator[GatewayServer]:
-    server = GatewayServer(options, clock=clock)
+async def replica(options: ServeOptions, clock: FakeClock) -> AsyncIterator[GatewayMain]:
+    server = GatewayMain(options, clock=clock)
     task = asyncio.create_task(server.run(handle_signals=False))
     try:
         async with asyncio.timeout(60):

@@ -10,7 +10,8 @@ from schemas.intents import SubmitJob
 from schemas.topics import INTENTS_TOPIC
 from services.gateway.cron import firing_job_id
 from services.gateway.firing_loop import FiringLoop
-from tests.gateway.builders import T0, FakeClock, Harness, feed, harness, recurring_job, status_changed
+from tests.builders.clock import T0, FakeClock
+from tests.gateway.builders import Harness, feed, harness, recurring_job, status_changed
 from tests.integration.builders import eventually
 
 MINUTE = timedelta(minutes=1)

@@ -24,6 +24,7 @@ from services.runtime.kafka import (
     EnvelopeProducer,
     KafkaSettings,
     Outgoing,
+    OutputOrder,
     RetryPolicy,
     ensure_registry_topics,
 )
@@ -370,28 +371,30 @@ async def test_send_many_lands_where_send_would_and_keeps_the_order_per_partitio
 async def test_batch_settle_produces_deferred_outputs_before_what_the_service_sends_itself(
     kafka_settings: KafkaSettings, topics: TopicFactory
 ) -> None:
-    """A service producing outside the loop (a cycle) mid-batch calls produce_deferred first: on the
-    topic, the outputs of the inputs handled before it come first, those handled after it follow."""
+    """A service producing outside the loop (a cycle) mid-batch catches up first, during its turn of the
+    output order: on the topic, the outputs of the inputs handled before it come first, those handled
+    after it follow."""
     source = await topics.create("source")
     sink = await topics.create("sink")
     examples = [envelope for _, envelope in example_envelopes()[:6]]
     marker = examples[-1]
     group_id = group()
-    holder: list[ConsumerLoop] = []
+    order = OutputOrder()
 
     async with EnvelopeProducer(kafka_settings) as producer:
 
         async def forward(envelope: Envelope, delivery: Delivery) -> None:
             if envelope.event_id == examples[2].event_id:  # the service's own output, between two inputs
-                await holder[0].produce_deferred()
-                await producer.send(sink, marker)
+                async with order.turn():
+                    await order.catch_up()
+                    await producer.send(sink, marker)
             await delivery.emit(sink, envelope)
 
         for envelope in examples[:5]:
             await producer.send(source, envelope)
         await producer.flush()
-        loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id, settle="batch")
-        holder.append(loop)
+        loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id, settle="batch",
+                            order=order)
         async with running(loop):
             await eventually(lambda: loop.stats.handled == 5 and loop.stats.commits > 0)
     forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
@@ -399,25 +402,25 @@ async def test_batch_settle_produces_deferred_outputs_before_what_the_service_se
     assert [record.value for record in forwarded] == [encode(envelope) for envelope in order]
 
 
-async def test_batch_settle_keeps_handling_while_the_service_holds_the_output_lock(
+async def test_batch_settle_keeps_handling_while_the_service_has_its_turn_at_the_producer(
     kafka_settings: KafkaSettings, topics: TopicFactory
 ) -> None:
-    """Inputs go on being handled while the service produces (holds its output lock); their outputs
-    and commits wait for the lock, and nothing is committed ahead of its outputs."""
+    """Inputs go on being handled while the service produces (has its turn of the output order); their
+    outputs and commits wait for the turn, and nothing is committed ahead of its outputs."""
     source = await topics.create("source")
     sink = await topics.create("sink")
     examples = [envelope for _, envelope in example_envelopes()[:8]]
     group_id = group()
-    output_lock = asyncio.Lock()
+    order = OutputOrder()
 
     async def forward(envelope: Envelope, delivery: Delivery) -> None:
         await delivery.emit(sink, envelope)
 
     async with EnvelopeProducer(kafka_settings) as producer:
         loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id, settle="batch",
-                            output_lock=output_lock)
+                            order=order)
         async with running(loop):
-            async with output_lock:
+            async with order.turn():
                 for envelope in examples:
                     await producer.send(source, envelope)
                 await producer.flush()

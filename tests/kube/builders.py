@@ -8,8 +8,9 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from services.core.model import NodeAssignment, Placement
-from services.runtime.kube import JobTemplate, KubeObject
+from schemas.decisions import NodePods, PlacementPlan
+from services.dispatcher.render import JobTemplate
+from services.runtime.kube import KubeObject
 
 HANG = "hang"  # a watch script ending in HANG keeps the stream open until cancelled
 
@@ -97,8 +98,8 @@ def template(**overrides: Any) -> JobTemplate:
     return JobTemplate(**fields)
 
 
-def placement(*nodes: tuple[str, int], cluster: str = "east") -> Placement:
-    return Placement(cluster=cluster, nodes=tuple(NodeAssignment(node=n, pods=p) for n, p in nodes))
+def placement(*nodes: tuple[str, int], cluster: str = "east") -> PlacementPlan:
+    return PlacementPlan(cluster=cluster, nodes=[NodePods(node=n, pods=p) for n, p in nodes])
 
 
 class GatedSource:

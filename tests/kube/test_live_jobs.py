@@ -6,6 +6,8 @@ import asyncio
 import uuid
 from typing import Any
 
+from schemas.kube import JOB_ID
+from services.dispatcher.render import render_job
 from services.runtime.kube import (
     JOBS,
     NODES,
@@ -14,9 +16,7 @@ from services.runtime.kube import (
     job_cache,
     node_cache,
     pod_cache,
-    render_job,
 )
-from services.runtime.kube.render import JOB_ID
 from tests.kube.builders import placement, template
 from tests.kube.conftest import KubeTarget
 

@@ -8,10 +8,11 @@ from datetime import UTC, datetime
 import pytest
 
 from schemas.capacity import NodeRemoved, NodeStateObserved
+from schemas.decisions import NodePods, PlacementPlan
 from schemas.runs import RunAllPodsReady, RunDeleted, RunFailed, RunStarted, RunSucceeded
-from services.core.model import NodeAssignment, Placement
+from services.dispatcher.render import JobTemplate, render_job
 from services.runtime.kafka import KafkaSettings
-from services.runtime.kube import JOBS, NODES, JobTemplate, create_or_get, delete, render_job
+from services.runtime.kube import JOBS, NODES, create_or_get, delete
 from tests.dispatcher.harness import Cluster, running
 
 pytestmark = pytest.mark.integration
@@ -22,7 +23,7 @@ def new_job(job_id: str, nodes: tuple[str, ...], seconds: float, exit_code: int 
                            gpus_per_pod=2, gpu_type="a100",
                            annotations={"kubesim.muster.dev/duration-seconds": str(seconds),
                                         "kubesim.muster.dev/exit-code": str(exit_code)})
-    placement = Placement("east", tuple(NodeAssignment(n, 1) for n in nodes))
+    placement = PlacementPlan(cluster="east", nodes=[NodePods(node=n, pods=1) for n in nodes])
     return render_job(template, 0, placement)
 
 

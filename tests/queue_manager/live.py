@@ -13,7 +13,7 @@ from schemas.codec import decode
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.topics import TOPIC_OF
 from services.core import SchedulerConfig
-from services.queue_manager.main import build
+from services.queue_manager.main import QueueManagerMain
 from services.queue_manager.service import QueueManager
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
 from services.runtime.options import ServeOptions
@@ -74,22 +74,19 @@ async def running_service(
     settings: KafkaSettings, *, scheduler_config: SchedulerConfig | None = None
 ) -> AsyncIterator[tuple[QueueManager, ServiceRunner]]:
     """The queue manager as ``muster serve`` composes it, in this event loop; stopped on exit."""
-    manager, runner = build(ServeOptions(kafka=settings, http_port=0), scheduler_config=scheduler_config,
+    main = QueueManagerMain(ServeOptions(kafka=settings, http_port=0), scheduler_config=scheduler_config,
                             period_s=1.0)
-
-    async def main() -> None:
-        async with manager.producer:
-            await runner.run(handle_signals=False)
-
-    task = asyncio.create_task(main())
+    manager = main.manager
+    task = asyncio.create_task(main.run(handle_signals=False))
     try:
         async with asyncio.timeout(60):
             while not manager.ready.is_set():
                 if task.done():
                     task.result()
                 await asyncio.sleep(0.05)
-        yield manager, runner
+        assert main.runner is not None
+        yield manager, main.runner
     finally:
-        runner.stop()
+        main.stop()
         async with asyncio.timeout(30):
             await task

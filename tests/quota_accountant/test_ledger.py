@@ -9,8 +9,8 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
+from services.core.fairshare import interval_value
 from services.quota_accountant.attempts import Admission, Charge
-from services.quota_accountant.decay import interval_value
 from services.quota_accountant.ledger import Ledger
 
 HALF = 7 * 86400.0

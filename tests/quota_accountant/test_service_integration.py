@@ -13,30 +13,18 @@ from schemas.codec import decode
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.topics import CONFIG_TOPIC, DECISIONS_TOPIC, RUNS_TOPIC, USAGE_TOPIC
 from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from services.core.fairshare import interval_value
 from services.quota_accountant.accountant import Accountant, AccountantSettings
-from services.quota_accountant.decay import interval_value
-from services.quota_accountant.main import build
+from services.quota_accountant.main import QuotaAccountantMain
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
 from services.runtime.options import ServeOptions
 from services.runtime.service import ServiceRunner
+from tests.builders.clock import FakeClock
 from tests.integration.builders import consumer, eventually
 from tests.quota_accountant.builders import admitted, at, queue_defined, started, succeeded, tenant_defined
 
 pytestmark = pytest.mark.integration
 HALF = 7 * 86400.0
-
-
-class Clock:
-    """A settable clock for report times (accrual boundaries come from the messages)."""
-
-    def __init__(self, seconds: float) -> None:
-        self.now = at(seconds).timestamp()
-
-    def set(self, seconds: float) -> None:
-        self.now = at(seconds).timestamp()
-
-    def __call__(self) -> float:
-        return self.now
 
 
 class UsageLog:
@@ -79,10 +67,11 @@ class UsageLog:
 
 
 @asynccontextmanager
-async def accountant(settings: KafkaSettings, clock: Clock) -> AsyncIterator[tuple[ServiceRunner, Accountant]]:
+async def accountant(settings: KafkaSettings, clock: FakeClock) -> AsyncIterator[tuple[ServiceRunner, Accountant]]:
     options = ServeOptions(kafka=settings, http_port=0)
-    runner, service = build(options, settings=AccountantSettings(publish_interval_s=3600), clock=clock)
-    task = asyncio.create_task(runner.run(handle_signals=False))
+    main = QuotaAccountantMain(options, settings=AccountantSettings(publish_interval_s=3600), clock=clock.timestamp)
+    service = main.accountant
+    task = asyncio.create_task(main.run(handle_signals=False))
     try:
         ready = asyncio.ensure_future(service.ready.wait())
         done, _ = await asyncio.wait({ready, task}, timeout=60, return_when=asyncio.FIRST_COMPLETED)
@@ -92,9 +81,10 @@ async def accountant(settings: KafkaSettings, clock: Clock) -> AsyncIterator[tup
             if task in done:
                 task.result()
             raise TimeoutError("accountant did not become ready")
-        yield runner, service
+        assert main.runner is not None
+        yield main.runner, service
     finally:
-        runner.stop()
+        main.stop()
         await task
 
 
@@ -107,7 +97,7 @@ async def publish(settings: KafkaSettings, topic: str, *items: Envelope | Messag
 
 async def test_admit_run_succeed_reports_allocation_charge_and_budget(registry_settings: KafkaSettings) -> None:
     await publish(registry_settings, CONFIG_TOPIC, queue_defined("team-a", nominal=16), tenant_defined("team-a", 10))
-    clock = Clock(0)
+    clock = FakeClock(at(0))
     async with UsageLog(registry_settings) as usage, accountant(registry_settings, clock) as (runner, _):
         await eventually(lambda: any(r.allocated == {"gpu:a100": 0} for r in usage.queue("team-a")))
 
@@ -115,12 +105,12 @@ async def test_admit_run_succeed_reports_allocation_charge_and_budget(registry_s
         await eventually(lambda: any(r.allocated == {"gpu:a100": 32} for r in usage.queue("team-a")))
         assert usage.queue("team-a")[-1].borrowed == {"gpu:a100": 16}
 
-        clock.set(60)
+        clock.set(at(60))
         await publish(registry_settings, RUNS_TOPIC, started("j-a", when=60))
         await eventually(lambda: len(usage.budget("team-a")) >= 3)
         assert not usage.budget("team-a")[-1].exhausted
 
-        clock.set(1860)
+        clock.set(at(1860))
         await publish(registry_settings, RUNS_TOPIC, succeeded("j-a", when=1860))
         await eventually(lambda: bool(usage.charges("j-a")))
         await eventually(lambda: usage.queue("team-a")[-1].allocated == {"gpu:a100": 0})
@@ -144,7 +134,7 @@ async def test_admit_run_succeed_reports_allocation_charge_and_budget(registry_s
 
 
 async def test_restart_keeps_open_accruals_and_settled_usage(registry_settings: KafkaSettings) -> None:
-    clock = Clock(1000)
+    clock = FakeClock(at(1000))
     async with UsageLog(registry_settings) as usage:
         async with accountant(registry_settings, clock):
             await publish(registry_settings, DECISIONS_TOPIC, admitted("j-b", queue="team-b", tenant="team-b"))
@@ -162,7 +152,7 @@ async def test_restart_keeps_open_accruals_and_settled_usage(registry_settings: 
             assert restarted.allocated == before.allocated
             assert restarted.decayed_gpu_seconds == pytest.approx(before.decayed_gpu_seconds)
 
-            clock.set(2000)
+            clock.set(at(2000))
             await publish(registry_settings, RUNS_TOPIC, succeeded("j-b", when=2000))
             await eventually(lambda: bool(usage.charges("j-b")))
             await eventually(lambda: usage.queue("team-b")[-1].allocated == {})
@@ -185,22 +175,23 @@ async def test_restart_keeps_open_accruals_and_settled_usage(registry_settings: 
 
 
 async def test_reports_are_refreshed_periodically_while_a_job_runs(registry_settings: KafkaSettings) -> None:
-    clock = Clock(0)
+    clock = FakeClock(at(0))
     options = ServeOptions(kafka=registry_settings, http_port=0)
-    runner, service = build(options, settings=AccountantSettings(publish_interval_s=0.2), clock=clock)
+    main = QuotaAccountantMain(options, settings=AccountantSettings(publish_interval_s=0.2), clock=clock.timestamp)
+    service = main.accountant
     async with UsageLog(registry_settings) as usage:
-        task = asyncio.create_task(runner.run(handle_signals=False))
+        task = asyncio.create_task(main.run(handle_signals=False))
         try:
             await asyncio.wait_for(service.ready.wait(), 60)
             await publish(registry_settings, DECISIONS_TOPIC, admitted("j-c", queue="team-c", tenant="team-c"))
             await publish(registry_settings, RUNS_TOPIC, started("j-c", when=0))
             await eventually(lambda: bool(usage.queue("team-c")))
-            clock.set(3600)  # no input: only the periodic publication can report the new time
+            clock.set(at(3600))  # no input: only the periodic publication can report the new time
             await eventually(lambda: usage.queue("team-c")[-1].as_of == at(3600))
             latest = usage.queue("team-c")[-1]
             start, now = at(0).timestamp(), at(3600).timestamp()
             assert latest.decayed_gpu_seconds == pytest.approx(interval_value(32, start, now, now, HALF))
             assert service.ledger.active_accruals == 1
         finally:
-            runner.stop()
+            main.stop()
             await task

@@ -4,10 +4,12 @@ from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallbac
 from services.runtime.kafka.loop import ConsumerLoop, LoopStats, RetryPolicy
 from services.runtime.kafka.producer import BatchFuture, DeliveryFuture, EnvelopeProducer, Outgoing
 from services.runtime.kafka.settings import KafkaSettings
+from services.runtime.kafka.settle import BatchSettler, OutputOrder
 from services.runtime.kafka.topics import TopicPlan, create_topics, ensure_registry_topics, plans_for
 
 __all__ = [
     "BatchFuture",
+    "BatchSettler",
     "ConsumerLoop",
     "Delivery",
     "DeliveryFuture",
@@ -16,6 +18,7 @@ __all__ = [
     "KafkaSettings",
     "LoopStats",
     "Outgoing",
+    "OutputOrder",
     "PartitionsCallback",
     "RetryPolicy",
     "TombstoneHandler",

@@ -1,17 +1,9 @@
-"""The Kubernetes client layer: client construction, list-then-watch caches, idempotent writes, Job rendering."""
+"""The Kubernetes client layer: client construction, list-then-watch caches, idempotent writes."""
 
 from services.runtime.kube.caches import job_cache, node_cache, pod_cache
 from services.runtime.kube.client import KubeConfigError, build_api_client
 from services.runtime.kube.informer import Informer, Subscription, WatchErrorEvent
 from services.runtime.kube.names import dns1123_label, job_object_name, label_value
-from services.runtime.kube.render import (
-    CheckpointSettings,
-    DomainPin,
-    JobTemplate,
-    PodSecurity,
-    planned_nodes,
-    render_job,
-)
 from services.runtime.kube.resources import EVENTS, JOBS, LEASES, NAMESPACES, NODES, PODS, Resource
 from services.runtime.kube.rest import KubeObject, KubeRest, PatchType
 from services.runtime.kube.retry import Backoff, RetryPolicy
@@ -21,10 +13,8 @@ from services.runtime.kube.writes import UpdateConflictError, create_or_get, del
 
 __all__ = [
     "ADDED", "DELETED", "EVENTS", "JOBS", "LEASES", "MODIFIED", "NAMESPACES", "NODES", "PODS",
-    "ApiEventSource", "Backoff", "Change", "CheckpointSettings", "DomainPin", "EventSource", "Informer",
-    "JobTemplate", "KubeConfigError", "KubeObject", "KubeRest", "ObjectStore", "PatchType", "PodSecurity",
-    "Resource",
-    "RetryPolicy", "Subscription", "UpdateConflictError", "WatchErrorEvent", "build_api_client",
-    "create_or_get", "delete", "dns1123_label", "job_cache", "job_object_name", "label_value", "node_cache",
-    "patch", "planned_nodes", "pod_cache", "render_job", "update",
+    "ApiEventSource", "Backoff", "Change", "EventSource", "Informer", "KubeConfigError", "KubeObject", "KubeRest",
+    "ObjectStore", "PatchType", "Resource", "RetryPolicy", "Subscription", "UpdateConflictError", "WatchErrorEvent",
+    "build_api_client", "create_or_get", "delete", "dns1123_label", "job_cache", "job_object_name", "label_value",
+    "node_cache", "patch", "pod_cache", "update",
 ]

@@ -4,7 +4,7 @@ from pathlib import Path
 
 import pytest
 
-from services.simulator.sources import parse_duration, parse_window, resolve
+from services.simulator.sources import parse_window, resolve
 from services.simulator.traces.alibaba import load_alibaba
 from services.simulator.traces.gavel import load_gavel, v100_steps_per_second
 from services.simulator.traces.philly import load_philly, read_philly_jobs
@@ -72,11 +72,6 @@ def test_resolve_csv_needs_a_cluster(tmp_path: Path) -> None:
 def test_resolve_named_trace_with_default_cluster(tmp_path: Path) -> None:
     wl, cfg = resolve("philly", None, write_philly_fixture(tmp_path))
     assert wl.name == "philly" and len(cfg.queues) == 3
-
-
-@pytest.mark.parametrize(("text", "seconds"), [("90", 90.0), ("90m", 5400.0), ("1.5h", 5400.0), ("2d", 172800.0)])
-def test_parse_duration(text: str, seconds: float) -> None:
-    assert parse_duration(text) == seconds
 
 
 def test_parse_window() -> None:

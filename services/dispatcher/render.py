@@ -1,4 +1,5 @@
-"""Rendering one admitted attempt of a job into a ``batch/v1`` Job manifest. Pure: no I/O.
+"""Rendering one admitted attempt of a job, on its wire ``PlacementPlan``, into a ``batch/v1`` Job manifest.
+Pure: no I/O.
 
 The Job is Indexed with completions = parallelism = gang size and ``backoffLimit: 0``: a
 failed pod fails the Job, and Muster restarts the whole gang as a new attempt (a new Job name).
@@ -22,19 +23,22 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
 
-from services.core.model import ANY_GPU, Placement
+from schemas.decisions import PlacementPlan
+from schemas.kube import (
+    ATTEMPT,
+    CLUSTER,
+    GANG_SIZE,
+    GPU_RESOURCE,
+    GPU_TYPE,
+    HOSTNAME_LABEL,
+    JOB_ID,
+    MUSTER_PREFIX,
+    PLACEMENT,
+    QUEUE,
+)
 from services.runtime.kube.names import job_object_name, label_value
 
-JOB_ID = "muster.dev/job-id"
-ATTEMPT = "muster.dev/attempt"
-QUEUE = "muster.dev/queue"
-CLUSTER = "muster.dev/cluster"
-PLACEMENT = "muster.dev/placement"
-GANG_SIZE = "muster.dev/gang-size"
-GPU_TYPE = "muster.dev/gpu-type"
-GPU_RESOURCE = "nvidia.com/gpu"
-HOSTNAME_LABEL = "kubernetes.io/hostname"
-MUSTER_PREFIX = "muster.dev/"
+ANY_GPU = ""  # a template whose gpu_type is ANY_GPU accepts any GPU type (no selector, no annotation)
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
 #: the largest ``activeDeadlineSeconds`` the Kubernetes API accepts (int64); longer runtimes mean "no limit"
@@ -102,13 +106,13 @@ class JobTemplate:
     security: PodSecurity = field(default_factory=PodSecurity)
 
 
-def planned_nodes(placement: Placement) -> list[str]:
+def planned_nodes(placement: PlacementPlan) -> list[str]:
     """The node of every completion index, in index order."""
     return [a.node for a in placement.nodes for _ in range(a.pods)]
 
 
 def render_job(
-    template: JobTemplate, attempt: int, placement: Placement, domain: DomainPin | None = None
+    template: JobTemplate, attempt: int, placement: PlacementPlan, domain: DomainPin | None = None
 ) -> dict[str, Any]:
     """The ``batch/v1`` Job manifest of one attempt of ``template`` on ``placement``."""
     gang = placement.pods

@@ -1,4 +1,5 @@
-"""Child processes of ``muster up``: one per service, logs to files, restarted if they die."""
+"""Child processes of ``muster up`` (and of the chaos harness, which starts the same system): one per
+service, logs to files, restarted if they die."""
 
 from __future__ import annotations
 
@@ -13,6 +14,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
+
+from schemas.config import MusterConfig
+from services.runtime.options import ClusterAccess
 
 
 def stop_on_signals() -> asyncio.Event:
@@ -109,3 +113,24 @@ async def supervise(children: list[Child], stop: asyncio.Event, notify: Callable
             await child.start()
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(stop.wait(), 1.0)
+
+
+def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, clusters: dict[str, ClusterAccess],
+                     config_file: Path, gateway_port: int) -> list[Child]:
+    """The five services: one gateway, queue manager and accountant; a dispatcher + watcher per cluster."""
+    env = {"MUSTER_KAFKA_BOOTSTRAP": bootstrap}
+    logs = state_dir / "logs"
+    children = [
+        # the gateway also turns labelled, suspended batch/v1 Jobs of the first cluster into submissions
+        Child("gateway", ["gateway", "--config", str(config_file), "--tokens", str(state_dir / "tokens.yaml"),
+                          *next(iter(clusters.values())).args("gateway")],
+              gateway_port, logs / "gateway.log", env),
+        Child("queue-manager", ["queue-manager"], free_port(), logs / "queue-manager.log", env),
+        Child("quota-accountant", ["quota-accountant"], free_port(), logs / "quota-accountant.log", env),
+    ]
+    for name, access in clusters.items():
+        for service in ("dispatcher", "node-watcher"):
+            children.append(Child(f"{service}/{name}", [service, "--cluster", name, *access.args(service),
+                                                        "--instance", name],
+                                  free_port(), logs / f"{service}-{name}.log", env))
+    return children

@@ -9,8 +9,8 @@ from typing import Any
 import kubernetes_validate
 import pytest
 
-from services.core.model import ANY_GPU
-from services.runtime.kube import CheckpointSettings, DomainPin, JobTemplate, planned_nodes, render_job
+from schemas.decisions import NodePods, PlacementPlan
+from services.dispatcher.render import ANY_GPU, CheckpointSettings, DomainPin, JobTemplate, planned_nodes, render_job
 from services.runtime.kube.names import DNS1123_LABEL, LABEL_VALUE
 from tests.kube.builders import placement, template
 
@@ -126,7 +126,8 @@ def test_odd_job_ids_keep_the_exact_id_in_annotations_and_stay_distinct() -> Non
     ("tpl", "place", "message"),
     [
         (template(replicas=2), placement(("n1", 3)), "at most 2"),
-        (template(), placement(("n1", 0)), "no pods"),
+        (template(), PlacementPlan.model_construct(cluster="east", nodes=[NodePods.model_construct(node="n1", pods=0)]),
+         "no pods"),
         (template(cpu_m=-1), placement(("n1", 1)), "negative"),
     ],
 )

@@ -1,0 +1,67 @@
+"""The Kubernetes contract: every label, annotation and resource name Muster writes on, or reads from,
+Kubernetes objects. Like the topics, it is a public interface (a labelled ``suspend: true`` Job is a
+submission; a workload writes ``muster.dev/checkpointed``), so it lives beside them and every service,
+kubesim and the chaos harness import it from here."""
+
+from __future__ import annotations
+
+MUSTER_PREFIX = "muster.dev/"
+#: the value of ``DELETED_BY`` when Muster deletes a Job
+MUSTER = "muster"
+
+# -- resources and well-known labels --------------------------------------------------------------
+GPU_RESOURCE = "nvidia.com/gpu"  # the extended resource, and the key of the GPU nodes' taint
+HOSTNAME_LABEL = "kubernetes.io/hostname"
+GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # set by NVIDIA's GPU feature discovery
+GPU_COUNT_LABEL = "nvidia.com/gpu.count"
+GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+
+# -- nodes ------------------------------------------------------------------------------------------
+GPU_TYPE = "muster.dev/gpu-type"  # node label of the GPU type (Jobs select by it); a Job annotation too
+NODE_GROUP = "muster.dev/node-group"
+POOL = "muster.dev/pool"
+NVLINK_GROUPS = "muster.dev/nvlink-groups"  # node annotation: the NVLink / NUMA groups of its GPUs
+TOPOLOGY_PREFIX = "topology.muster.dev/"
+BLOCK = TOPOLOGY_PREFIX + "block"
+RACK = TOPOLOGY_PREFIX + "rack"
+
+# -- a Job Muster runs: identity and placement (labels and annotations) -----------------------------
+JOB_ID = "muster.dev/job-id"
+ATTEMPT = "muster.dev/attempt"
+QUEUE = "muster.dev/queue"  # also the label that makes a user's suspended Job a submission
+CLUSTER = "muster.dev/cluster"
+PLACEMENT = "muster.dev/placement"  # JSON list: the node of every completion index
+GANG_SIZE = "muster.dev/gang-size"
+
+# -- a user's suspended Job: how the gateway reads it as a submission -------------------------------
+PRIORITY_CLASS = "muster.dev/priority-class"
+RUNTIME_ESTIMATE = "muster.dev/runtime-estimate"
+PREEMPTIBLE = "muster.dev/preemptible"
+#: in a job spec's annotations: the user-created suspended Job (``<namespace>/<name>``) to release
+SOURCE_JOB = "muster.dev/source-job"
+
+# -- the dispatcher's memory on its Jobs (the node-state watcher reads some) ------------------------
+#: the revision of the attempt: 0 for the first Job, n for the n-th re-creation (restart or rescale)
+REVISION = "muster.dev/revision"
+#: whole-gang restarts done so far in this attempt, and how many the spec allows
+RESTARTS = "muster.dev/restarts"
+MAX_RESTARTS = "muster.dev/max-restarts"
+#: event id of the decision this Job carries out (JobAdmitted or JobScaled)
+DECISION_EVENT = "muster.dev/decision-event"
+#: correlation id of the job's decisions, so later reports join the same trace
+CORRELATION = "muster.dev/correlation-id"
+#: a restart of this failed Job is due at this time (ISO 8601)
+RESTART_AT = "muster.dev/restart-at"
+#: the preemption handshake: when it began, why, whether the job comes back, its grace period, its decision
+PREEMPT_REQUESTED = "muster.dev/preempt-requested"
+PREEMPT_REASON = "muster.dev/preempt-reason"
+PREEMPT_REQUEUE = "muster.dev/preempt-requeue"
+PREEMPT_GRACE = "muster.dev/preempt-grace-seconds"
+PREEMPT_EVENT = "muster.dev/preempt-event"
+#: set to "true" on the Job by the workload once its checkpoint is written
+CHECKPOINTED = "muster.dev/checkpointed"
+#: written just before Muster deletes a Job
+DELETED_BY = "muster.dev/deleted-by"
+DELETE_REASON = "muster.dev/delete-reason"
+#: on a suspended new revision: the name of the revision it replaces; it is released once that one's pods are gone
+REPLACES = "muster.dev/replaces"

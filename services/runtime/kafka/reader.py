@@ -1,0 +1,52 @@
+"""Topics read once, from the beginning up to the end they had when the read started (no group, no commits)."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from aiokafka import AIOKafkaConsumer, TopicPartition
+from aiokafka.errors import KafkaError
+
+from services.runtime.kafka.settings import KafkaSettings
+
+__all__ = ["KafkaError", "RawRecord", "read_to_end"]
+
+
+@dataclass(frozen=True)
+class RawRecord:
+    """One record as stored: where it was read and its undecoded value (None for a tombstone)."""
+
+    topic: str
+    partition: int
+    offset: int
+    value: bytes | None
+
+
+async def read_to_end(settings: KafkaSettings, partitions: Mapping[str, int], *,
+                      within_s: float = 120.0) -> list[RawRecord]:
+    """Every record of ``partitions`` (topic -> partition count) below the end offsets seen on entry, in
+    fetch order. Raises ``TimeoutError`` after ``within_s``, ``KafkaError`` when the broker fails."""
+    consumer = AIOKafkaConsumer(**settings.client_options(), group_id=None, enable_auto_commit=False,
+                                auto_offset_reset="earliest")
+    await consumer.start()
+    try:
+        tps = [TopicPartition(t, p) for t, count in partitions.items() for p in range(count)]
+        consumer.assign(tps)
+        await consumer.seek_to_beginning(*tps)
+        ends = await consumer.end_offsets(tps)
+        todo = {tp for tp, end in ends.items() if end > 0}
+        records: list[RawRecord] = []
+        async with asyncio.timeout(within_s):
+            while todo:
+                batch = await consumer.getmany(*todo, timeout_ms=500)
+                for tp, fetched in batch.items():
+                    records.extend(RawRecord(tp.topic, tp.partition, r.offset, r.value)
+                                   for r in fetched if r.offset < ends[tp])
+                for tp in list(todo):
+                    if await consumer.position(tp) >= ends[tp]:
+                        todo.discard(tp)
+        return records
+    finally:
+        await consumer.stop()
