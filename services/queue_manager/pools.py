@@ -12,20 +12,13 @@ on any node its shard owns.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable
 from dataclasses import dataclass
 
-from schemas.config import PoolConfig, QueueConfig
+from schemas.config import QueueConfig
+from services.spec.cluster_file import DEFAULT_POOL, node_pool
 
-DEFAULT_POOL = "default"
-
-
-def node_pool(labels: Mapping[str, str], pools: Iterable[PoolConfig]) -> str:
-    """The pool of a node with ``labels``: the first by name whose (non-empty) labels it carries."""
-    for pool in sorted(pools, key=lambda p: p.name):
-        if pool.node_labels and all(labels.get(k) == v for k, v in pool.node_labels.items()):
-            return pool.name
-    return DEFAULT_POOL
+__all__ = ["DEFAULT_POOL", "Shard", "node_pool", "queue_pool"]
 
 
 def queue_pool(queue: QueueConfig | None) -> str:

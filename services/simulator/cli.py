@@ -48,7 +48,11 @@ def load_subset(
 
 @click.command(name="sim")
 @click.option(
-    "--workload", "workload_spec", required=True, help="CSV path, or a trace: philly, alibaba[:variant], gavel[:vc]."
+    "--workload",
+    "workload_spec",
+    required=True,
+    help="CSV path, or a trace: philly[:cohort|partitioned][:SCALE] (e.g. philly:partitioned:0.3), "
+    "alibaba[:variant], gavel[:vc].",
 )
 @click.option("--cluster", type=click.Path(exists=True, dir_okay=False), help="Cluster YAML (a trace has a default).")
 @click.option(

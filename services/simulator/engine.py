@@ -21,6 +21,9 @@ running until its stop time ``now + min(grace period, checkpoint_s)``; then a ch
 keeps the progress made so far and a non-checkpointable one restarts from zero when it is admitted
 again. A job that completes during its grace period simply completes.
 
+A queue confined to a pool (``QueueConfig.pool``) has its jobs placed only on that pool's nodes, as
+the queue manager does (``services.spec.cluster_file.queue_node_selectors``).
+
 The policy never sees a job's true duration: only a ``runtime_estimate`` the workload gives, or
 what the core learns from the jobs that finished before (``services.core.runtimes``; a trace job's
 name is its id).
@@ -34,6 +37,7 @@ import time
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
+from types import MappingProxyType
 
 from schemas.config import MusterConfig
 from services.core import SchedulerState, queue_order, schedule
@@ -49,7 +53,9 @@ from services.core.model import (
     SchedulerConfig,
 )
 from services.simulator.workload import Workload, WorkloadJob, min_replicas, pod_shape
-from services.spec.cluster_file import core_cohorts, core_nodes, core_queues
+from services.spec.cluster_file import core_cohorts, core_nodes, core_queues, queue_node_selectors
+
+_NO_SELECTOR: Mapping[str, str] = MappingProxyType({})
 
 
 class EventKind(IntEnum):
@@ -167,6 +173,7 @@ class Simulator:
             records={},
         )
         tolerations = frozenset(t for n in nodes for t in n.taints)
+        selectors = queue_node_selectors(cluster)  # a queue with a pool runs only on that pool's nodes
         node_sizes = {t: _gpus_per_node(nodes, t) for t in {j.gpu_type for j in workload.jobs}}
         for spec in workload.jobs:
             replicas, per_pod = pod_shape(spec.num_gpus, node_sizes[spec.gpu_type])
@@ -185,6 +192,7 @@ class Simulator:
                 checkpointable=spec.checkpointable or self._opts.all_checkpointable,
                 grace_period_s=self._opts.grace_period_s,
                 tolerations=tolerations,
+                node_selector=selectors.get(spec.queue, _NO_SELECTOR),
                 name=spec.job_id,
             )
             unit = max(per_pod, 1)

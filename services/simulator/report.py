@@ -8,6 +8,11 @@ Definitions (all times in seconds, over completed jobs unless stated):
 - slowdown = JCT / max(duration, 1 s), where duration is the job's true run time.
 - ``makespan_s`` = last completion - first submission.
 - ``gpu_allocation`` = GPU-seconds held by jobs (terminating ones included) / (cluster GPUs x makespan).
+- ``gpu_allocation_arrivals`` = the same between the first and the last submission only: the load
+  while the workload is still arriving, without the drain after the last arrival (a replayed window
+  of a longer trace ends with one; the real cluster's measured occupancy has none).
+- ``per_size_class``: the job counts, average / p50 / p99 JCT and queueing delay, and GPU-hours of
+  the jobs asking for 1 GPU, 2-4, 5-8 and more than 8 (``SIZE_CLASSES``; classes without jobs left out).
 - ``jain_fairness`` = Jain's index (sum x)^2 / (n sum x^2) over the per-queue mean slowdowns of the
   queues that completed jobs: 1.0 when every queue is slowed down equally, 1/n at worst.
 - percentiles interpolate linearly (numpy's default).
@@ -15,12 +20,23 @@ Definitions (all times in seconds, over completed jobs unless stated):
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
 from services.simulator.engine import JobRecord, SimResult, records_by_queue
+
+SIZE_CLASSES: tuple[tuple[str, int, float], ...] = (("1", 1, 1), ("2-4", 2, 4), ("5-8", 5, 8), (">8", 9, math.inf))
+
+
+def size_class(gpus: int) -> str:
+    """The job-size class of a job asking for ``gpus`` GPUs (a 0-GPU job counts as ``1``)."""
+    for name, _, high in SIZE_CLASSES:
+        if gpus <= high:
+            return name
+    return SIZE_CLASSES[-1][0]
 
 
 def _pct(values: Sequence[float], q: float) -> float:
@@ -79,6 +95,48 @@ def _queue_stats(records: Sequence[JobRecord]) -> dict[str, Any]:
     }
 
 
+def _class_stats(records: Sequence[JobRecord]) -> dict[str, Any]:
+    done = completed(records)
+    jcts = [jct(r) for r in done]
+    waits = [queue_delay(r) for r in done]
+    return {
+        "jobs": len(records),
+        "jobs_completed": len(done),
+        "avg_jct_s": _mean(jcts),
+        "p50_jct_s": _pct(jcts, 50),
+        "p99_jct_s": _pct(jcts, 99),
+        "avg_queue_s": _mean(waits),
+        "p50_queue_s": _pct(waits, 50),
+        "p99_queue_s": _pct(waits, 99),
+        "gpu_hours": sum(r.gpu_seconds for r in records) / 3600.0,
+        "preemptions": sum(r.preemptions for r in records),
+    }
+
+
+def per_size_class(records: Sequence[JobRecord]) -> dict[str, dict[str, Any]]:
+    """Figures per job-size class, in ``SIZE_CLASSES`` order, for the classes that have jobs."""
+    by_class: dict[str, list[JobRecord]] = {}
+    for rec in records:
+        by_class.setdefault(size_class(rec.spec.num_gpus), []).append(rec)
+    return {name: _class_stats(by_class[name]) for name, _, _ in SIZE_CLASSES if name in by_class}
+
+
+def held_gpu_seconds(timeline: Sequence[tuple[float, str, int]], start: float, end: float) -> float:
+    """GPU-seconds held between ``start`` and ``end`` according to an allocation timeline."""
+    held = 0.0
+    level = 0
+    last = start
+    for t, _, delta in sorted(timeline, key=lambda e: e[0]):
+        if t > start:
+            held += level * (min(t, end) - last)
+            last = min(t, end)
+        if t >= end:
+            break
+        level += delta
+    held += level * max(0.0, end - last)
+    return held
+
+
 def build_report(result: SimResult) -> dict[str, Any]:
     """The JSON-ready report of one run (keys documented in the module docstring)."""
     records = list(result.records.values())
@@ -91,6 +149,9 @@ def build_report(result: SimResult) -> dict[str, Any]:
     held = sum(r.gpu_seconds for r in records)
     capacity = result.capacity_gpus * makespan
     per_queue = {q: _queue_stats(rs) for q, rs in sorted(records_by_queue(result).items())}
+    last_submit = max((r.spec.submit_time for r in records), default=first_submit)
+    arriving = last_submit - first_submit
+    arrivals_capacity = result.capacity_gpus * arriving
     fairness_inputs = [s["avg_slowdown"] for s in per_queue.values() if s["jobs_completed"]]
     rejected = sum(1 for r in records if r.rejected is not None)
     killed = sum(1 for r in records if r.killed)
@@ -113,6 +174,11 @@ def build_report(result: SimResult) -> dict[str, Any]:
         "makespan_s": makespan,
         "capacity_gpus": result.capacity_gpus,
         "gpu_allocation": held / capacity if capacity > 0 else 0.0,
+        "gpu_allocation_arrivals": (
+            held_gpu_seconds(result.timeline, first_submit, last_submit) / arrivals_capacity
+            if arrivals_capacity > 0
+            else 0.0
+        ),
         "jain_fairness": jain_index(fairness_inputs),
         "jain_fairness_over": "per-queue mean slowdown",
         "preemptions": result.preemptions,
@@ -122,4 +188,5 @@ def build_report(result: SimResult) -> dict[str, Any]:
         "wall_s": result.wall_s,
         "cycle_wall_s": result.cycle_wall_s,
         "per_queue": per_queue,
+        "per_size_class": per_size_class(records),
     }

@@ -1,7 +1,9 @@
 """Resolve ``--workload`` / ``--cluster`` into a workload and a cluster configuration.
 
-``--workload`` is a CSV path or a trace name: ``philly`` (``philly:<scale>`` multiplies every VC's
-node count by ``scale``, e.g. ``philly:0.25``), ``alibaba`` (``alibaba:<variant>`` picks
+``--workload`` is a CSV path or a trace name: ``philly`` (``philly:[SETUP][:SCALE]``: SCALE
+multiplies every VC's node count, e.g. ``philly:0.25``; SETUP is ``cohort``, the default, where all
+VCs share one cohort and borrow idle quota, or ``partitioned``, where each VC runs only on its own
+nodes, e.g. ``philly:partitioned:0.25``), ``alibaba`` (``alibaba:<variant>`` picks
 another openb pod list, e.g. ``alibaba:multigpu50``) or ``gavel`` (``gavel:<vc>`` for one VC).
 A trace brings its own cluster; ``--cluster`` overrides it. A CSV workload needs ``--cluster``.
 """
@@ -14,7 +16,7 @@ from schemas.config import MusterConfig
 from services.simulator.traces.alibaba import load_alibaba
 from services.simulator.traces.common import Trace
 from services.simulator.traces.gavel import load_gavel
-from services.simulator.traces.philly import load_philly
+from services.simulator.traces.philly import load_philly, parse_philly_variant
 from services.simulator.workload import Workload, read_workload_csv
 from services.spec.cluster_file import load_cluster_file
 from services.spec.durations import parse_duration
@@ -38,7 +40,8 @@ def load_trace(name: str, traces_dir: Path) -> Trace:
     """A named trace with its default cluster."""
     base, _, variant = name.partition(":")
     if base == "philly":
-        return load_philly(traces_dir, node_scale=float(variant) if variant else 1.0)
+        setup, scale = parse_philly_variant(variant)
+        return load_philly(traces_dir, node_scale=scale, setup=setup)
     if base == "alibaba":
         return load_alibaba(traces_dir, variant or "default")
     if base == "gavel":

@@ -2,19 +2,29 @@
 
 It feeds the simulator, kubesim and ``muster up``. Node names are deterministic:
 ``<cluster>-<group>-<index>``; racks are filled in order (index * racks // count).
+
+Pools confine queues to nodes: a node belongs to the first pool, by name, whose (non-empty)
+``node_labels`` it carries, else to ``default``; a queue with a ``pool`` runs only on that pool's
+nodes. ``core_nodes`` labels every node with its pool (``POOL_LABEL``) and ``queue_node_selectors``
+gives each pooled queue's jobs the matching selector: the same rule and label the queue manager
+applies (``services.queue_manager.pools``), here for the simulator.
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from pathlib import Path
 from types import MappingProxyType
 
 import yaml
 
-from schemas.config import MusterConfig, NodeGroupConfig
-from schemas.kube import GPU_TYPE, NODE_GROUP
+from schemas.config import MusterConfig, NodeGroupConfig, PoolConfig
+from schemas.kube import GPU_TYPE, NODE_GROUP, POOL
 from services.core.model import CohortSpec, Node, QueueSpec
 from services.spec.core_types import cohort_spec, queue_spec
+
+POOL_LABEL = POOL
+DEFAULT_POOL = "default"
 
 
 def load_cluster_file(path: str | Path) -> MusterConfig:
@@ -48,14 +58,28 @@ def rack_of(group: NodeGroupConfig, index: int) -> str:
     return f"{group.topology.rack_prefix}-{index * racks // max(group.count, 1)}"
 
 
+def node_pool(labels: Mapping[str, str], pools: Iterable[PoolConfig]) -> str:
+    """The pool of a node with ``labels``: the first by name whose (non-empty) labels it carries."""
+    for pool in sorted(pools, key=lambda p: p.name):
+        if pool.node_labels and all(labels.get(k) == v for k, v in pool.node_labels.items()):
+            return pool.name
+    return DEFAULT_POOL
+
+
+def queue_node_selectors(cfg: MusterConfig) -> dict[str, Mapping[str, str]]:
+    """``queue -> node selector`` for every queue confined to a pool (queues without one are absent)."""
+    return {q.name: MappingProxyType({POOL_LABEL: q.pool}) for q in cfg.queues if q.pool is not None}
+
+
 def core_nodes(cfg: MusterConfig) -> list[Node]:
-    """Expand every node group into core ``Node`` values."""
+    """Expand every node group into core ``Node`` values, each labelled with its pool."""
     nodes: list[Node] = []
     for cluster in cfg.clusters:
         for group in cluster.node_groups:
+            own = {**group.labels, NODE_GROUP: group.name, GPU_TYPE: group.gpu_type}
+            labels = {**own, POOL_LABEL: node_pool(own, cfg.pools)}
             for i, name in enumerate(group_node_names(cluster.name, group)):
                 topo = {"zone": group.topology.zone, "block": group.topology.block, "rack": rack_of(group, i)}
-                labels = {**group.labels, NODE_GROUP: group.name, GPU_TYPE: group.gpu_type}
                 nodes.append(
                     Node(
                         name=name,

@@ -1,14 +1,23 @@
-"""Microsoft Philly (philly-pollux/philly.csv) as one queue per virtual cluster.
+"""Microsoft Philly (philly-pollux/philly.csv) as one queue per virtual cluster, in two set-ups.
 
-- Every one of the 15 VCs becomes queue ``vc-<hash>``; all queues share cohort ``philly`` with no
-  borrowing limit, so idle quota of one VC can be borrowed by another (and reclaimed).
-- Quotas come from ``helios/philly_vc_node_count.csv`` (11 VCs): nominal = nodes x 8 GPUs (the
-  8 GPUs per node that the Helios QSSF simulator assumes for Philly). The 4 VCs missing from that
-  file (tiny: 3-8 jobs of at most 8 GPUs each) get one node each, so every VC's largest job fits in
-  its own quota. The cluster has one node group holding all those nodes (356 x 8 = 2,848 GPUs).
-- ``node_scale`` shrinks (or grows) every VC's node count to ``max(1, round(nodes x scale))`` to
-  study the same arrivals under more contention: the trace's GPU demand averages only ~13% of the
-  full 2,848 GPUs, so the full-size cluster barely queues.
+- Every one of the 15 VCs becomes queue ``vc-<hash>`` with nominal quota = its nodes x 8 GPUs.
+- Node counts come from ``helios/philly_vc_node_count.csv`` (11 VCs; the 8 GPUs per node that the
+  Helios QSSF simulator assumes for Philly). The 4 VCs missing from that file (tiny: 3-8 jobs of at
+  most 8 GPUs each) get one node each. A VC never gets fewer nodes than its largest job in the whole
+  trace needs (``ceil(GPUs / 8)``), so every job fits in its own VC; at full size this changes
+  nothing on the real trace (356 x 8 = 2,848 GPUs).
+- ``node_scale`` shrinks (or grows) every VC's node count to ``max(round(nodes x scale), floor)``
+  (floor: one node, or what the VC's largest job needs) to study the same arrivals under more
+  contention: the trace's GPU demand averages only ~13% of the full 2,848 GPUs.
+- ``setup`` says how VCs share nodes:
+
+  - ``cohort`` (default): one node group holding every VC's nodes; all queues in cohort ``philly``
+    with no borrowing limit, so idle quota of one VC can be borrowed by another (and reclaimed).
+  - ``partitioned``: static partitions, as Philly and the Helios simulator ran it. Each VC has its
+    own node group (label ``philly.muster.dev/vc=<hash>``) and a pool ``vc-<hash>`` selecting it;
+    its queue names that pool and no cohort, so it runs only on its own nodes and never borrows.
+
+  Both set-ups have the same nodes at the same ``node_scale``.
 - Submit times are seconds after the first submission; ``duration`` is the recorded run time.
 - No runtime estimate is written: the simulator fills it from completed-job history (see
   ``services.simulator.estimates``). Jobs are marked checkpointable (DL training that saves
@@ -19,14 +28,17 @@ from __future__ import annotations
 
 import csv
 import math
+from collections.abc import Mapping
 from datetime import datetime
 from pathlib import Path
+from typing import Literal, get_args
 
 from schemas.config import (
     ClusterConfig,
     CohortConfig,
     MusterConfig,
     NodeGroupConfig,
+    PoolConfig,
     QueueConfig,
     ResourceQuotaConfig,
     TopologyConfig,
@@ -40,6 +52,9 @@ NODES_FOR_MISSING_VC = 1
 GPU_TYPE = "generic"
 COHORT = "philly"
 NODES_PER_RACK = 32
+VC_LABEL = "philly.muster.dev/vc"
+Setup = Literal["cohort", "partitioned"]
+SETUPS: tuple[str, ...] = get_args(Setup)
 
 
 def queue_of(vc: str) -> str:
@@ -76,13 +91,68 @@ def read_philly_jobs(path: Path, checkpointable: bool = True) -> Workload:
     return Workload("philly", jobs)
 
 
-def philly_cluster(
-    vcs: list[str], node_counts: dict[str, int], gpus_per_node: int = GPUS_PER_NODE, node_scale: float = 1.0
-) -> MusterConfig:
-    """One node group with every VC's nodes; one queue per VC with nominal = its nodes' GPUs."""
+def vc_nodes(
+    vcs: list[str],
+    node_counts: Mapping[str, int],
+    node_scale: float = 1.0,
+    largest_job: Mapping[str, int] | None = None,
+    gpus_per_node: int = GPUS_PER_NODE,
+) -> dict[str, int]:
+    """Nodes per VC: its Helios count (or one node) times ``node_scale``, rounded, at least its floor."""
     if node_scale <= 0:
         raise ValueError("node_scale must be positive")
-    nodes = {vc: max(1, round(node_counts.get(vc, NODES_FOR_MISSING_VC) * node_scale)) for vc in vcs}
+    largest = largest_job or {}
+    return {
+        vc: max(
+            1,
+            round(node_counts.get(vc, NODES_FOR_MISSING_VC) * node_scale),
+            math.ceil(largest.get(vc, 0) / gpus_per_node),
+        )
+        for vc in vcs
+    }
+
+
+def _group(name: str, count: int, gpus_per_node: int, labels: dict[str, str] | None = None) -> NodeGroupConfig:
+    return NodeGroupConfig(
+        name=name,
+        count=count,
+        gpus_per_node=gpus_per_node,
+        gpu_type=GPU_TYPE,
+        topology=TopologyConfig(racks=max(1, math.ceil(count / NODES_PER_RACK)), rack_prefix=f"rack-{name}"),
+        labels=labels or {},
+    )
+
+
+def philly_cluster(
+    vcs: list[str],
+    node_counts: Mapping[str, int],
+    gpus_per_node: int = GPUS_PER_NODE,
+    node_scale: float = 1.0,
+    setup: str = "cohort",
+    largest_job: Mapping[str, int] | None = None,
+) -> MusterConfig:
+    """The Philly cluster in ``setup`` (see the module docstring): one queue per VC, nominal = its GPUs."""
+    if setup not in SETUPS:
+        raise ValueError(f"unknown Philly set-up {setup!r}; known: {', '.join(SETUPS)}")
+    nodes = vc_nodes(vcs, node_counts, node_scale, largest_job, gpus_per_node)
+    quota = {vc: {gpu_resource(GPU_TYPE): ResourceQuotaConfig(nominal=n * gpus_per_node)} for vc, n in nodes.items()}
+    if setup == "partitioned":
+        return MusterConfig(
+            clusters=[
+                ClusterConfig(
+                    name="philly",
+                    node_groups=[
+                        _group(queue_of(vc), n, gpus_per_node, {VC_LABEL: vc.lower()})
+                        for vc, n in sorted(nodes.items())
+                    ],
+                )
+            ],
+            pools=[PoolConfig(name=queue_of(vc), node_labels={VC_LABEL: vc.lower()}) for vc in sorted(nodes)],
+            queues=[
+                QueueConfig(name=queue_of(vc), tenant=queue_of(vc), pool=queue_of(vc), quotas=quota[vc])
+                for vc in sorted(nodes)
+            ],
+        )
     total = sum(nodes.values())
     group = NodeGroupConfig(
         name="philly",
@@ -92,13 +162,7 @@ def philly_cluster(
         topology=TopologyConfig(racks=max(1, math.ceil(total / NODES_PER_RACK))),
     )
     queues = [
-        QueueConfig(
-            name=queue_of(vc),
-            cohort=COHORT,
-            tenant=queue_of(vc),
-            quotas={gpu_resource(GPU_TYPE): ResourceQuotaConfig(nominal=count * gpus_per_node)},
-        )
-        for vc, count in sorted(nodes.items())
+        QueueConfig(name=queue_of(vc), cohort=COHORT, tenant=queue_of(vc), quotas=quota[vc]) for vc in sorted(nodes)
     ]
     return MusterConfig(
         clusters=[ClusterConfig(name="philly", node_groups=[group])],
@@ -107,9 +171,33 @@ def philly_cluster(
     )
 
 
-def load_philly(traces_dir: Path, checkpointable: bool = True, node_scale: float = 1.0) -> Trace:
-    """Workload and cluster of the Philly replay (all 15 VCs, quotas per VC)."""
+def load_philly(
+    traces_dir: Path, checkpointable: bool = True, node_scale: float = 1.0, setup: str = "cohort"
+) -> Trace:
+    """Workload and cluster of the Philly replay (all 15 VCs, quotas per VC) in ``setup``."""
     workload = read_philly_jobs(traces_dir / "philly-pollux" / "philly.csv", checkpointable)
     node_counts = read_vc_node_counts(traces_dir / "helios" / "philly_vc_node_count.csv")
-    vcs = sorted({j.queue.removeprefix("vc-") for j in workload.jobs} | set(node_counts))
-    return Trace(workload, philly_cluster(vcs, node_counts, node_scale=node_scale))
+    largest: dict[str, int] = {}
+    for job in workload.jobs:
+        vc = job.queue.removeprefix("vc-")
+        largest[vc] = max(largest.get(vc, 0), job.num_gpus)
+    vcs = sorted(set(largest) | set(node_counts))
+    cluster = philly_cluster(vcs, node_counts, node_scale=node_scale, setup=setup, largest_job=largest)
+    return Trace(workload, cluster)
+
+
+def parse_philly_variant(variant: str) -> tuple[str, float]:
+    """``[SETUP][:SCALE]`` after ``philly:`` -> (set-up, node scale): ``0.25``, ``partitioned``,
+    ``partitioned:0.25``, ``cohort:0.3``; empty -> (``cohort``, 1.0)."""
+    setup, scale = "cohort", 1.0
+    for part in filter(None, variant.split(":")):
+        if part in SETUPS:
+            setup = part
+            continue
+        try:
+            scale = float(part)
+        except ValueError:
+            raise ValueError(
+                f"philly variant {variant!r}: expected [SETUP][:SCALE], SETUP one of {', '.join(SETUPS)}"
+            ) from None
+    return setup, scale

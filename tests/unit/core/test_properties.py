@@ -143,6 +143,17 @@ def check_preemption(state: SchedulerState, d: Preempt) -> None:
         preemptor = state.job(d.preemptor)
         assert preemptor is not None and victim.borrowed and preemptor.queue != victim.job.queue
         assert victim.job.preemptible
+    elif d.reason == PreemptReason.QUEUE_ORDER.value:
+        assert d.preemptor is not None
+        preemptor = state.job(d.preemptor)
+        assert preemptor is not None and d.preemptor not in state.running_jobs()
+        assert preemptor.queue == victim.job.queue and preemptor.priority == victim.job.priority
+        assert victim.job.preemptible and victim.job.checkpointable  # nothing is lost but the restart
+    elif d.reason == PreemptReason.FAIR_SHARE.value:
+        assert d.preemptor is not None
+        preemptor = state.job(d.preemptor)
+        assert preemptor is not None and victim.borrowed and preemptor.queue != victim.job.queue
+        assert victim.job.preemptible and victim.job.priority <= preemptor.priority
     else:
         assert d.reason in (PreemptReason.MAX_RUNTIME.value, PreemptReason.NODE_UNHEALTHY.value)
 

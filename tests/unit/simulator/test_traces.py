@@ -29,11 +29,12 @@ def test_philly_loader_orders_jobs_and_builds_one_queue_per_vc(tmp_path: Path) -
     assert {n: q.quotas["gpu:generic"].nominal for n, q in queues.items()} == {
         "vc-aaa111": 16,
         "vc-bbb222": 24,
-        "vc-ccc333": 8,  # missing from the node-count file: one node
+        # missing from the node-count file: one node, raised to the two its 16-GPU job needs
+        "vc-ccc333": 16,
     }
     assert all(q.cohort == "philly" and q.quotas["gpu:generic"].borrowing_limit is None for q in queues.values())
     (group,) = trace.cluster.clusters[0].node_groups
-    assert (group.count, group.gpus_per_node) == (6, 8)
+    assert (group.count, group.gpus_per_node) == (7, 8)
 
 
 def test_alibaba_loader_drops_cpu_and_unscheduled_pods_and_rounds_up_gpus(tmp_path: Path) -> None:
