@@ -16,6 +16,7 @@ from schemas.status import TERMINAL_STATES
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC
 from services.gateway.auth import Principal, TokenTable
 from services.gateway.configs import defined_message
+from services.gateway.dashboard_state import DashboardState
 from services.gateway.errors import ApiError
 from services.gateway.ids import random_job_id
 from services.gateway.metrics import GatewayMetrics
@@ -47,6 +48,7 @@ class GatewayContext:
     config: ConfigView = field(default_factory=ConfigView)
     usage: UsageView = field(default_factory=UsageView)
     recent: RecentSubmissions = field(default_factory=RecentSubmissions)
+    dashboard: DashboardState = field(default_factory=DashboardState)
     now: Callable[[], datetime] = utc_now
     fresh_id: Callable[[str], str] = random_job_id
 

@@ -14,11 +14,12 @@ from datetime import datetime
 from prometheus_client import CollectorRegistry
 
 from schemas.envelope import Envelope
-from schemas.topics import CONFIG_TOPIC, STATUS_TOPIC, USAGE_TOPIC
+from schemas.topics import CAPACITY_TOPIC, CONFIG_TOPIC, JOBS_TOPIC, STATUS_TOPIC, USAGE_TOPIC
 from services.gateway.app import create_app
 from services.gateway.auth import TokenTable
 from services.gateway.configs import file_items
 from services.gateway.context import GatewayContext, utc_now
+from services.gateway.dashboard_state import dashboard_feeds
 from services.gateway.firing_loop import FiringLoop
 from services.gateway.http import bind, serve_app, socket_url
 from services.gateway.metrics import GatewayMetrics
@@ -103,9 +104,12 @@ class GatewayServer:
             config.apply(key, envelope)
             firing.wake()
 
-        tables = [CompactedTable(options.kafka, STATUS_TOPIC, on_change=status.apply),
+        feeds = dashboard_feeds(ctx)  # the views, and the dashboard's live streams
+        tables = [CompactedTable(options.kafka, STATUS_TOPIC, on_change=feeds.status),
                   CompactedTable(options.kafka, CONFIG_TOPIC, on_change=config_changed),
-                  CompactedTable(options.kafka, USAGE_TOPIC, on_change=usage.apply)]
+                  CompactedTable(options.kafka, USAGE_TOPIC, on_change=feeds.usage),
+                  CompactedTable(options.kafka, CAPACITY_TOPIC, on_change=feeds.capacity),
+                  CompactedTable(options.kafka, JOBS_TOPIC, on_change=feeds.jobs)]
         sock = bind(options.http_host, options.http_port)
         app = create_app(ctx, self.registry)
 
@@ -129,7 +133,11 @@ class GatewayServer:
                 await firing.run(stop)
 
         tasks: list[BackgroundTask] = [t.run for t in tables]
-        tasks += [http, usage_caught_up, fire_recurring]
+        async def close_streams(stop: asyncio.Event) -> None:
+            await stop.wait()
+            ctx.dashboard.hub.close()  # open streams end, so the HTTP server can finish
+
+        tasks += [http, usage_caught_up, fire_recurring, close_streams]
         kube = self._kube_task(ctx)
         if kube is not None:
             tasks.append(kube)
