@@ -282,3 +282,36 @@ async def served_dashboard(gw: Harness, feeds: DashboardFeeds) -> AsyncIterator[
         server.should_exit = True
         await task
         sock.close()
+
+
+async def test_cli_get_and_list_watch(served_dashboard: tuple[Harness, DashboardFeeds, str]) -> None:
+    from click.testing import CliRunner
+
+    from services.cli.jobs import get, list_jobs
+
+    _, feeds, url = served_dashboard
+    hub = served_dashboard[0].ctx.dashboard.hub
+    send(feeds.status, status_changed("a-1", state="pending", position=0))
+    env = {"MUSTER_URL": url, "MUSTER_TOKEN": TOKENS["alice"], "MUSTER_CLI_CONFIG": ""}
+
+    async def changes() -> None:
+        for _ in range(500):
+            if len(hub):
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)  # the CLI has read the job by now
+        send(feeds.status, status_changed("b-1", tenant="team-b", queue="team-b", state="running"))  # not alice's
+        send(feeds.status, status_changed("a-1", state="running", minutes=1))
+        send(feeds.status, status_changed("a-1", state="succeeded", minutes=2))
+
+    feeding = asyncio.create_task(changes())
+    result = await asyncio.to_thread(CliRunner().invoke, get, ["a-1", "--watch"], env=env)
+    await feeding
+    assert result.exit_code == 0, result.output
+    lines = result.output.splitlines()
+    assert "pending" in lines[1]  # the table first, then each change until the job finishes
+    assert lines[-1].endswith("a-1  team-a  succeeded") and "b-1" not in result.output
+
+    hub.close()  # the stream then ends after its first event: list --watch prints the table and returns
+    listed = await asyncio.to_thread(CliRunner().invoke, list_jobs, ["--watch", "--all"], env=env)
+    assert listed.exit_code == 0 and "a-1" in listed.output
