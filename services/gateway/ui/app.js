@@ -338,8 +338,8 @@ function JobPage({ jobId, who }) {
   return html`
     <p><a href="#/jobs">← Jobs</a></p>
     <h1>${job.name} <${Badge} state=${job.state} /></h1>
-    <p class="muted">${job.job_id} · ${job.tenant} / ${job.queue}${job.user ? ` · ${job.user}` : ""} ·
-      ${job.priority_class} · ${job.gpus} GPUs (${job.replicas} pods) · attempt ${job.attempt}</p>
+    <p class="muted">${[job.job_id, `${job.tenant} / ${job.queue}`, job.user, job.priority_class,
+      `${job.gpus} GPUs (${job.replicas} pods)`, `attempt ${job.attempt}`].filter(Boolean).join(" · ")}</p>
     <p class="summary" data-testid="summary">${detail.summary}</p>
     <${Problem} error=${error} />
     ${detail.actions.length > 0 && html`<${Actions} detail=${detail} who=${who} />`}
@@ -569,4 +569,6 @@ function App() {
     <main id="main" tabindex="-1" ref=${main}>${page}</main>`;
 }
 
-render(html`<${App} />`, document.getElementById("app"));
+const root = document.getElementById("app");
+root.textContent = ""; // the static "Loading" note
+render(html`<${App} />`, root);
