@@ -8,8 +8,9 @@ directory upwards; the current context of the user's ``~/.config/muster/config.y
 
 from __future__ import annotations
 
+import json
 import os
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from types import TracebackType
@@ -146,6 +147,28 @@ class GatewayClient:
             params["active"] = "true" if active else "false"
         result: dict[str, Any] = self._call("GET", "/v1/jobs", params={**params, "limit": limit})
         return result
+
+    def watch(self, **params: str | None) -> Iterator[tuple[str, Any]]:
+        """The live stream (``GET /v1/stream``, Server-Sent Events) as (event, decoded data), until it ends."""
+        query = {k: v for k, v in params.items() if v}
+        try:
+            timeout = httpx.Timeout(10.0, read=None)
+            with self._http.stream("GET", "/v1/stream", params=query, timeout=timeout) as response:
+                if response.status_code >= 400:
+                    response.read()
+                    raise _error_message(response)
+                event, data = "message", list[str]()
+                for line in response.iter_lines():
+                    if not line:
+                        if data:
+                            yield event, json.loads("\n".join(data))
+                        event, data = "message", []
+                    elif line.startswith("event:"):
+                        event = line[6:].strip()
+                    elif line.startswith("data:"):
+                        data.append(line[5:].removeprefix(" "))
+        except httpx.HTTPError as exc:
+            raise ClientError(f"the stream from the gateway at {self._http.base_url} broke: {exc}") from None
 
     def explain(self, job_id: str) -> dict[str, Any]:
         result: dict[str, Any] = self._call("GET", f"/v1/jobs/{job_id}/explain")

@@ -3,6 +3,7 @@ resume, set-priority, scale, queues, top, and the ``recurring`` group (list, get
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sys
 import time
@@ -19,6 +20,7 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from schemas.status import TERMINAL_STATES
 from services.cli.client import ClientError, GatewayClient, load_settings
 from services.spec.durations import human_duration
 
@@ -204,17 +206,50 @@ def submit(file: Path, idempotency_key: str | None) -> None:
     click.echo(f"{result['job_id']} {result['state']}{note}")
 
 
+def change_line(job: dict[str, Any]) -> str:
+    """One job change as ``muster get|list --watch`` prints it."""
+    position = "" if job.get("position") is None else f" position {job['position']}"
+    why = f" {job['reason']}" if job.get("reason") else ""
+    return f"{job['updated_at']}  {job['job_id']}  {job['queue']}  {job['state']}{position}{why}"
+
+
+def _watch(client: GatewayClient, output: str, *, show: Any, until_finished: str | None = None,
+           **params: str | None) -> None:
+    """Follow the live stream: ``show()`` once it is open, then every job change until ``until_finished``
+    (a job id) finishes or the stream ends."""
+    for event, data in client.watch(kinds="job", **params):
+        if event == "ready":
+            show()
+        elif event == "jobs":
+            for job in data:
+                click.echo(json.dumps(job) if output == "json" else change_line(job))
+                if until_finished is not None and job["job_id"] == until_finished and job["state"] in TERMINAL_STATES:
+                    return
+
+
+_watch_option = click.option("-w", "--watch", is_flag=True,
+                             help="then print every change as it happens (the gateway's live stream)")
+
+
 @click.command()
 @click.argument("job_id")
 @_output
-def get(job_id: str, output: str) -> None:
+@_watch_option
+def get(job_id: str, output: str, watch: bool) -> None:
     """Show one job."""
     with gateway() as client:
-        job = client.job(job_id)
-    if output == "json":
-        _print_json(job)
-    else:
-        _console().print(jobs_table([job], _now()))
+        def show() -> None:
+            job = client.job(job_id)
+            if output == "json":
+                _print_json(job)
+            else:
+                _console().print(jobs_table([job], _now()))
+
+        if not watch:
+            show()
+            return
+        with contextlib.suppress(KeyboardInterrupt):
+            _watch(client, output, show=show, until_finished=job_id, job_id=job_id)
 
 
 @click.command("list")
@@ -224,21 +259,29 @@ def get(job_id: str, output: str) -> None:
 @click.option("--all", "show_all", is_flag=True, help="include finished jobs")
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
 @_output
+@_watch_option
 def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all: bool, limit: int,
-              output: str) -> None:
+              output: str, watch: bool) -> None:
     """List your jobs (unfinished ones unless --all or --state)."""
     active = None if show_all or state is not None else True  # the gateway filters, so --limit counts the shown
     with gateway() as client:
-        page = client.job_page(queue=queue, state=state, tenant=tenant, limit=limit, active=active)
-    jobs, total = page["items"], page["total"]
-    if output == "json":
-        _print_json(jobs)
-    elif not jobs:
-        click.echo("no jobs")
-    else:
-        _console().print(jobs_table(jobs, _now()))
-        if total > len(jobs):
-            click.echo(f"{len(jobs)} of {total} shown, newest first (--limit to see more)")
+        def show() -> None:
+            page = client.job_page(queue=queue, state=state, tenant=tenant, limit=limit, active=active)
+            jobs, total = page["items"], page["total"]
+            if output == "json":
+                _print_json(jobs)
+            elif not jobs:
+                click.echo("no jobs")
+            else:
+                _console().print(jobs_table(jobs, _now()))
+                if total > len(jobs):
+                    click.echo(f"{len(jobs)} of {total} shown, newest first (--limit to see more)")
+
+        if not watch:
+            show()
+            return
+        with contextlib.suppress(KeyboardInterrupt):
+            _watch(client, output, show=show, queue=queue, tenant=tenant)
 
 
 @click.command()

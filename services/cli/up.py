@@ -132,6 +132,7 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             click.echo("")
             click.echo(click.style("Muster is up.", bold=True))
             click.echo(f"  gateway API          {gateway_url}   (docs: {gateway_url}/docs)")
+            click.echo(f"  web dashboard        {gateway_url}/ui   (sign in with a token below)")
             click.echo(f"  Kafka bootstrap      {broker.bootstrap}")
             for name, url in urls.items():
                 click.echo(f"  cluster {name:12} {url}")

@@ -48,6 +48,9 @@ def create_app(ctx: GatewayContext, registry: CollectorRegistry) -> FastAPI:
     app.include_router(jobs_router)
     app.include_router(config_router)
     app.include_router(recurring_router)
+    from services.gateway.dashboard import install_dashboard
+
+    install_dashboard(app, ctx)
 
     @app.middleware("http")
     async def count_requests(request: Request, call_next: Callable[[Request], Awaitable[Response]]) -> Response:

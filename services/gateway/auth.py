@@ -13,7 +13,9 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from schemas.envelope import Name
 
-Role = Literal["admin", "member"]
+Role = Literal["admin", "member", "viewer"]
+#: roles that may only read: every request but GET / HEAD / OPTIONS answers 403 read_only
+READ_ONLY_ROLES: frozenset[str] = frozenset({"viewer"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,6 +29,11 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def may_act(self) -> bool:
+        """False for read-only roles (a viewer sees its tenant's jobs and queues, and changes nothing)."""
+        return self.role not in READ_ONLY_ROLES
 
     def owns(self, tenant: str) -> bool:
         """True when the principal may see or act on things of ``tenant``."""

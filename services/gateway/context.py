@@ -15,6 +15,7 @@ from schemas.status import TERMINAL_STATES
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC
 from services.gateway.auth import Principal, TokenTable
 from services.gateway.configs import defined_message
+from services.gateway.dashboard_state import DashboardFeeds, DashboardState
 from services.gateway.errors import ApiError
 from services.gateway.ids import random_job_id
 from services.gateway.metrics import GatewayMetrics
@@ -45,8 +46,19 @@ class GatewayContext:
     config: ConfigView = field(default_factory=ConfigView)
     usage: UsageView = field(default_factory=UsageView)
     recent: RecentSubmissions = field(default_factory=RecentSubmissions)
+    dashboard: DashboardState = field(default_factory=DashboardState)
     now: Clock = utc_now
     fresh_id: Callable[[str], str] = random_job_id
+
+    def dashboard_feeds(self) -> DashboardFeeds:
+        """The change callbacks of the compacted tables: each folds into the views and the dashboard's
+        state and tells the live streams."""
+
+        def tenant_of_queue(name: str) -> str | None:
+            queue = self.config.queue(name)
+            return queue.tenant if queue is not None else None
+
+        return DashboardFeeds(self.dashboard, self.status.apply, self.usage.apply, self.status.get, tenant_of_queue)
 
     # ---------------------------------------------------------------- jobs
 

@@ -13,7 +13,7 @@ from collections.abc import Awaitable
 from prometheus_client import CollectorRegistry
 
 from schemas.envelope import Envelope
-from schemas.topics import CONFIG_TOPIC, STATUS_TOPIC, USAGE_TOPIC
+from schemas.topics import CAPACITY_TOPIC, CONFIG_TOPIC, JOBS_TOPIC, STATUS_TOPIC, USAGE_TOPIC
 from services.gateway.app import create_app
 from services.gateway.auth import TokenTable
 from services.gateway.configs import file_items
@@ -100,9 +100,12 @@ class GatewayMain(ServiceMain):
             config.apply(key, envelope)
             firing.wake()
 
-        tables = [CompactedTable(options.kafka, STATUS_TOPIC, on_change=status.apply),
+        feeds = ctx.dashboard_feeds()  # the views, and the dashboard's live streams
+        tables = [CompactedTable(options.kafka, STATUS_TOPIC, on_change=feeds.status),
                   CompactedTable(options.kafka, CONFIG_TOPIC, on_change=config_changed),
-                  CompactedTable(options.kafka, USAGE_TOPIC, on_change=usage.apply)]
+                  CompactedTable(options.kafka, USAGE_TOPIC, on_change=feeds.usage),
+                  CompactedTable(options.kafka, CAPACITY_TOPIC, on_change=feeds.capacity),
+                  CompactedTable(options.kafka, JOBS_TOPIC, on_change=feeds.jobs)]
         sock = bind(options.http_host, options.http_port)
         app = create_app(ctx, self.registry)
 
@@ -126,7 +129,11 @@ class GatewayMain(ServiceMain):
                 await firing.run(stop)
 
         tasks: list[BackgroundTask] = [t.run for t in tables]
-        tasks += [http, usage_caught_up, fire_recurring]
+        async def close_streams(stop: asyncio.Event) -> None:
+            await stop.wait()
+            ctx.dashboard.hub.close()  # open streams end, so the HTTP server can finish
+
+        tasks += [http, usage_caught_up, fire_recurring, close_streams]
         kube = self._kube_task(ctx)
         if kube is not None:
             tasks.append(kube)

@@ -27,6 +27,7 @@ def api_schema() -> schemathesis.BaseSchema:
     for tenant in ("team-a", "team-b"):
         feed(gw.ctx.status, status_changed(f"train-{tenant}", tenant=tenant, queue=tenant, state="pending"))
         feed(gw.ctx.config, RecurringJobDefined(item=recurring_job("nightly", tenant=tenant, queue=tenant)))
+    gw.ctx.dashboard.hub.close()  # a live stream (/v1/stream) then ends after its first event
     return schemathesis.openapi.from_asgi("/openapi.json", gw.app)
 
 
