@@ -7,9 +7,9 @@ from typing import Any
 from fastapi import FastAPI
 
 #: routes that answer without a token: health, metrics and the API's own documentation pages
-OPEN_PATHS = frozenset({"/healthz", "/metrics", "/openapi.json", "/docs", "/docs/oauth2-redirect", "/redoc", "/ui"})
-#: mounted static files that answer without a token: the web dashboard's scripts and styles (no data)
-STATIC_MOUNTS = frozenset({"/ui/static"})
+OPEN_PATHS = frozenset({"/healthz", "/metrics", "/openapi.json", "/docs", "/ui"})
+#: mounted static files that answer without a token: the dashboard's and the API docs' scripts and styles
+STATIC_MOUNTS = frozenset({"/ui/static", "/docs/assets"})
 
 
 def served_routes(app: FastAPI) -> set[tuple[str, str]]:
