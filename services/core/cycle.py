@@ -348,7 +348,11 @@ class Cycle:
         """When ``job`` should start without preempting anything: after the running jobs' estimated
         ends, this cycle's admissions and the blocked jobs considered before it (``commit`` adds
         ``job`` to those). Kept apart from the statuses' estimates, so that decisions taken from it
-        are the same whether or not the cycle reports statuses. None: never known."""
+        are the same whether or not the cycle reports statuses. None: not known, also for a job confined
+        by a node selector (a pool): the model holds every node of a GPU type and would promise it GPUs
+        it can never use."""
+        if job.node_selector:
+            return None
         gpus = max(job.min_size, 1) * job.gpus_per_pod
         best: tuple[float, str] | None = None
         for gpu_type in self.types_for(job):

@@ -228,3 +228,18 @@ def test_service_counts_while_the_pods_run_not_while_they_start_or_stop() -> Non
     st.apply(Preempt("j", 0, PreemptReason.QUEUE_ORDER.value, 30.0), 50)
     st.job_stopped("j", 90)  # checkpoint and teardown took 40 s
     assert st.pending["j"].attained_gpu_s == 8 * (50 - 20)
+
+
+def test_a_job_confined_to_a_pool_is_not_promised_another_pools_gpus() -> None:
+    """The wait model pools every node of a GPU type; for a job whose selector confines it to one pool
+    its wait is unknown, so the far-behind job of its own pool is preempted for it."""
+    from types import MappingProxyType
+
+    pool_a, pool_b = MappingProxyType({"pool": "a"}), MappingProxyType({"pool": "b"})
+    st = state([queue("q", 16)], [node("n1", labels=pool_a), node("n2", labels=pool_b)])
+    st.submit(job("long", gpus_per_pod=8, runtime_estimate=10_000.0, checkpointable=True, node_selector=pool_a))
+    st.submit(job("almost", gpus_per_pod=8, runtime_estimate=700.0, node_selector=pool_b, submit=1))
+    assert admitted(cycle(st, 0, REMAINING)) == {"long", "almost"}
+    st.submit(job("short", gpus_per_pod=8, runtime_estimate=100.0, node_selector=pool_a, submit=10))
+    (d,) = cycle(st, 600, REMAINING).decisions  # n2 frees at 700, but "short" can never use it
+    assert isinstance(d, Preempt) and d.job_id == "long" and d.preemptor == "short"
