@@ -128,6 +128,14 @@ class DependencySpec(_Spec):
                               description="a job id, or a job name (the tenant's latest job of that name)")]
     on: Literal["succeeded", "finished", "failed"] = "succeeded"
 
+    @model_validator(mode="before")
+    @classmethod
+    def _yaml_on(cls, data: object) -> object:
+        """YAML 1.1 reads the key ``on`` as the boolean true; take it as meant."""
+        if isinstance(data, dict) and True in data and "on" not in data:
+            data = {("on" if k is True else k): v for k, v in data.items()}
+        return data
+
 
 class JobSpec(_Spec):
     name: Name

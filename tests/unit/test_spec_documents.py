@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from schemas.jobspec import JobSpec, cpu_millicores, memory_mib
@@ -95,3 +96,10 @@ def test_single_cluster_shorthand_and_errors() -> None:
         parse_cluster_yaml("node_groups: [{name: g, count: 1, gpus_per_node: 8, nvlink_groups: [4, 2]}]")
     with pytest.raises(ValueError, match="not valid YAML"):
         parse_cluster_yaml("a: [")
+
+
+def test_dependencies_read_from_yaml_where_on_is_a_boolean() -> None:
+    """YAML 1.1 reads the key `on` as true; the spec takes it as the condition it means."""
+    text = "name: evaluate\nqueue: q\nafter:\n  - {job: train, on: failed}\n  - {job: prep}\ntemplate: {image: x}\n"
+    spec = JobSpec.model_validate(yaml.safe_load(text))
+    assert [(d.job, d.on) for d in spec.after] == [("train", "failed"), ("prep", "succeeded")]
