@@ -166,6 +166,8 @@ class JobSpec(_Spec):
     after: list[DependencySpec] = Field(
         default_factory=list, max_length=64,
         description="jobs this one waits for: it is queued only once each ended as asked")
+    allow_future_capacity: bool = Field(
+        default=False, description="accept the job although no cluster can host it now (capacity to be added)")
     on_dependency_failure: Literal["cancel", "fail"] = Field(
         default="cancel", description="what becomes of this job when a job it waits for ended otherwise")
 

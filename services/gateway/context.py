@@ -85,7 +85,7 @@ class GatewayContext:
                      *, source: str = "api") -> tuple[SubmissionPlan, JobView]:
         try:
             plan = plan_submission(spec, principal, idempotency_key, self.config, self.status, self.recent,
-                                   self.fresh_id)
+                                   self.fresh_id, self.dashboard.nodes.sizes)
         except ApiError as exc:
             self.metrics.submissions.labels(source, exc.error).inc()
             raise

@@ -32,21 +32,39 @@ ADMISSION_WINDOW = timedelta(minutes=15)
 _ADMITTED = frozenset({"admitted", "running"})
 
 
+Shape = tuple[str, str]  # (cluster, GPU type)
+
+
 class NodeView:
-    """The latest ``NodeState`` per ``cluster/node``."""
+    """The latest ``NodeState`` per ``cluster/node``, and how many nodes of each size every
+    (cluster, GPU type) has (what submissions are checked against, kept as nodes change)."""
 
     def __init__(self) -> None:
         self._nodes: dict[str, NodeState] = {}
+        self.sizes: dict[Shape, dict[int, int]] = {}  # (cluster, GPU type) -> GPUs per node -> nodes
 
     def __len__(self) -> int:
         return len(self._nodes)
 
     def apply(self, key: str, envelope: Envelope | None) -> None:
         payload = envelope.payload if envelope is not None else None
+        self._count(self._nodes.get(key), -1)
         if payload is None or isinstance(payload, NodeRemoved):
             self._nodes.pop(key, None)
         elif isinstance(payload, NodeStateObserved):
             self._nodes[key] = payload.state
+            self._count(payload.state, +1)
+
+    def _count(self, node: NodeState | None, sign: int) -> None:
+        if node is None:
+            return
+        shape = (node.cluster, node.gpu_type)
+        sizes = self.sizes.setdefault(shape, {})
+        sizes[node.gpus_allocatable] = sizes.get(node.gpus_allocatable, 0) + sign
+        if not sizes[node.gpus_allocatable]:
+            del sizes[node.gpus_allocatable]
+            if not sizes:
+                del self.sizes[shape]
 
     def nodes(self) -> list[NodeState]:
         return [self._nodes[key] for key in sorted(self._nodes)]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -63,6 +63,33 @@ def check_spec(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
     check_preemptibility(queue.tenant, spec.priority_class, config, preemptible=spec.preemptible)
 
 
+def check_capacity(spec: JobSpec, sizes: Mapping[tuple[str, str], Mapping[int, int]]) -> None:
+    """422 ``no_matching_nodes`` for a job no known cluster could ever host, whatever else runs: its GPU
+    type is on no node, or no single cluster has room for its (smallest) gang on empty nodes. Selectors
+    and taints are left to the scheduler; with no nodes known yet, or ``allow_future_capacity``, the job
+    is accepted. ``sizes``: (cluster, GPU type) -> GPUs per node -> how many such nodes."""
+    res = spec.template.resources
+    if res.gpus == 0 or spec.allow_future_capacity or not sizes:
+        return
+    pods = spec.min_replicas or spec.replicas
+    usable = {shape: count for shape, count in sizes.items()
+              if (not res.gpu_type or shape[1] == res.gpu_type) and (spec.cluster is None or shape[0] == spec.cluster)}
+    where = f" in cluster {spec.cluster!r}" if spec.cluster is not None else ""
+    if not usable:
+        known = ", ".join(sorted({t for _, t in sizes}))
+        raise ApiError(422, "no_matching_nodes", f"no node{where} has GPU type {res.gpu_type!r} (known: {known}); "
+                       "set allow_future_capacity to queue it for capacity still to come",
+                       field="spec.template.resources.gpu_type")
+    fits: dict[str, int] = {}
+    for (cluster, _), by_size in usable.items():
+        fits[cluster] = fits.get(cluster, 0) + sum(count * (size // res.gpus) for size, count in by_size.items())
+    if max(fits.values()) < pods:
+        raise ApiError(422, "no_matching_nodes",
+                       f"no cluster{where} can ever host {pods} pods of {res.gpus} GPU(s) {res.gpu_type or ''}: at "
+                       f"most {max(fits.values())} fit on its empty nodes; set allow_future_capacity to queue it "
+                       "for capacity still to come", field="spec.replicas")
+
+
 def resolve_dependencies(spec: JobSpec, tenant: str, status: StatusView, recent: RecentSubmissions) -> JobSpec:
     """The spec with every ``after`` entry naming a job id of ``tenant``: an id stays, a name becomes the
     tenant's latest job of that name. 422 for a job the tenant has not got (another tenant's job is
@@ -114,10 +141,12 @@ def plan_submission(
     status: StatusView,
     recent: RecentSubmissions,
     fresh_id: Callable[[str], str],
+    sizes: Mapping[tuple[str, str], Mapping[int, int]] | None = None,
 ) -> SubmissionPlan:
     """Authorise and validate ``spec``; decide its job id. Raises ``ApiError`` (403, 409, 422)."""
     queue = queue_for_submission(spec, principal, config)
     check_spec(spec, queue, config)
+    check_capacity(spec, sizes or {})
     tenant = queue.tenant
     spec = resolve_dependencies(spec, tenant, status, recent)
     if idempotency_key is None:
