@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from .estimate import running_ends
-from .model import Job, RunningJob
+from .model import Job, Reservation, RunningJob
 from .placement import Placer, candidate_clusters, candidate_gpu_types
 
 if TYPE_CHECKING:
@@ -16,15 +15,6 @@ if TYPE_CHECKING:
 
 MAX_RELEASES = 20_000  # running jobs folded back per reservation search
 MAX_PLACEMENT_TRIES = 48
-
-
-@dataclass(frozen=True, slots=True)
-class Reservation:
-    """``nodes`` are kept for ``job_id`` from ``time``; later jobs may use them only if they end first."""
-
-    job_id: str
-    time: float
-    nodes: frozenset[str]
 
 
 def find_reservation(cycle: Cycle, job: Job) -> Reservation | None:

@@ -5,7 +5,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import replace
 
-from .backfill import Reservation
 from .capacity import CapacityIndex, fits_in_group
 from .estimate import Pool, running_ends
 from .fairshare import history_share, weighted_share
@@ -19,6 +18,7 @@ from .model import (
     PendingInfo,
     PendingReason,
     Placement,
+    Reservation,
     RunningJob,
     SchedulerConfig,
     TopologyMode,

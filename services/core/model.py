@@ -198,6 +198,15 @@ class RunningJob:
         return self.job.attained_gpu_s + self.served_gpu_s + max(until - since, 0.0) * self.gpus
 
 
+@dataclass(frozen=True, slots=True)
+class Reservation:
+    """``nodes`` are kept for ``job_id`` from ``time``; later jobs may use them only if they end first."""
+
+    job_id: str
+    time: float
+    nodes: frozenset[str]
+
+
 class DecisionKind(str, Enum):
     ADMIT = "admit"
     PREEMPT = "preempt"
