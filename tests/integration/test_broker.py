@@ -126,6 +126,6 @@ def test_the_last_3x_line_still_works() -> None:
         records = [(f"k{i}".encode(), f"v{i}".encode()) for i in range(5)]
         asyncio.run(produce(settings, topic, records))
         got = asyncio.run(read_all(settings, topic))
-        assert [(r.key, r.value) for r in got] == records
+        assert sorted((r.key, r.value) for r in got) == records  # keys spread over the topic's partitions
     finally:
         broker.close()

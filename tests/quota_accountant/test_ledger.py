@@ -149,8 +149,9 @@ Fact = tuple[str, float]
 facts_strategy = st.tuples(
     st.floats(min_value=0, max_value=86400, allow_nan=False),  # start
     st.floats(min_value=0, max_value=86400, allow_nan=False),  # end
-    # one scale decision per instant (two at the same instant are ordered by their partition)
-    st.dictionaries(st.floats(min_value=0, max_value=86400, allow_nan=False), st.integers(1, 8), max_size=3),
+    # one scale decision per instant (two at the same instant are ordered by their partition); whole
+    # seconds, as 1e-97 s apart become the same instant once added to an epoch time
+    st.dictionaries(st.integers(min_value=0, max_value=86400).map(float), st.integers(1, 8), max_size=3),
 )
 
 
