@@ -131,9 +131,9 @@ class DependencySpec(_Spec):
     @model_validator(mode="before")
     @classmethod
     def _yaml_on(cls, data: object) -> object:
-        """YAML 1.1 reads the key ``on`` as the boolean true; take it as meant."""
-        if isinstance(data, dict) and True in data and "on" not in data:
-            data = {("on" if k is True else k): v for k, v in data.items()}
+        """YAML 1.1 reads the key ``on`` as the boolean true (and JSON then writes it "true"); take it as meant."""
+        if isinstance(data, dict) and "on" not in data:
+            data = {("on" if k is True or k == "true" else k): v for k, v in data.items()}
         return data
 
 

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 from pathlib import Path
 
 import pytest
@@ -103,3 +105,5 @@ def test_dependencies_read_from_yaml_where_on_is_a_boolean() -> None:
     text = "name: evaluate\nqueue: q\nafter:\n  - {job: train, on: failed}\n  - {job: prep}\ntemplate: {image: x}\n"
     spec = JobSpec.model_validate(yaml.safe_load(text))
     assert [(d.job, d.on) for d in spec.after] == [("train", "failed"), ("prep", "succeeded")]
+    as_json = JobSpec.model_validate_json(json.dumps(yaml.safe_load(text)))  # a YAML file sent as JSON: "true"
+    assert as_json.after == spec.after
