@@ -80,19 +80,8 @@ def queue_delays(result: SimResult) -> list[float]:
 
 
 def _queue_stats(records: Sequence[JobRecord]) -> dict[str, Any]:
-    done = completed(records)
-    jcts = [jct(r) for r in done]
-    waits = [queue_delay(r) for r in done]
-    return {
-        "jobs": len(records),
-        "jobs_completed": len(done),
-        "avg_jct_s": _mean(jcts),
-        "avg_queue_s": _mean(waits),
-        "p99_queue_s": _pct(waits, 99),
-        "avg_slowdown": _mean([slowdown(r) for r in done]),
-        "gpu_hours": sum(r.gpu_seconds for r in records) / 3600.0,
-        "preemptions": sum(r.preemptions for r in records),
-    }
+    """A queue's figures: those of a job-size class, plus the mean slowdown."""
+    return {**_class_stats(records), "avg_slowdown": _mean([slowdown(r) for r in completed(records)])}
 
 
 def _class_stats(records: Sequence[JobRecord]) -> dict[str, Any]:
