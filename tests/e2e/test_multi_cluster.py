@@ -41,8 +41,13 @@ async def test_gangs_land_on_both_clusters_and_never_span_them(system: System) -
         placed[job_id] = cluster
     assert set(placed.values()) == {"east", "west"}
 
-    # 24 GPUs in one gang: 32 are free in all, but no single cluster has 24, so it is never admitted
-    too_big = await system.api.submit(job_spec("too-big", gpus=8, replicas=3, duration_s=1.0))
+    # 24 GPUs in one gang: 32 are free in all, but no single cluster has 24: refused at the door, and
+    # never admitted when it asks to wait for capacity still to come
+    refused = await system.api.http.post("/v1/jobs", json=job_spec("too-big", gpus=8, replicas=3),
+                                         headers=system.api._auth("team-a"))
+    assert (refused.status_code, refused.json()["error"]) == (422, "no_matching_nodes"), refused.text
+    too_big = await system.api.submit(job_spec("too-big", gpus=8, replicas=3, duration_s=1.0,
+                                               allow_future_capacity=True))
     pending = await system.api.wait_job(too_big, lambda j: j["state"] == "pending" and j["reason"] != "", within=20)
     await asyncio.sleep(2.0)
     assert not system.log.messages(JobAdmitted, job_id=too_big), pending
