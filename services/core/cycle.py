@@ -142,20 +142,18 @@ class Cycle:
 
     def leaving(self, queue: str) -> dict[str, int]:
         """What the queue's work that is being stopped (earlier, or by this cycle) still holds."""
-        out: dict[str, int] = {}
-        st = self.st
-        for jid in st.stopping_by_queue.get(queue, ()):
-            rj = st.running[jid]
-            for res, amount in job_request(rj.job, st.run_type.get(jid, ""), rj.replicas).items():
-                out[res] = out.get(res, 0) + amount
-        for res, amount in self.stopped.get(queue, {}).items():
-            out[res] = out.get(res, 0) + amount
+        out = dict(self.stopped.get(queue, {}))
+        for jid in self.st.stopping_by_queue.get(queue, ()):
+            self.add_held(out, self.st.running[jid])
         return out
 
     def stop(self, rj: RunningJob) -> None:
         """Note that this cycle preempts the whole of ``rj``."""
         self.taken.add(rj.job.job_id)
-        amounts = self.stopped.setdefault(rj.job.queue, {})
+        self.add_held(self.stopped.setdefault(rj.job.queue, {}), rj)
+
+    def add_held(self, amounts: dict[str, int], rj: RunningJob) -> None:
+        """Add what the running job holds (its quota resources) to ``amounts``."""
         for res, amount in job_request(rj.job, self.st.run_type.get(rj.job.job_id, ""), rj.replicas).items():
             amounts[res] = amounts.get(res, 0) + amount
 

@@ -138,17 +138,20 @@ def _over_share(cycle: Cycle, job: Job, borrowed: list[VictimKey], types: list[s
     before = cycle.share(job.queue)
     after = min(cycle.share_after(job.queue, job_request(job, t, pods), +1) for t in types)
     tolerance = cycle.cfg.fair_share_tolerance
+    leaving: dict[str, dict[str, int] | None] = {}  # victim queue -> what it already gives up; None: not over
     for key in borrowed:
         rj = st.running[key[3]]
         v = rj.job
         if v.queue == job.queue or v.priority > job.priority:
             continue
-        leaving = cycle.leaving(v.queue)  # what its queue already gives up: it counts for fairness
-        if cycle.share_after(v.queue, leaving, -1) - before <= tolerance:
+        if v.queue not in leaving:
+            gone = cycle.leaving(v.queue)  # what its queue already gives up counts for fairness
+            leaving[v.queue] = gone if cycle.share_after(v.queue, gone, -1) - before > tolerance else None
+        gone_already = leaving[v.queue]
+        if gone_already is None:
             continue
-        released = dict(leaving)
-        for res, amount in job_request(v, st.run_type.get(v.job_id, ""), rj.replicas).items():
-            released[res] = released.get(res, 0) + amount
+        released = dict(gone_already)
+        cycle.add_held(released, rj)
         if after <= cycle.share_after(v.queue, released, -1):
             yield key
 

@@ -177,11 +177,15 @@ class SchedulerState:
         if job.max_wait_s is not None:
             heapq.heappush(self.wait_deadlines, (job.submit_time + job.max_wait_s, job.job_id, job.attempt))
 
+    def _ranking(self, job: Job) -> tuple[float, float]:
+        """(rank, promotion time) of a pending job in its queue, by what is known of it now."""
+        estimate = self.estimate(job, self.order.learned)
+        return self.order.rank(job, estimate), self.order.promote_at(job, estimate)
+
     def _push(self, job: Job) -> None:
         """Put a pending job into its queue's order, ranked by what is known of it now."""
         order = self.order
-        estimate = self.estimate(job, order.learned)
-        self.pq.push(job, order.rank(job, estimate), order.promote_at(job, estimate))
+        self.pq.push(job, *self._ranking(job))
         if order.learned and job.runtime_estimate is None:
             key = self.runtimes.stem_key(job)
             if key is not None:
@@ -417,13 +421,11 @@ class SchedulerState:
         key = self.runtimes.stem_key(job)
         if key is None or not self.order.learned or key not in self.by_stem:
             return
-        ranks = self.pq.ranks
-        order = self.order
         for job_id in list(self.by_stem[key]):
             waiting = self.pending[job_id]
-            estimate = self.runtimes.estimate(waiting)
-            if ranks.get(job_id) != (order.rank(waiting, estimate), order.promote_at(waiting, estimate)):
-                self.pq.push(waiting, order.rank(waiting, estimate), order.promote_at(waiting, estimate))
+            ranking = self._ranking(waiting)
+            if self.pq.ranks.get(job_id) != ranking:
+                self.pq.push(waiting, *ranking)
 
     def walk_queue(self, queue: str, now: float, order: QueueOrder) -> Iterator[str]:
         """The queue's pending jobs in ``order`` at ``now``: from the index when the state keeps that
