@@ -79,7 +79,7 @@ def queue_or_hold(qs: QueueState, entry: JobEntry, now: float | None) -> list[Ou
                     f"no job {names} in tenant {tenant!r} {UNKNOWN_WAIT_S:.0f}s after submission")
     qs.hold(entry.job_id, [name for name, c in conds if c.job_id in judged.waiting] +
             [c.job_id for _, c in conds if c.job_id in judged.waiting], unknown=bool(judged.unknown))
-    cycle = find_cycle({j: [c.job_id for _, c in conditions(qs, qs.jobs[j])] for j in qs.held})
+    cycle = find_cycle(_held_graph_from(qs, entry.job_id))
     if cycle is not None and entry.job_id in cycle:
         return _end_cycle(qs, cycle, now)
     by_id = {c.job_id: c for _, c in conds}
@@ -90,6 +90,20 @@ def queue_or_hold(qs: QueueState, entry: JobEntry, now: float | None) -> list[Ou
         return []
     entry.reason, entry.message = WAITING, text
     return [qs.record(entry)]
+
+
+def _held_graph_from(qs: QueueState, start: str) -> dict[str, list[str]]:
+    """``held job -> jobs it waits for``, for the held jobs reachable from ``start``: a cycle through
+    ``start`` lies within them, so the rest of the held jobs need not be resolved again."""
+    graph: dict[str, list[str]] = {}
+    stack = [start]
+    while stack:
+        job_id = stack.pop()
+        if job_id in graph or job_id not in qs.held:
+            continue
+        graph[job_id] = [c.job_id for _, c in conditions(qs, qs.jobs[job_id])]
+        stack.extend(graph[job_id])
+    return graph
 
 
 def settle(qs: QueueState, now: float | None) -> list[Out]:

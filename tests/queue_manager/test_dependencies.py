@@ -122,3 +122,13 @@ def test_a_restart_keeps_waiting_jobs_held_and_released_ones_queued() -> None:
     assert "evaluate" in fresh.sched.pending and "publish" not in fresh.sched.pending
     assert "publish" in fresh.held
     assert fresh.jobs["publish"].reason == "waiting_for_dependencies"
+
+
+def test_a_longer_cycle_is_found_and_other_waiting_jobs_stay() -> None:
+    j = Journal(folded_state(nodes=1))
+    j.feed(submit("other", after=after("train")))
+    j.feed(submit("a", after=after("c"), offset_s=1))
+    j.feed(submit("b", after=after("a"), offset_s=2))
+    outs = j.feed(submit("c", after=after("b"), offset_s=3))
+    assert sorted(r.job_id for r in of_type(outs, JobRejected)) == ["a", "b", "c"]
+    assert j.qs.jobs["other"].state == "pending" and "other" in j.qs.held
