@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from services.runtime.broker import BOOTSTRAP_ENV, ResolvedBroker, resolve_broker
+from services.runtime.broker import ResolvedBroker, resolve_broker
 from services.runtime.kafka import KafkaSettings
-from services.runtime.kafka.topics import ensure_registry_topics
+from tests.builders.broker import client_settings, registry_broker_at
 from tests.builders.realkube import RealKube
 
 
@@ -40,19 +40,13 @@ def registry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resolv
     Service tests use the real topic names, so each module gets its own broker (about 2 s to start).
     With ``MUSTER_KAFKA_BOOTSTRAP`` set, the external broker is shared instead.
     """
-    import os
-
-    broker = resolve_broker(os.environ.get(BOOTSTRAP_ENV), log_dir=tmp_path_factory.mktemp("kafka"))
-    try:
-        asyncio.run(ensure_registry_topics(KafkaSettings(bootstrap=broker.bootstrap)))
+    with registry_broker_at(tmp_path_factory.mktemp("kafka")) as broker:
         yield broker
-    finally:
-        broker.close()
 
 
 @pytest.fixture
 def registry_settings(registry_broker: ResolvedBroker) -> KafkaSettings:
-    return KafkaSettings(bootstrap=registry_broker.bootstrap, client_id="muster-test", request_timeout_ms=15_000)
+    return client_settings(registry_broker, "muster-test")
 
 
 @pytest.fixture(scope="session")

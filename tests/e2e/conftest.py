@@ -5,17 +5,14 @@ A module picks its cluster file by overriding the ``e2e_config`` fixture.
 
 from __future__ import annotations
 
-import asyncio
-import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
 
 from schemas.config import MusterConfig
-from services.runtime.broker import BOOTSTRAP_ENV, resolve_broker
 from services.runtime.kafka import KafkaSettings
-from services.runtime.kafka.topics import ensure_registry_topics
+from tests.builders.broker import client_settings, registry_broker_at
 from tests.e2e.builders import gpu_cluster, muster_config
 from tests.e2e.system import System, running_system
 
@@ -32,13 +29,8 @@ def e2e_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSett
 
     With ``MUSTER_KAFKA_BOOTSTRAP`` set, that broker is used instead (its topics are then shared).
     """
-    broker = resolve_broker(os.environ.get(BOOTSTRAP_ENV), log_dir=tmp_path_factory.mktemp("kafka"))
-    try:
-        settings = KafkaSettings(bootstrap=broker.bootstrap, client_id="muster-e2e", request_timeout_ms=15_000)
-        asyncio.run(ensure_registry_topics(settings))
-        yield settings
-    finally:
-        broker.close()
+    with registry_broker_at(tmp_path_factory.mktemp("kafka")) as broker:
+        yield client_settings(broker, "muster-e2e")
 
 
 @pytest.fixture(params=["kubesim", pytest.param("real", marks=pytest.mark.realkube)])

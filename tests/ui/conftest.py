@@ -3,7 +3,6 @@ five services) and Debian's headless Chromium. Skipped, saying why, only when Ch
 
 from __future__ import annotations
 
-import asyncio
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
@@ -11,9 +10,8 @@ from pathlib import Path
 import pytest
 
 from schemas.config import MusterConfig
-from services.runtime.broker import BOOTSTRAP_ENV, resolve_broker
 from services.runtime.kafka import KafkaSettings
-from services.runtime.kafka.topics import ensure_registry_topics
+from tests.builders.broker import client_settings, registry_broker_at
 from tests.e2e.builders import gpu_cluster, muster_config
 from tests.e2e.system import System, running_system
 from tests.ui.browser import chromium_missing
@@ -31,13 +29,8 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
 @pytest.fixture
 def ui_settings(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaSettings]:
     """A broker of this test alone with every registry topic (``MUSTER_KAFKA_BOOTSTRAP`` to share one)."""
-    broker = resolve_broker(os.environ.get(BOOTSTRAP_ENV), log_dir=tmp_path_factory.mktemp("kafka"))
-    try:
-        settings = KafkaSettings(bootstrap=broker.bootstrap, client_id="muster-ui", request_timeout_ms=15_000)
-        asyncio.run(ensure_registry_topics(settings))
-        yield settings
-    finally:
-        broker.close()
+    with registry_broker_at(tmp_path_factory.mktemp("kafka")) as broker:
+        yield client_settings(broker, "muster-ui")
 
 
 @pytest.fixture
