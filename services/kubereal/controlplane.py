@@ -216,6 +216,9 @@ class ControlPlane:
             # client rate limits as large clusters set them (the defaults, 20 QPS, pace the Job
             # controller's pod creation at 20 pods/s, far below what the API server takes)
             "--kube-api-qps=300", "--kube-api-burst=600",
+            # Jobs synced at once (default 5): each sync creates its Job's pods one request at a time, so
+            # five workers pace a burst of small gangs below what the API server takes
+            "--concurrent-job-syncs=50",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--v=1",
         ]
 
