@@ -6,13 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Path, Query, Response
 
-from schemas.envelope import Name
-from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SuspendJob
-from schemas.jobspec import JobSpec
-from schemas.status import TERMINAL_STATES
-from services.gateway.deps import Caller, Context
-from services.gateway.errors import BODY_NAME_KEY, ApiError
-from services.gateway.models import (
+from schemas.api import (
     ActionAccepted,
     CancelRequest,
     Explanation,
@@ -24,6 +18,12 @@ from services.gateway.models import (
     SubmitAccepted,
     ViewState,
 )
+from schemas.envelope import Name
+from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SuspendJob
+from schemas.jobspec import JobSpec
+from schemas.status import TERMINAL_STATES
+from services.gateway.deps import Caller, Context
+from services.gateway.errors import BODY_NAME_KEY, ApiError
 from services.gateway.policy import check_preemptibility
 from services.gateway.presenters import explanation
 from services.gateway.routes_recurring import define_recurring
