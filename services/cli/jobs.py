@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 import click
 import yaml
@@ -20,18 +20,19 @@ from rich.live import Live
 from rich.table import Table
 from rich.text import Text
 
+from muster.client import Client, JobsChanged, MusterError, StreamOpened
+from schemas.api import Explanation, JobView, QueueView, RecurringAccepted, RecurringView
 from schemas.status import TERMINAL_STATES
-from services.cli.client import ClientError, GatewayClient, load_settings
 from services.spec.durations import human_duration
 
 
 @contextmanager
-def gateway() -> Iterator[GatewayClient]:
-    """A client from the environment / CLI config; API errors become clean click errors."""
+def gateway() -> Iterator[Client]:
+    """A client from the environment / CLI config (``Client.from_env``); its errors become clean click errors."""
     try:
-        with GatewayClient(load_settings()) as client:
+        with Client.from_env() as client:
             yield client
-    except ClientError as exc:
+    except MusterError as exc:
         raise click.ClickException(str(exc)) from None
 
 
@@ -40,19 +41,18 @@ def _console() -> Console:
     return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
 
 
-def _parse_time(value: str | None) -> datetime | None:
-    return None if not value else datetime.fromisoformat(value.replace("Z", "+00:00"))
+def _stamp(at: datetime) -> str:
+    """A time as the API writes it: ISO 8601, ``Z`` for UTC."""
+    return at.isoformat().replace("+00:00", "Z")
 
 
-def _ago(value: str | None, now: datetime) -> str:
-    at = _parse_time(value)
+def _ago(at: datetime | None, now: datetime) -> str:
     if at is None:
         return "-"
     return human_duration((now - at).total_seconds())
 
 
-def _in(value: str | None, now: datetime) -> str:
-    at = _parse_time(value)
+def _in(at: datetime | None, now: datetime) -> str:
     if at is None:
         return "unknown"
     seconds = int((at - now).total_seconds())
@@ -62,113 +62,112 @@ def _in(value: str | None, now: datetime) -> str:
     return f"{at:%Y-%m-%d %H:%M:%S} UTC (in {span})"
 
 
-def jobs_table(jobs: list[dict[str, Any]], now: datetime) -> Table:
+def jobs_table(jobs: list[JobView], now: datetime) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("JOB", "QUEUE", "STATE", "ATTEMPT", "GPUS", "POS", "AGE"):
         table.add_column(column, no_wrap=True)
     table.add_column("REASON", overflow="fold")  # wrapped on a narrow terminal, never cut
     for job in jobs:
-        position = "-" if job.get("position") is None else str(job["position"])
-        table.add_row(job["job_id"], job["queue"], job["state"], str(job.get("attempt", 0)), str(job["gpus"]),
-                      position, _ago(job.get("submitted_at"), now), job.get("reason") or "")
+        position = "-" if job.position is None else str(job.position)
+        table.add_row(job.job_id, job.queue, job.state, str(job.attempt), str(job.gpus), position,
+                      _ago(job.submitted_at, now), job.reason)
     return table
 
 
-def describe_text(explained: dict[str, Any], now: datetime) -> str:
+def describe_text(explained: Explanation, now: datetime) -> str:
     """The human-readable description of one job: what it is, why it is where it is, what happened."""
-    job = explained["job"]
+    job = explained.job
     lines = [
-        f"Job:            {job['job_id']}  ({job['name']})",
-        f"Tenant / queue: {job['tenant']} / {job['queue']}",
-        f"State:          {job['state']} (attempt {job['attempt']})",
-        f"Priority class: {job['priority_class']}",
-        f"Size:           {job['replicas']} pods, {job['gpus']} GPUs",
+        f"Job:            {job.job_id}  ({job.name})",
+        f"Tenant / queue: {job.tenant} / {job.queue}",
+        f"State:          {job.state} (attempt {job.attempt})",
+        f"Priority class: {job.priority_class}",
+        f"Size:           {job.replicas} pods, {job.gpus} GPUs",
     ]
-    if job.get("cluster"):
-        lines.append(f"Cluster:        {job['cluster']}")
-    lines.append(f"Submitted:      {job['submitted_at']}  ({_ago(job['submitted_at'], now)} ago)")
+    if job.cluster:
+        lines.append(f"Cluster:        {job.cluster}")
+    lines.append(f"Submitted:      {_stamp(job.submitted_at)}  ({_ago(job.submitted_at, now)} ago)")
     lines.append("")
-    lines.append(f"Why:            {explained['summary']}")
-    if job["state"] == "pending":
-        position = explained.get("position")
+    lines.append(f"Why:            {explained.summary}")
+    if job.state == "pending":
+        position = explained.position
         lines.append(f"Position:       {'unknown' if position is None else position} (0 = next)")
-        lines.append(f"Estimated start: {_in(explained.get('estimated_start'), now)}")
-    if explained.get("reason"):
-        lines.append(f"Reason:         {explained['reason']}")
-    if explained.get("message"):
-        lines.append(f"Message:        {explained['message']}")
+        lines.append(f"Estimated start: {_in(explained.estimated_start, now)}")
+    if explained.reason:
+        lines.append(f"Reason:         {explained.reason}")
+    if explained.message:
+        lines.append(f"Message:        {explained.message}")
     lines.append("")
     lines.append("History:")
-    for item in explained.get("history") or []:
-        why = " ".join(part for part in (item.get("reason"), item.get("message")) if part)
-        lines.append(f"  {item['at']}  {item['state']:<11} attempt {item['attempt']}  {why}".rstrip())
+    for item in explained.history:
+        why = " ".join(part for part in (item.reason, item.message) if part)
+        lines.append(f"  {_stamp(item.at)}  {item.state:<11} attempt {item.attempt}  {why}".rstrip())
     return "\n".join(lines)
 
 
-def queues_table(queues: list[dict[str, Any]]) -> Table:
+def queues_table(queues: list[QueueView]) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("QUEUE", "TENANT", "COHORT", "GPU QUOTA", "IN USE", "BORROWED", "RUNNING"):
         table.add_column(column, no_wrap=True)
     table.add_column("PENDING (GPUS)", no_wrap=True)
     for queue in queues:
-        quotas = queue.get("quotas") or {}
-        usage = queue.get("usage") or {}
-        gpu_quota = ", ".join(f"{res.removeprefix('gpu:')}={q['nominal']}" for res, q in sorted(quotas.items())
+        usage = queue.usage
+        gpu_quota = ", ".join(f"{res.removeprefix('gpu:')}={q.nominal}" for res, q in sorted(queue.quotas.items())
                               if res.startswith("gpu:")) or "-"
-        allocated = usage.get("allocated") or {}
-        in_use = sum(v for k, v in allocated.items() if k.startswith("gpu:")) if usage else queue["gpus_running"]
-        borrowed = sum(v for k, v in (usage.get("borrowed") or {}).items() if k.startswith("gpu:"))
-        jobs = queue.get("jobs") or {}
+        in_use = (sum(v for k, v in usage.allocated.items() if k.startswith("gpu:")) if usage is not None
+                  else queue.gpus_running)
+        borrowed = sum(v for k, v in usage.borrowed.items() if k.startswith("gpu:")) if usage is not None else 0
+        jobs = queue.jobs
         running = sum(jobs.get(s, 0) for s in ("admitted", "running", "preempting"))
-        table.add_row(queue["name"], queue["tenant"], queue.get("cohort") or "-", gpu_quota, str(in_use),
-                      str(borrowed), str(running), f"{jobs.get('pending', 0)} ({queue['gpus_pending']})")
+        table.add_row(queue.name, queue.tenant, queue.cohort or "-", gpu_quota, str(in_use),
+                      str(borrowed), str(running), f"{jobs.get('pending', 0)} ({queue.gpus_pending})")
     return table
 
 
-def top_view(client: GatewayClient, now: datetime) -> Group:
+def top_view(client: Client, now: datetime) -> Group:
     """Queues, then the jobs that hold or wait for GPUs."""
     queues = client.queues()
-    active = client.jobs(limit=1000, active=True)
-    active.sort(key=lambda j: (j["state"] != "running", j["queue"], j.get("position") or 0))
-    gpus = sum(q["gpus_running"] for q in queues)
+    active = client.list_jobs(limit=1000, active=True).items
+    active.sort(key=lambda j: (j.state != "running", j.queue, j.position or 0))
+    gpus = sum(q.gpus_running for q in queues)
     title = Text(f"muster top  {now:%H:%M:%S} UTC  {gpus} GPUs allocated, {len(active)} active jobs", style="bold")
     return Group(title, Text(""), queues_table(queues), Text(""), jobs_table(active[:40], now))
 
 
-def recurring_accepted_text(result: dict[str, Any], now: datetime) -> str:
+def recurring_accepted_text(result: RecurringAccepted, now: datetime) -> str:
     """What ``submit`` prints for a spec with ``schedule``: the recurring job and its next firings."""
-    verb = "created" if result["created"] else ("updated" if result["changed"] else "unchanged")
-    state = " (suspended)" if result.get("suspended") else ""
-    lines = [f"recurring job {result['name']} {verb}{state}: schedule {result['schedule']!r} (UTC)"]
-    lines += [f"  next: {_in(at, now)}" for at in result.get("next_firings") or []]
+    verb = "created" if result.created else ("updated" if result.changed else "unchanged")
+    state = " (suspended)" if result.suspended else ""
+    lines = [f"recurring job {result.name} {verb}{state}: schedule {result.schedule!r} (UTC)"]
+    lines += [f"  next: {_in(at, now)}" for at in result.next_firings]
     return "\n".join(lines)
 
 
-def recurring_table(items: list[dict[str, Any]], now: datetime) -> Table:
+def recurring_table(items: list[RecurringView], now: datetime) -> Table:
     table = Table(box=None, pad_edge=False, header_style="bold")
     for column in ("NAME", "QUEUE", "SCHEDULE", "STATE", "NEXT FIRING", "LAST JOB"):
         table.add_column(column)
     for item in items:
-        upcoming = item.get("next_firings") or []
-        recent = item.get("recent_firings") or []
-        last = f"{recent[0]['job_id']} ({recent[0]['state']})" if recent else "-"
-        table.add_row(item["name"], item["queue"], item["schedule"], "suspended" if item["suspended"] else "active",
+        upcoming = item.next_firings
+        recent = item.recent_firings
+        last = f"{recent[0].job_id} ({recent[0].state})" if recent else "-"
+        table.add_row(item.name, item.queue, item.schedule, "suspended" if item.suspended else "active",
                       _in(upcoming[0], now) if upcoming else "-", last)
     return table
 
 
-def recurring_text(item: dict[str, Any], now: datetime) -> str:
+def recurring_text(item: RecurringView, now: datetime) -> str:
     """One recurring job: schedule, next firings, the jobs recent firings submitted."""
     lines = [
-        f"Recurring job:  {item['name']}",
-        f"Tenant / queue: {item['tenant']} / {item['queue']}  (defined by {item['user']})",
-        f"Schedule:       {item['schedule']} (UTC){'  SUSPENDED' if item['suspended'] else ''}",
-        f"Created:        {item['created_at']}",
+        f"Recurring job:  {item.name}",
+        f"Tenant / queue: {item.tenant} / {item.queue}  (defined by {item.user})",
+        f"Schedule:       {item.schedule} (UTC){'  SUSPENDED' if item.suspended else ''}",
+        f"Created:        {_stamp(item.created_at)}",
         "Next firings:",
     ]
-    lines += [f"  {_in(at, now)}" for at in item.get("next_firings") or []] or ["  none (suspended)"]
+    lines += [f"  {_in(at, now)}" for at in item.next_firings] or ["  none (suspended)"]
     lines.append("Recent firings:")
-    lines += [f"  {f['fired_at']}  {f['job_id']}  {f['state']}" for f in item.get("recent_firings") or []] \
+    lines += [f"  {_stamp(f.fired_at)}  {f.job_id}  {f.state}" for f in item.recent_firings] \
         or ["  none seen yet"]
     return "\n".join(lines)
 
@@ -198,32 +197,32 @@ def submit(file: Path, idempotency_key: str | None) -> None:
     if not isinstance(spec, dict):
         raise click.ClickException(f"{file}: a job spec is a mapping")
     with gateway() as client:
-        result = client.submit(spec, idempotency_key)
-    if "job_id" not in result:
+        result = client.submit(spec, idempotency_key=idempotency_key)
+    if isinstance(result, RecurringAccepted):
         click.echo(recurring_accepted_text(result, _now()))
         return
-    note = " (already submitted with this key)" if result.get("duplicate") else ""
-    click.echo(f"{result['job_id']} {result['state']}{note}")
+    note = " (already submitted with this key)" if result.duplicate else ""
+    click.echo(f"{result.job_id} {result.state}{note}")
 
 
-def change_line(job: dict[str, Any]) -> str:
+def change_line(job: JobView) -> str:
     """One job change as ``muster get|list --watch`` prints it."""
-    position = "" if job.get("position") is None else f" position {job['position']}"
-    why = f" {job['reason']}" if job.get("reason") else ""
-    return f"{job['updated_at']}  {job['job_id']}  {job['queue']}  {job['state']}{position}{why}"
+    position = "" if job.position is None else f" position {job.position}"
+    why = f" {job.reason}" if job.reason else ""
+    return f"{_stamp(job.updated_at)}  {job.job_id}  {job.queue}  {job.state}{position}{why}"
 
 
-def _watch(client: GatewayClient, output: str, *, show: Any, until_finished: str | None = None,
-           **params: str | None) -> None:
+def _watch(client: Client, output: str, *, show: Any, until_finished: str | None = None,
+           job_id: str | None = None, queue: str | None = None, tenant: str | None = None) -> None:
     """Follow the live stream: ``show()`` once it is open, then every job change until ``until_finished``
     (a job id) finishes or the stream ends."""
-    for event, data in client.watch(kinds="job", **params):
-        if event == "ready":
+    for event in client.watch(kinds=("job",), job_id=job_id, queue=queue, tenant=tenant):
+        if isinstance(event, StreamOpened):
             show()
-        elif event == "jobs":
-            for job in data:
-                click.echo(json.dumps(job) if output == "json" else change_line(job))
-                if until_finished is not None and job["job_id"] == until_finished and job["state"] in TERMINAL_STATES:
+        elif isinstance(event, JobsChanged):
+            for job in event.jobs:
+                click.echo(job.model_dump_json() if output == "json" else change_line(job))
+                if until_finished is not None and job.job_id == until_finished and job.state in TERMINAL_STATES:
                     return
 
 
@@ -239,9 +238,9 @@ def get(job_id: str, output: str, watch: bool) -> None:
     """Show one job."""
     with gateway() as client:
         def show() -> None:
-            job = client.job(job_id)
+            job = client.get(job_id)
             if output == "json":
-                _print_json(job)
+                _print_json(job.model_dump(mode="json"))
             else:
                 _console().print(jobs_table([job], _now()))
 
@@ -266,10 +265,10 @@ def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all
     active = None if show_all or state is not None else True  # the gateway filters, so --limit counts the shown
     with gateway() as client:
         def show() -> None:
-            page = client.job_page(queue=queue, state=state, tenant=tenant, limit=limit, active=active)
-            jobs, total = page["items"], page["total"]
+            page = client.list_jobs(queue=queue, state=state, tenant=tenant, limit=limit, active=active)
+            jobs, total = page.items, page.total
             if output == "json":
-                _print_json(jobs)
+                _print_json([job.model_dump(mode="json") for job in jobs])
             elif not jobs:
                 click.echo("no jobs")
             else:
@@ -289,7 +288,7 @@ def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all
 def describe(job_id: str) -> None:
     """Why a job is where it is: history, reason, queue position, estimated start."""
     with gateway() as client:
-        explained = client.explain(job_id)
+        explained = client.describe(job_id)
     click.echo(describe_text(explained, _now()))
 
 
@@ -299,7 +298,7 @@ def describe(job_id: str) -> None:
 def cancel(job_id: str, reason: str) -> None:
     """Cancel a job (a running one is stopped)."""
     with gateway() as client:
-        client.action(job_id, "cancel", {"reason": reason})
+        client.cancel(job_id, reason)
     click.echo(f"{job_id} cancellation requested")
 
 
@@ -308,7 +307,7 @@ def cancel(job_id: str, reason: str) -> None:
 def suspend(job_id: str) -> None:
     """Suspend a job: it keeps its place in the queue but does not run."""
     with gateway() as client:
-        client.action(job_id, "suspend")
+        client.suspend(job_id)
     click.echo(f"{job_id} suspension requested")
 
 
@@ -317,7 +316,7 @@ def suspend(job_id: str) -> None:
 def resume(job_id: str) -> None:
     """Resume a suspended job."""
     with gateway() as client:
-        client.action(job_id, "resume")
+        client.resume(job_id)
     click.echo(f"{job_id} resumption requested")
 
 
@@ -348,7 +347,7 @@ def queues(output: str) -> None:
     with gateway() as client:
         items = client.queues()
     if output == "json":
-        _print_json(items)
+        _print_json([item.model_dump(mode="json") for item in items])
     else:
         _console().print(queues_table(items))
 
@@ -389,7 +388,7 @@ def recurring_list(output: str, tenant: str | None = None) -> None:
     with gateway() as client:
         items = client.recurring_jobs(tenant)
     if output == "json":
-        _print_json(items)
+        _print_json([item.model_dump(mode="json") for item in items])
     elif not items:
         click.echo("no recurring jobs")
     else:
@@ -403,13 +402,21 @@ def recurring_get(name: str, output: str) -> None:
     """Show one recurring job: next firings and the jobs recent firings submitted."""
     with gateway() as client:
         item = client.recurring(name)
-    click.echo(json.dumps(item, indent=2, sort_keys=True) if output == "json" else recurring_text(item, _now()))
+    if output == "json":
+        _print_json(item.model_dump(mode="json"))
+    else:
+        click.echo(recurring_text(item, _now()))
 
 
-def _recurring_action(name: str, action: str, done: str) -> None:
+def _recurring_action(name: str, action: Literal["suspend", "resume", "delete"], done: str) -> None:
     with gateway() as client:
-        result = client.recurring_action(name, action)
-    click.echo(f"recurring job {name} {'' if result.get('changed', True) else 'already '}{done}")
+        if action == "suspend":
+            result = client.suspend_recurring(name)
+        elif action == "resume":
+            result = client.resume_recurring(name)
+        else:
+            result = client.delete_recurring(name)
+    click.echo(f"recurring job {name} {'' if result.changed else 'already '}{done}")
 
 
 @recurring.command("suspend")
