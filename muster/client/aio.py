@@ -13,7 +13,7 @@ import httpx
 
 from muster.client import operations as ops
 from muster.client.config import ClientSettings, context_settings, load_settings
-from muster.client.errors import TransportError, WaitTimeout, error_from_response
+from muster.client.errors import NotFound, TransportError, WaitTimeout, error_from_response
 from muster.client.operations import Call, Submitted
 from muster.client.stream import (
     KINDS,
@@ -181,31 +181,33 @@ class AsyncClient:
             raise TransportError(f"the stream from the gateway at {self.url} broke: {exc!r}") from exc
 
     async def wait(self, job_id: str, states: str | Iterable[str] | None = None,
-                   timeout: float | None = None) -> JobView:  # noqa: ASYNC109 (the same call as Client.wait)
+                   timeout: float | None = None, *,  # noqa: ASYNC109 (the same call as Client.wait)
+                   must_exist: bool = True) -> JobView:
         """Until the job is in one of ``states`` (default: any terminal state): its view then.
 
         Follows the live stream (no polling), reading the job each time the stream opens; reconnects when
         the stream ends or breaks. Raises ``WaitTimeout`` after ``timeout`` seconds, ``JobEnded`` when the
-        job finished in a state not waited for, ``NotFound`` when the job is unknown.
+        job finished in a state not waited for, ``NotFound`` when the gateway does not know the job, unless
+        ``must_exist`` is False (a job just produced onto Kafka): then it is waited for too.
         """
         waiter = JobWaiter(job_id, normalise_states(states))
         try:
             async with asyncio.timeout(timeout):
                 while True:
-                    done = await self._follow(waiter)
+                    done = await self._follow(waiter, must_exist)
                     if done is not None:
                         return done
                     await asyncio.sleep(RECONNECT_PAUSE_S)
         except TimeoutError:
             raise WaitTimeout(job_id, waiter.states, timeout or 0.0, waiter.last) from None
 
-    async def _follow(self, waiter: JobWaiter) -> JobView | None:
+    async def _follow(self, waiter: JobWaiter, must_exist: bool) -> JobView | None:
         """One stream's worth of ``wait``: the job's view once wanted, None when the stream ended or broke."""
         try:
             async with contextlib.aclosing(self.watch(kinds=("job",), job_id=waiter.job_id)) as events:
                 async for event in events:
                     if isinstance(event, StreamOpened | JobsRemoved):
-                        done = waiter.seen(await self.get(waiter.job_id))  # NotFound when it is gone
+                        done = await self._read(waiter, must_exist)
                     else:
                         done = waiter.changed(event)
                     if done is not None:
@@ -213,6 +215,15 @@ class AsyncClient:
         except TransportError:
             return None
         return None
+
+    async def _read(self, waiter: JobWaiter, must_exist: bool) -> JobView | None:
+        try:
+            job = await self.get(waiter.job_id)
+        except NotFound:
+            if must_exist:
+                raise
+            return None
+        return waiter.seen(job)
 
     async def submit_and_wait(self, spec: JobSpec | Mapping[str, Any], states: str | Iterable[str] | None = None, *,
                               idempotency_key: str | None = None,

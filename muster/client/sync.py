@@ -12,7 +12,7 @@ import httpx
 
 from muster.client import operations as ops
 from muster.client.config import ClientSettings, context_settings, load_settings
-from muster.client.errors import TransportError, WaitTimeout, error_from_response
+from muster.client.errors import NotFound, TransportError, WaitTimeout, error_from_response
 from muster.client.operations import Call, Submitted
 from muster.client.stream import (
     KINDS,
@@ -195,12 +195,15 @@ class Client:
         except httpx.HTTPError as exc:
             raise TransportError(f"the stream from the gateway at {self.url} broke: {exc!r}") from exc
 
-    def wait(self, job_id: str, states: str | Iterable[str] | None = None, timeout: float | None = None) -> JobView:
+    def wait(self, job_id: str, states: str | Iterable[str] | None = None, timeout: float | None = None, *,
+             must_exist: bool = True) -> JobView:
         """Block until the job is in one of ``states`` (default: any terminal state) and return its view.
 
         Follows the live stream (no polling), reading the job once each time the stream opens; reconnects
         when the stream ends or breaks. Raises ``WaitTimeout`` after ``timeout`` seconds, ``JobEnded`` when
-        the job finished in a state not waited for, ``NotFound`` when the job is unknown.
+        the job finished in a state not waited for, ``NotFound`` when the gateway does not know the job,
+        unless ``must_exist`` is False (a job just produced onto Kafka, which the gateway learns of from
+        the queue manager's status): then it is waited for too.
         """
         waiter = JobWaiter(job_id, normalise_states(states))
         deadline = None if timeout is None else time.monotonic() + timeout
@@ -218,7 +221,7 @@ class Client:
                 for event in self._stream(("job",), job_id, None, None, left()):
                     left()
                     if isinstance(event, StreamOpened | JobsRemoved):
-                        done = waiter.seen(self.get(job_id))  # NotFound when it is gone
+                        done = self._read(waiter, must_exist)
                     else:
                         done = None if event is None else waiter.changed(event)
                     if done is not None:
@@ -226,6 +229,15 @@ class Client:
             except TransportError:
                 left()
             time.sleep(min(RECONNECT_PAUSE_S, left()))
+
+    def _read(self, waiter: JobWaiter, must_exist: bool) -> JobView | None:
+        try:
+            job = self.get(waiter.job_id)
+        except NotFound:
+            if must_exist:
+                raise
+            return None
+        return waiter.seen(job)
 
     def submit_and_wait(self, spec: JobSpec | Mapping[str, Any], states: str | Iterable[str] | None = None, *,
                         idempotency_key: str | None = None, timeout: float | None = None) -> JobView:
