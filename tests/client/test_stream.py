@@ -23,7 +23,8 @@ from schemas.envelope import Message, make_envelope
 from schemas.topics import INTENTS_TOPIC
 from schemas.usage import QueueUsageReported
 from services.gateway.dashboard_state import DashboardFeeds
-from tests.gateway.builders import T0, TOKENS, Harness, feed, job_spec, status_changed
+from tests.builders.clock import T0
+from tests.gateway.builders import TOKENS, Harness, feed, job_spec, status_changed
 
 
 def send(fold: object, message: Message) -> None:

@@ -13,11 +13,11 @@ from muster.client.config import context_settings, load_settings
 from muster.client.stream import JobWaiter, SseDecoder, normalise_states, typed_event
 from schemas.api import JobView
 from schemas.status import TERMINAL_STATES
-from tests.gateway.builders import T0
+from tests.builders.clock import T0
 
 
 def view(state: str, minutes: int = 0, job_id: str = "j1") -> JobView:
-    return JobView(job_id=job_id, tenant="team-a", queue="team-a", name="train", state=state,  # type: ignore[arg-type]
+    return JobView(job_id=job_id, tenant="team-a", queue="team-a", name="train", state=state,
                    priority_class="normal", replicas=1, gpus=1, submitted_at=T0,
                    updated_at=T0 + timedelta(minutes=minutes))
 
