@@ -55,6 +55,7 @@ from schemas.jobspec import JobSpec
 
 if TYPE_CHECKING:
     from muster.client.kafka import KafkaSubmitter, Produced
+    from services.runtime.kafka import KafkaSettings
 
 __all__ = [
     "ActionAccepted",
@@ -77,6 +78,7 @@ __all__ = [
     "JobView",
     "JobsChanged",
     "JobsRemoved",
+    "KafkaSettings",
     "KafkaSubmitter",
     "MusterError",
     "NodesChanged",
@@ -110,4 +112,8 @@ def __getattr__(name: str) -> Any:
         from muster.client import kafka
 
         return getattr(kafka, name)
+    if name == "KafkaSettings":
+        from services.runtime.kafka import KafkaSettings
+
+        return KafkaSettings
     raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

@@ -5,6 +5,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -97,3 +100,39 @@ async def test_kafka_submitter_jobs_run_and_are_checked_again(system: System) ->
     assert (rejected.state, rejected.reason) == ("rejected", "forbidden_queue")
     assert len(system.log.messages(JobAdmitted, job_id=first.job_id)) == 1  # two records, one job
     assert not system.log.messages(JobAdmitted, job_id=foreign.job_id)
+
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "pipeline"
+
+
+async def run_example(name: str, *args: str, env: dict[str, str]) -> tuple[int, str]:
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLES / name), *args, env={**os.environ, **env},
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    async with asyncio.timeout(120):
+        out, _ = await process.communicate()
+    assert process.returncode is not None
+    return process.returncode, out.decode()
+
+
+async def test_the_pipeline_examples_run(system: System, tmp_path: Path) -> None:
+    """examples/pipeline: the Airflow-style step submits and waits (twice: the retry finds its job), and the
+    Kafka producer's sweep runs, each trial once however often the sweep is produced."""
+    assert system.gateway_url is not None
+    env = {"MUSTER_URL": system.gateway_url, "MUSTER_TOKEN": member_token("team-a"), "MUSTER_CLI_CONFIG": "",
+           "MUSTER_CONFIG": str(tmp_path / "none.yaml")}
+    code, out = await run_example("submit_and_wait.py", "--run-id", "2026-11-01", "--timeout", "90", env=env)
+    assert code == 0, out
+    job_id = out.split()[1]
+    assert f"{job_id} succeeded on cluster east" in out
+    code, out = await run_example("submit_and_wait.py", "--run-id", "2026-11-01", env=env)
+    assert code == 0 and "(submitted earlier by this run)" in out, out
+
+    for _ in range(2):
+        code, out = await run_example("kafka_producer.py", "--bootstrap", system.settings.bootstrap, "--sweep", "s7",
+                                      "--wait", "--timeout", "90", env=env)
+        assert code == 0, out
+        assert "refused before sending: invalid job spec: spec.replicas" in out
+        assert out.count(" succeeded on east") == 3
+    jobs = [job for job in system.log.messages(JobAdmitted) if job.job_id.startswith("s7-")]
+    assert len(jobs) == 3 and len(system.log.messages(JobAdmitted, job_id=job_id)) == 1
