@@ -23,6 +23,7 @@ import yaml
 
 from muster.client import config as client_config
 from muster.client.errors import ConfigurationError
+from services.cli.output import emit, is_machine, output_option
 from services.runtime.credentials import write_private
 
 
@@ -64,18 +65,35 @@ def config() -> None:
     """Named gateway contexts (url and token) in ~/.config/muster/config.yaml."""
 
 
+def _token_source(entry: object) -> str:
+    """Where a context's token comes from, never the token: ``token-file <path>``, ``inline`` or ``none``."""
+    if not isinstance(entry, dict):
+        return "none"
+    if entry.get("token-file"):
+        return f"token-file {entry['token-file']}"
+    return "inline" if entry.get("token") else "none"
+
+
 @config.command("get-contexts")
-def get_contexts() -> None:
-    """List the contexts; * marks the current one."""
+@output_option
+def get_contexts(output: str) -> None:
+    """List the contexts; * marks the current one. Tokens are never shown (wide says where each comes from)."""
     path = user_config_path()
     data = read_config(path)
-    if not data["contexts"]:
+    current = data.get("current-context")
+    entries = sorted(data["contexts"].items())
+    if is_machine(output):
+        emit({"file": str(path), "current-context": current, "contexts": [
+            {"name": name, "url": entry.get("url") if isinstance(entry, dict) else None, "current": name == current,
+             "token": _token_source(entry)} for name, entry in entries]}, output)
+        return
+    if not entries:
         click.echo(f"no contexts in {path}")
         return
-    current = data.get("current-context")
-    for name, entry in sorted(data["contexts"].items()):
+    for name, entry in entries:
         url = entry.get("url", "?") if isinstance(entry, dict) else "?"
-        click.echo(f"{'*' if name == current else ' '} {name}\t{url}")
+        line = f"{'*' if name == current else ' '} {name}\t{url}"
+        click.echo(f"{line}\t{_token_source(entry)}" if output == "wide" else line)
 
 
 @config.command("current-context")

@@ -1,29 +1,38 @@
 """The ``muster`` job commands, talking to the gateway: submit, get, list, describe, cancel, suspend,
-resume, set-priority, scale, queues, top, and the ``recurring`` group (list, get, suspend, resume, delete)."""
+resume, set-priority, scale, queues, top, and the ``recurring`` group (list, get, suspend, resume, delete).
+
+Every read command takes ``-o text|wide|json|yaml`` (``services.cli.output``); what text and wide print is
+in ``services.cli.render``."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any, Literal
+from typing import Literal
 
 import click
 import yaml
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
 from muster.client import Client, JobsChanged, MusterError, StreamOpened
-from schemas.api import Explanation, JobView, QueueView, RecurringAccepted, RecurringView
+from schemas.api import RecurringAccepted
 from schemas.status import TERMINAL_STATES
-from services.spec.durations import human_duration
+from services.cli.output import console, emit, emit_change, is_machine, output_option
+from services.cli.render import (
+    change_line,
+    describe_text,
+    jobs_table,
+    queues_table,
+    recurring_accepted_text,
+    recurring_table,
+    recurring_text,
+)
 
 
 @contextmanager
@@ -36,92 +45,8 @@ def gateway() -> Iterator[Client]:
         raise click.ClickException(str(exc)) from None
 
 
-def _console() -> Console:
-    """A terminal's own width; 200 columns when the output goes to a file or a pipe (not 80)."""
-    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-
-
-def _stamp(at: datetime) -> str:
-    """A time as the API writes it: ISO 8601, ``Z`` for UTC."""
-    return at.isoformat().replace("+00:00", "Z")
-
-
-def _ago(at: datetime | None, now: datetime) -> str:
-    if at is None:
-        return "-"
-    return human_duration((now - at).total_seconds())
-
-
-def _in(at: datetime | None, now: datetime) -> str:
-    if at is None:
-        return "unknown"
-    seconds = int((at - now).total_seconds())
-    if seconds <= 0:
-        return f"{at:%Y-%m-%d %H:%M:%S} UTC (now)"
-    span = f"{seconds // 60} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
-    return f"{at:%Y-%m-%d %H:%M:%S} UTC (in {span})"
-
-
-def jobs_table(jobs: list[JobView], now: datetime) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("JOB", "QUEUE", "STATE", "ATTEMPT", "GPUS", "POS", "AGE"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("REASON", overflow="fold")  # wrapped on a narrow terminal, never cut
-    for job in jobs:
-        position = "-" if job.position is None else str(job.position)
-        table.add_row(job.job_id, job.queue, job.state, str(job.attempt), str(job.gpus), position,
-                      _ago(job.submitted_at, now), job.reason)
-    return table
-
-
-def describe_text(explained: Explanation, now: datetime) -> str:
-    """The human-readable description of one job: what it is, why it is where it is, what happened."""
-    job = explained.job
-    lines = [
-        f"Job:            {job.job_id}  ({job.name})",
-        f"Tenant / queue: {job.tenant} / {job.queue}",
-        f"State:          {job.state} (attempt {job.attempt})",
-        f"Priority class: {job.priority_class}",
-        f"Size:           {job.replicas} pods, {job.gpus} GPUs",
-    ]
-    if job.cluster:
-        lines.append(f"Cluster:        {job.cluster}")
-    lines.append(f"Submitted:      {_stamp(job.submitted_at)}  ({_ago(job.submitted_at, now)} ago)")
-    lines.append("")
-    lines.append(f"Why:            {explained.summary}")
-    if job.state == "pending":
-        position = explained.position
-        lines.append(f"Position:       {'unknown' if position is None else position} (0 = next)")
-        lines.append(f"Estimated start: {_in(explained.estimated_start, now)}")
-    if explained.reason:
-        lines.append(f"Reason:         {explained.reason}")
-    if explained.message:
-        lines.append(f"Message:        {explained.message}")
-    lines.append("")
-    lines.append("History:")
-    for item in explained.history:
-        why = " ".join(part for part in (item.reason, item.message) if part)
-        lines.append(f"  {_stamp(item.at)}  {item.state:<11} attempt {item.attempt}  {why}".rstrip())
-    return "\n".join(lines)
-
-
-def queues_table(queues: list[QueueView]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("QUEUE", "TENANT", "COHORT", "GPU QUOTA", "IN USE", "BORROWED", "RUNNING"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("PENDING (GPUS)", no_wrap=True)
-    for queue in queues:
-        usage = queue.usage
-        gpu_quota = ", ".join(f"{res.removeprefix('gpu:')}={q.nominal}" for res, q in sorted(queue.quotas.items())
-                              if res.startswith("gpu:")) or "-"
-        in_use = (sum(v for k, v in usage.allocated.items() if k.startswith("gpu:")) if usage is not None
-                  else queue.gpus_running)
-        borrowed = sum(v for k, v in usage.borrowed.items() if k.startswith("gpu:")) if usage is not None else 0
-        jobs = queue.jobs
-        running = sum(jobs.get(s, 0) for s in ("admitted", "running", "preempting"))
-        table.add_row(queue.name, queue.tenant, queue.cohort or "-", gpu_quota, str(in_use),
-                      str(borrowed), str(running), f"{jobs.get('pending', 0)} ({queue.gpus_pending})")
-    return table
+def _now() -> datetime:
+    return datetime.now(UTC)
 
 
 def top_view(client: Client, now: datetime) -> Group:
@@ -134,55 +59,7 @@ def top_view(client: Client, now: datetime) -> Group:
     return Group(title, Text(""), queues_table(queues), Text(""), jobs_table(active[:40], now))
 
 
-def recurring_accepted_text(result: RecurringAccepted, now: datetime) -> str:
-    """What ``submit`` prints for a spec with ``schedule``: the recurring job and its next firings."""
-    verb = "created" if result.created else ("updated" if result.changed else "unchanged")
-    state = " (suspended)" if result.suspended else ""
-    lines = [f"recurring job {result.name} {verb}{state}: schedule {result.schedule!r} (UTC)"]
-    lines += [f"  next: {_in(at, now)}" for at in result.next_firings]
-    return "\n".join(lines)
-
-
-def recurring_table(items: list[RecurringView], now: datetime) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("NAME", "QUEUE", "SCHEDULE", "STATE", "NEXT FIRING", "LAST JOB"):
-        table.add_column(column)
-    for item in items:
-        upcoming = item.next_firings
-        recent = item.recent_firings
-        last = f"{recent[0].job_id} ({recent[0].state})" if recent else "-"
-        table.add_row(item.name, item.queue, item.schedule, "suspended" if item.suspended else "active",
-                      _in(upcoming[0], now) if upcoming else "-", last)
-    return table
-
-
-def recurring_text(item: RecurringView, now: datetime) -> str:
-    """One recurring job: schedule, next firings, the jobs recent firings submitted."""
-    lines = [
-        f"Recurring job:  {item.name}",
-        f"Tenant / queue: {item.tenant} / {item.queue}  (defined by {item.user})",
-        f"Schedule:       {item.schedule} (UTC){'  SUSPENDED' if item.suspended else ''}",
-        f"Created:        {_stamp(item.created_at)}",
-        "Next firings:",
-    ]
-    lines += [f"  {_in(at, now)}" for at in item.next_firings] or ["  none (suspended)"]
-    lines.append("Recent firings:")
-    lines += [f"  {_stamp(f.fired_at)}  {f.job_id}  {f.state}" for f in item.recent_firings] \
-        or ["  none seen yet"]
-    return "\n".join(lines)
-
-
-def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True))
-
-
-def _now() -> datetime:
-    return datetime.now(UTC)
-
-
 # ---------------------------------------------------------------------------------------------- commands
-
-_output = click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
 
 
 @click.command()
@@ -205,14 +82,7 @@ def submit(file: Path, idempotency_key: str | None) -> None:
     click.echo(f"{result.job_id} {result.state}{note}")
 
 
-def change_line(job: JobView) -> str:
-    """One job change as ``muster get|list --watch`` prints it."""
-    position = "" if job.position is None else f" position {job.position}"
-    why = f" {job.reason}" if job.reason else ""
-    return f"{_stamp(job.updated_at)}  {job.job_id}  {job.queue}  {job.state}{position}{why}"
-
-
-def _watch(client: Client, output: str, *, show: Any, until_finished: str | None = None,
+def _watch(client: Client, output: str, *, show: Callable[[], None], until_finished: str | None = None,
            job_id: str | None = None, queue: str | None = None, tenant: str | None = None) -> None:
     """Follow the live stream: ``show()`` once it is open, then every job change until ``until_finished``
     (a job id) finishes or the stream ends."""
@@ -221,7 +91,10 @@ def _watch(client: Client, output: str, *, show: Any, until_finished: str | None
             show()
         elif isinstance(event, JobsChanged):
             for job in event.jobs:
-                click.echo(job.model_dump_json() if output == "json" else change_line(job))
+                if is_machine(output):
+                    emit_change(job, output)
+                else:
+                    click.echo(change_line(job, wide=output == "wide"))
                 if until_finished is not None and job.job_id == until_finished and job.state in TERMINAL_STATES:
                     return
 
@@ -232,17 +105,17 @@ _watch_option = click.option("-w", "--watch", is_flag=True,
 
 @click.command()
 @click.argument("job_id")
-@_output
+@output_option
 @_watch_option
 def get(job_id: str, output: str, watch: bool) -> None:
     """Show one job."""
     with gateway() as client:
         def show() -> None:
             job = client.get(job_id)
-            if output == "json":
-                _print_json(job.model_dump(mode="json"))
+            if is_machine(output):
+                emit(job, output)
             else:
-                _console().print(jobs_table([job], _now()))
+                console().print(jobs_table([job], _now(), wide=output == "wide"))
 
         if not watch:
             show()
@@ -257,7 +130,7 @@ def get(job_id: str, output: str, watch: bool) -> None:
 @click.option("--tenant", default=None, help="administrators: another tenant's jobs")
 @click.option("--all", "show_all", is_flag=True, help="include finished jobs")
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
-@_output
+@output_option
 @_watch_option
 def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all: bool, limit: int,
               output: str, watch: bool) -> None:
@@ -267,12 +140,12 @@ def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all
         def show() -> None:
             page = client.list_jobs(queue=queue, state=state, tenant=tenant, limit=limit, active=active)
             jobs, total = page.items, page.total
-            if output == "json":
-                _print_json([job.model_dump(mode="json") for job in jobs])
+            if is_machine(output):
+                emit(jobs, output)
             elif not jobs:
                 click.echo("no jobs")
             else:
-                _console().print(jobs_table(jobs, _now()))
+                console().print(jobs_table(jobs, _now(), wide=output == "wide"))
                 if total > len(jobs):
                     click.echo(f"{len(jobs)} of {total} shown, newest first (--limit to see more)")
 
@@ -285,11 +158,15 @@ def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all
 
 @click.command()
 @click.argument("job_id")
-def describe(job_id: str) -> None:
-    """Why a job is where it is: history, reason, queue position, estimated start."""
+@output_option
+def describe(job_id: str, output: str) -> None:
+    """Why a job is where it is: history, reason, queue position, estimated start (text and wide alike)."""
     with gateway() as client:
         explained = client.describe(job_id)
-    click.echo(describe_text(explained, _now()))
+    if is_machine(output):
+        emit(explained, output)
+    else:
+        click.echo(describe_text(explained, _now()))
 
 
 @click.command()
@@ -341,15 +218,15 @@ def scale(job_id: str, replicas: int) -> None:
 
 
 @click.command()
-@_output
+@output_option
 def queues(output: str) -> None:
     """Queues with quotas, GPUs in use and waiting work."""
     with gateway() as client:
         items = client.queues()
-    if output == "json":
-        _print_json([item.model_dump(mode="json") for item in items])
+    if is_machine(output):
+        emit(items, output)
     else:
-        _console().print(queues_table(items))
+        console().print(queues_table(items, wide=output == "wide"))
 
 
 @click.command()
@@ -357,13 +234,13 @@ def queues(output: str) -> None:
 @click.option("--once", is_flag=True, help="print one view and exit")
 def top(interval: float, once: bool) -> None:
     """A live view of queues, GPU use and active jobs (Ctrl-C to leave)."""
-    console = _console()
+    out = console()
     with gateway() as client:
         if once:
-            console.print(top_view(client, _now()))
+            out.print(top_view(client, _now()))
             return
         try:
-            with Live(top_view(client, _now()), console=console, auto_refresh=False, screen=False) as live:
+            with Live(top_view(client, _now()), console=out, auto_refresh=False, screen=False) as live:
                 while True:
                     time.sleep(interval)
                     live.update(top_view(client, _now()), refresh=True)
@@ -372,7 +249,7 @@ def top(interval: float, once: bool) -> None:
 
 
 @click.group(invoke_without_command=True)
-@_output
+@output_option
 @click.pass_context
 def recurring(ctx: click.Context, output: str) -> None:
     """Recurring jobs (specs with `schedule`): lists them; subcommands get, suspend, resume, delete."""
@@ -382,28 +259,28 @@ def recurring(ctx: click.Context, output: str) -> None:
 
 @recurring.command("list")
 @click.option("--tenant", default=None, help="administrators: another tenant's recurring jobs")
-@_output
+@output_option
 def recurring_list(output: str, tenant: str | None = None) -> None:
     """List your recurring jobs with their next firing."""
     with gateway() as client:
         items = client.recurring_jobs(tenant)
-    if output == "json":
-        _print_json([item.model_dump(mode="json") for item in items])
+    if is_machine(output):
+        emit(items, output)
     elif not items:
         click.echo("no recurring jobs")
     else:
-        _console().print(recurring_table(items, _now()))
+        console().print(recurring_table(items, _now(), wide=output == "wide"))
 
 
 @recurring.command("get")
 @click.argument("name")
-@_output
+@output_option
 def recurring_get(name: str, output: str) -> None:
-    """Show one recurring job: next firings and the jobs recent firings submitted."""
+    """Show one recurring job: next firings and the jobs recent firings submitted (text and wide alike)."""
     with gateway() as client:
         item = client.recurring(name)
-    if output == "json":
-        _print_json(item.model_dump(mode="json"))
+    if is_machine(output):
+        emit(item, output)
     else:
         click.echo(recurring_text(item, _now()))
 
