@@ -41,7 +41,7 @@ from services.dispatcher.main import DispatcherMain
 from services.dispatcher.plans import DispatchSettings
 from services.node_watcher.main import NodeWatcherMain
 from services.runtime.kafka import EnvelopeProducer
-from services.runtime.kube import JOBS, PODS, KubeObject, KubeRest, build_api_client
+from services.runtime.kube import JOBS, NAMESPACES, PODS, KubeObject, KubeRest, build_api_client, create_or_get
 from services.runtime.options import ClusterAccess, ServeOptions
 
 NAMESPACE = "bench"
@@ -226,6 +226,34 @@ async def dispatch_burst(broker: Broker, backend: Backend, producer: EnvelopePro
     return created, pods_bound
 
 
+RAW_IN_FLIGHT = 48  # the raw baseline's concurrent creations: as many as the dispatcher's decisions and bindings
+
+
+async def raw_pods(backend: Backend, *, pods: int, nodes: int) -> float:
+    """The API server's own ceiling for the same burst: ``pods`` one-GPU pods created with ``nodeName``
+    already set (no Job, no Job controller, no binding), ``RAW_IN_FLIGHT`` at once; seconds to the last."""
+    slots = asyncio.Semaphore(RAW_IN_FLIGHT)
+    await create_or_get(backend.rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                   "metadata": {"name": NAMESPACE}})
+
+    async def one(i: int) -> None:
+        pod = {"apiVersion": "v1", "kind": "Pod",
+               "metadata": {"name": f"raw-{i}", "namespace": NAMESPACE,
+                            "labels": {"muster.dev/job-id": f"raw-{i // 4}"}},
+               "spec": {"nodeName": f"{backend.cluster}-{GPU_TYPE}-{(i // 2) % nodes}",
+                        "containers": [{"name": "main", "image": "registry.example/train:1",
+                                        "resources": {"limits": {"nvidia.com/gpu": "1"}}}],
+                        "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"}]}}
+        async with slots:
+            await backend.rest.create(PODS, pod)
+
+    started = time.perf_counter()
+    await asyncio.gather(*(one(i) for i in range(pods)))
+    took = time.perf_counter() - started
+    await clear(backend.rest)
+    return took
+
+
 async def reclaim_trials(broker: Broker, backend: Backend, *, nodes: int, trials: int) -> list[float]:
     """Fill every GPU with one-GPU low-priority jobs, then time each high-priority one to its pod Running."""
     layout = QueueLayout(nominal=nodes * 8)
@@ -286,6 +314,9 @@ async def main(*, benchmark: str, quick: bool, bootstrap: str | None) -> str:
                         rows.append([backend.name, f"{spread.p50:.2f} s", f"{spread.worst:.2f} s",
                                      ", ".join(f"{t:.2f}" for t in times)])
                     else:
+                        raw_s = await raw_pods(backend, pods=jobs * 4, nodes=nodes)
+                        rows.append([backend.name, f"raw API: pods with nodeName, {RAW_IN_FLIGHT} at once", "-", "-",
+                                     f"{raw_s:.2f} s", rate(jobs * 4, raw_s)])
                         for concurrency in (1, DispatchSettings().concurrent_decisions):
                             created, bound_s = await dispatch_burst(broker, backend, producer, jobs=jobs,
                                                                     nodes=nodes, concurrency=concurrency)
