@@ -49,6 +49,12 @@ class GatewayContext:
     dashboard: DashboardState = field(default_factory=DashboardState)
     now: Clock = utc_now
     fresh_id: Callable[[str], str] = random_job_id
+    #: told of every change of the status view after it is folded in (the kube-native Jobs' feedback)
+    status_listeners: list[Callable[[str, Envelope | None], None]] = field(default_factory=list)
+
+    def status_changed(self, key: str, envelope: Envelope | None) -> None:
+        for listener in list(self.status_listeners):
+            listener(key, envelope)
 
     def dashboard_feeds(self) -> DashboardFeeds:
         """The change callbacks of the compacted tables: each folds into the views and the dashboard's

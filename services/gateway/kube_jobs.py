@@ -11,6 +11,7 @@ from typing import Any
 
 from pydantic import ValidationError
 
+from schemas.envelope import Envelope
 from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest, SecuritySpec
 from schemas.kube import (
@@ -23,12 +24,16 @@ from schemas.kube import (
     RUNTIME_ESTIMATE,
     SOURCE_JOB,
 )
+from schemas.status import JobStatusChanged
+from services.gateway import kube_feedback
 from services.gateway.auth import Principal
 from services.gateway.context import GatewayContext
 from services.gateway.errors import ApiError
 from services.gateway.policy import check_spec, queue_for_submission
-from services.gateway.views import ConfigView
-from services.runtime.kube import ADDED, MODIFIED, KubeRest, build_api_client, job_cache
+from services.gateway.views import ConfigView, StatusView
+from services.runtime.clock import Clock
+from services.runtime.kube import ADDED, DELETED, EVENTS, JOBS, MODIFIED, KubeRest, build_api_client, job_cache, update
+from services.runtime.kube.errors import is_not_found
 from services.spec.durations import parse_duration
 from services.spec.ids import kube_job_id
 
@@ -36,6 +41,7 @@ log = logging.getLogger(__name__)
 
 
 _TRUE = frozenset({"true", "yes", "1"})
+FEEDBACK_COMPONENT = "muster-gateway"
 
 
 class NotSubmittable(ValueError):
@@ -146,19 +152,133 @@ def submission_from_job(obj: dict[str, Any], config: ConfigView, now: datetime) 
                      user=who.user, spec=spec, submitted_at=submitted_at)
 
 
-class KubeJobSubmitter:
-    """Informer handler: publishes each new suspended Job once (the status view and recent record dedupe)."""
+class KubeJobFeedback:
+    """Writes ``kube_feedback``'s Events and conditions onto the kube-native jobs' own Jobs.
 
-    def __init__(self, ctx: GatewayContext) -> None:
+    The submitter ``track``s each labelled Job; the status view's changes wake the job; one task
+    (``run``) writes, a job at a time, from its latest status (quick successions fold into one write).
+    A job first seen with a status older than this gateway gets its conditions only: its Events were
+    told by the gateway before. Writing is best effort: a refusal is logged, never retried for ever.
+    """
+
+    def __init__(self, rest: KubeRest, status: StatusView, now: Clock) -> None:
+        self._rest = rest
+        self._status = status
+        self._now = now
+        self._started = now()
+        self._objects: dict[str, tuple[str, str, str]] = {}  # job id -> (namespace, name, uid)
+        self._told: dict[str, JobStatusChanged] = {}  # job id -> the status last written
+        self._wanted: asyncio.Queue[str] = asyncio.Queue()
+        self._waiting: set[str] = set()
+        self.written = 0  # Events and status updates sent (for tests and logs)
+
+    def track(self, job_id: str, namespace: str, name: str, uid: str) -> None:
+        if self._objects.get(job_id) != (namespace, name, uid):
+            self._objects[job_id] = (namespace, name, uid)
+            self._wake(job_id)
+
+    def forget(self, job_id: str) -> None:
+        self._objects.pop(job_id, None)
+        self._told.pop(job_id, None)
+
+    def on_status(self, key: str, envelope: Envelope | None) -> None:
+        if key in self._objects:
+            self._wake(key)
+
+    def _wake(self, job_id: str) -> None:
+        if job_id not in self._waiting:
+            self._waiting.add(job_id)
+            self._wanted.put_nowait(job_id)
+
+    async def run(self, stop: asyncio.Event) -> None:
+        while not stop.is_set():
+            getting = asyncio.ensure_future(self._wanted.get())
+            stopping = asyncio.ensure_future(stop.wait())
+            await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+            stopping.cancel()
+            if not getting.done():
+                getting.cancel()
+                return
+            job_id = getting.result()
+            self._waiting.discard(job_id)
+            try:
+                await self._write(job_id)
+            except Exception as exc:
+                log.warning("feedback on the Job of %s not written: %s", job_id, exc)
+
+    async def _write(self, job_id: str) -> None:
+        status = self._status.get(job_id)
+        target = self._objects.get(job_id)
+        if status is None or target is None:
+            return
+        previous = self._told.get(job_id)
+        if previous is not None and (previous.state, previous.reason, previous.attempt, previous.position,
+                                     previous.estimated_start) == (status.state, status.reason, status.attempt,
+                                                                   status.position, status.estimated_start):
+            return
+        namespace, name, uid = target
+        now = self._now()
+        told_before = previous is None and status.updated_at < self._started
+        for event in ([] if told_before else kube_feedback.events(status, previous, now)):
+            await self._rest.create(EVENTS, kube_event(namespace, name, uid, event, now))
+            self.written += 1
+        wanted = kube_feedback.conditions(status, now)
+
+        def set_conditions(job: dict[str, Any]) -> None:
+            job_status = job.setdefault("status", {})
+            job_status["conditions"] = kube_feedback.merged_conditions(job_status.get("conditions") or [],
+                                                                       wanted, now)
+
+        try:
+            await update(self._rest, JOBS, name, set_conditions, namespace, subresource="status")
+            self.written += 1
+        except Exception as exc:
+            if is_not_found(exc):
+                self.forget(job_id)
+                return
+            raise
+        self._told[job_id] = status
+        if kube_feedback.ended(status):
+            self.forget(job_id)
+
+
+def kube_event(namespace: str, name: str, uid: str, event: kube_feedback.KubeEvent,
+               now: datetime) -> dict[str, Any]:
+    """A core/v1 Event about the Job ``namespace/name`` (shown by ``kubectl describe job``)."""
+    stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
+    return {
+        "apiVersion": "v1", "kind": "Event",
+        "metadata": {"generateName": f"{name}.", "namespace": namespace},
+        "involvedObject": {"apiVersion": "batch/v1", "kind": "Job", "name": name, "namespace": namespace,
+                           "uid": uid},
+        "type": event.type, "reason": event.reason, "message": event.message,
+        "source": {"component": FEEDBACK_COMPONENT}, "reportingComponent": FEEDBACK_COMPONENT,
+        "reportingInstance": FEEDBACK_COMPONENT, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,
+    }
+
+
+class KubeJobSubmitter:
+    """Informer handler: publishes each new suspended Job once (the status view and recent record dedupe),
+    and tells ``feedback`` (when given) which Job is which job."""
+
+    def __init__(self, ctx: GatewayContext, feedback: KubeJobFeedback | None = None) -> None:
         self._ctx = ctx
+        self._feedback = feedback
         self._refused: dict[str, str] = {}  # object key -> resourceVersion already refused (logged once)
 
     async def handle(self, event: str, obj: dict[str, Any]) -> None:
-        if event not in (ADDED, MODIFIED):
-            return
         meta = obj.get("metadata") or {}
         if JOB_ID in (meta.get("annotations") or {}) or JOB_ID in (meta.get("labels") or {}):
             return  # a Job Muster itself runs (a new revision waits suspended for the old one's pods)
+        if self._feedback is not None and meta.get("name"):
+            namespace, name, uid = str(meta.get("namespace") or "default"), str(meta["name"]), str(meta.get("uid", ""))
+            job_id = kube_job_id(namespace, name, uid)
+            if event == DELETED:
+                self._feedback.forget(job_id)
+            else:
+                self._feedback.track(job_id, namespace, name, uid)
+        if event not in (ADDED, MODIFIED):
+            return
         key = f"{meta.get('namespace')}/{meta.get('name')}"
         version = str(meta.get("resourceVersion", ""))
         if self._refused.get(key) == version:
@@ -187,7 +307,13 @@ async def watch_kube_jobs(ctx: GatewayContext, server: str | None, stop: asyncio
     KUBECONFIG / in-cluster."""
     api = await build_api_client(server, kubeconfig=kubeconfig)
     async with api:
-        informer = job_cache(KubeRest(api), label_selector=QUEUE)
-        informer.add_handler(KubeJobSubmitter(ctx).handle)
-        async with informer:
-            await stop.wait()
+        rest = KubeRest(api)
+        feedback = KubeJobFeedback(rest, ctx.status, ctx.now)
+        ctx.status_listeners.append(feedback.on_status)
+        informer = job_cache(rest, label_selector=QUEUE)
+        informer.add_handler(KubeJobSubmitter(ctx, feedback).handle)
+        try:
+            async with informer:
+                await feedback.run(stop)
+        finally:
+            ctx.status_listeners.remove(feedback.on_status)

@@ -101,7 +101,12 @@ class GatewayMain(ServiceMain):
             firing.wake()
 
         feeds = ctx.dashboard_feeds()  # the views, and the dashboard's live streams
-        tables = [CompactedTable(options.kafka, STATUS_TOPIC, on_change=feeds.status),
+
+        def status_changed(key: str, envelope: Envelope | None) -> None:
+            feeds.status(key, envelope)
+            ctx.status_changed(key, envelope)
+
+        tables = [CompactedTable(options.kafka, STATUS_TOPIC, on_change=status_changed),
                   CompactedTable(options.kafka, CONFIG_TOPIC, on_change=config_changed),
                   CompactedTable(options.kafka, USAGE_TOPIC, on_change=feeds.usage),
                   CompactedTable(options.kafka, CAPACITY_TOPIC, on_change=feeds.capacity),

@@ -24,7 +24,17 @@ from services.queue_manager.main import QueueManagerMain
 from services.quota_accountant.accountant import AccountantSettings
 from services.quota_accountant.main import QuotaAccountantMain
 from services.runtime.kafka import KafkaSettings
-from services.runtime.kube import JOBS, PODS, Backoff, KubeObject, KubeRest, RetryPolicy, build_api_client
+from services.runtime.kube import (
+    JOBS,
+    NAMESPACES,
+    PODS,
+    Backoff,
+    KubeObject,
+    KubeRest,
+    RetryPolicy,
+    build_api_client,
+    create_or_get,
+)
 from services.runtime.options import ClusterAccess, ServeOptions
 from tests.builders.realkube import RealKube
 from tests.e2e.builders import ADMIN_TOKEN, member_token, tokens
@@ -257,8 +267,12 @@ async def running_system(settings: KafkaSettings, config: MusterConfig, tmp_path
                 plane = await real.prepare(cluster, index)
                 api = await stack.enter_async_context(
                     await build_api_client(kubeconfig=str(plane.admin_kubeconfig)))
+                rest = KubeRest(api, retry=KUBE_RETRY, request_timeout=10.0)
+                for tenant in config.tenants:  # as an administrator sets a tenant up (users create Jobs there)
+                    await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                           "metadata": {"name": tenant.namespace}})
                 clusters[cluster.name] = Cluster(cluster.name, None, ClusterAccess(plane.plane.url, plane.kubeconfigs),
-                                                 KubeRest(api, retry=KUBE_RETRY, request_timeout=10.0))
+                                                 rest)
                 continue
             sim = KubeSim(config, cluster_name=cluster.name, profile="zero")
             url = await stack.enter_async_context(sim.serve(port=0))

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 from typing import Any
 
 import pytest
@@ -9,7 +10,7 @@ import pytest
 from schemas.decisions import JobAdmitted
 from schemas.runs import DispatchFailed, JobDispatched, RunAllPodsReady, RunFailed, RunStarted, RunSucceeded
 from services.dispatcher.plans import object_name
-from services.runtime.kube import JOBS, PODS
+from services.runtime.kube import EVENTS, JOBS, PODS
 from services.spec.ids import kube_job_id
 from tests.e2e.builders import ADMIN_TOKEN, job_spec, suspended_kube_job
 from tests.e2e.system import System
@@ -167,4 +168,20 @@ async def test_labelled_suspended_kube_job_becomes_a_muster_job(system: System) 
     assert kube_job["status"].get("succeeded") == 2
     pods = await cluster.pods(job_id, "team-a")
     assert len(pods) == 2 and all(p["status"]["phase"] == "Succeeded" for p in pods)
+    # what `kubectl describe job` shows of Muster: its Events and conditions on the user's own Job
+    async with asyncio.timeout(20):
+        while True:
+            kube_job = await cluster.rest.get(JOBS, "resnet-sweep-7", "team-a")
+            conditions = {c["type"]: c for c in kube_job["status"].get("conditions") or []}
+            if conditions.get("muster.dev/Admitted", {}).get("reason") == "Succeeded":
+                break
+            await asyncio.sleep(0.2)
+    assert conditions["muster.dev/Admitted"]["status"] == "True"
+    assert conditions["muster.dev/Queued"]["status"] == "False"
+    assert conditions["Complete"]["status"] == "True"  # the Job controller's own conditions are kept
+    events, _ = await cluster.rest.list(EVENTS, "team-a")
+    told = [e for e in events if e["involvedObject"].get("uid") == meta["uid"] and
+            e.get("reportingComponent") == "muster-gateway"]
+    assert "Admitted" in [e["reason"] for e in told]
+    assert all(e["involvedObject"]["kind"] == "Job" for e in told)
 

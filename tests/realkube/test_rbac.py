@@ -38,6 +38,10 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("node-watcher", "delete", "", "pods", NAMESPACE, False),
     ("gateway", "watch", "batch", "jobs", None, True),
     ("gateway", "patch", "batch", "jobs", NAMESPACE, False),
+    ("gateway", "update", "batch", "jobs/status", NAMESPACE, True),
+    ("gateway", "update", "batch", "jobs", NAMESPACE, False),
+    ("gateway", "create", "", "events", NAMESPACE, True),
+    ("gateway", "delete", "", "events", NAMESPACE, False),
     ("gateway", "list", "", "pods", None, False),
     ("gateway", "get", "", "secrets", NAMESPACE, False),
 ]
