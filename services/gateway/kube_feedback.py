@@ -112,7 +112,8 @@ def events(status: JobStatusChanged, previous: JobStatusChanged | None, now: dat
                                                             f"{status.queue}"))
             elif before != "suspended" or previous is None:
                 told.append(KubeEvent("Normal", "Queued", f"queued in queue {status.queue}"))
-        told.append(KubeEvent("Normal", "Pending", waiting_message(status, now)))
+        if status.reason:  # not yet looked at by a scheduling cycle: "Queued" says all there is
+            told.append(KubeEvent("Normal", "Pending", waiting_message(status, now)))
         return told
     if state == "admitted" or (state == "running" and before not in HOLDING):
         where = f"cluster {status.cluster}" if status.cluster else "its cluster"

@@ -40,6 +40,7 @@ REQUEUED = status("pending", reason="waiting_for_capacity", attempt=1, position=
 
 @pytest.mark.parametrize(("before", "after", "told"), [
     (None, WAITING, [("Normal", "Queued"), ("Normal", "Pending")]),
+    (None, status("pending"), [("Normal", "Queued")]),  # no reason yet: nothing more to tell
     (WAITING, WAITING.model_copy(update={"position": 0}), []),  # a new place in the queue is not news
     (WAITING, WAITING.model_copy(update={"reason": "waiting_for_capacity"}), [("Normal", "Pending")]),
     (WAITING, ADMITTED_EAST, [("Normal", "Admitted")]),
