@@ -35,6 +35,7 @@ HOST = "127.0.0.1"
 SERVICE_CIDR = "10.96.0.0/16"
 ISSUER = "https://kubernetes.default.svc.cluster.local"
 KWOK_NODE_ANNOTATION = "kwok.x-k8s.io/node"
+PORT_RACE_TRIES = 3
 MUSTER_STAGES = Path(__file__).resolve().parent / "stages"
 PROFILES = ("fast", "realistic")
 
@@ -108,7 +109,19 @@ class ControlPlane:
         self.close()
 
     def start(self) -> Self:
-        """Start every component and wait until the API server is ready; idempotent."""
+        """Start every component and wait until the API server is ready; idempotent. A port taken by
+        another process between choosing and binding it (a race with anything else starting on the
+        machine) is chosen again, up to ``PORT_RACE_TRIES`` times."""
+        for attempt in range(1, PORT_RACE_TRIES + 1):
+            try:
+                return self._start_all()
+            except ControlPlaneError as exc:
+                if "address already in use" not in str(exc) or attempt == PORT_RACE_TRIES:
+                    raise
+                (self.state_dir / "ports.json").unlink(missing_ok=True)
+        raise AssertionError("unreachable")
+
+    def _start_all(self) -> Self:
         if self.processes and all(p.alive for p in self.processes.values()):
             return self
         self.state_dir.mkdir(parents=True, exist_ok=True)
