@@ -25,7 +25,15 @@ from services.queue_manager.main import QueueManagerMain
 from services.queue_manager.service import QueueManager
 from services.runtime.broker import resolve_broker
 from services.runtime.collector import configure_collector
-from services.runtime.kafka import DeliveryFuture, EnvelopeProducer, KafkaSettings, ensure_registry_topics
+from services.runtime.kafka import (
+    DeliveryFuture,
+    EnvelopeProducer,
+    KafkaSettings,
+    Replication,
+    cluster_size,
+    ensure_registry_topics,
+    topic_replication,
+)
 from services.runtime.options import ServeOptions
 
 log = logging.getLogger(__name__)
@@ -39,22 +47,27 @@ PERIOD_S = 5.0
 
 @dataclass
 class Broker:
-    """A private broker for one benchmark run, with Muster's topics."""
+    """A private broker (or cluster of brokers) for one benchmark run, with Muster's topics."""
 
     settings: KafkaSettings
     started_s: float
+    brokers: int = 1
+    replication: Replication | None = None  # the topics' (None when it could not be read)
 
 
 @contextlib.asynccontextmanager
-async def private_broker(bootstrap: str | None = None) -> AsyncIterator[Broker]:
-    """Start an Apache Kafka broker in a temporary directory (or use ``bootstrap``) and create the topics."""
+async def private_broker(bootstrap: str | None = None, *, brokers: int = 1) -> AsyncIterator[Broker]:
+    """Start Apache Kafka (``brokers`` of them) in a temporary directory, or use ``bootstrap``, and create
+    the topics (replication from the cluster's size: factor 3 and min.insync.replicas 2 from 3 brokers)."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="muster-bench-") as log_dir:
-        broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=log_dir)
+        broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=log_dir, brokers=brokers)
         try:
             settings = KafkaSettings(bootstrap=broker.bootstrap, client_id="muster-bench", request_timeout_ms=30_000)
             await ensure_registry_topics(settings)
-            yield Broker(settings, time.perf_counter() - started)
+            size = await cluster_size(settings)
+            replication = (await topic_replication(settings, [INTENTS_TOPIC])).get(INTENTS_TOPIC)
+            yield Broker(settings, time.perf_counter() - started, size, replication)
         finally:
             await asyncio.to_thread(broker.close)
 
