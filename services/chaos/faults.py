@@ -32,10 +32,17 @@ def plan_faults(plan: ChaosPlan, services: list[str], rng: random.Random) -> lis
         return round(rng.uniform(start, end), 3)
 
     faults = [Fault(when(), KILL, rng.choice(services), round(rng.uniform(0.2, 3.0), 2)) for _ in range(plan.kills)]
-    faults += [Fault(when(), BROKER, seconds=round(rng.uniform(2.0, 6.0), 2)) for _ in range(plan.broker_restarts)]
+    faults += [Fault(when(), BROKER, _broker_node(plan, rng), round(rng.uniform(2.0, 6.0), 2))
+               for _ in range(plan.broker_restarts)]
     faults += [Fault(when(), OUTAGE, seconds=round(rng.uniform(1.0, 5.0), 2)) for _ in range(plan.outages)]
     faults += [Fault(when(), WATCHES) for _ in range(plan.watch_drops)]
     return sorted(faults, key=lambda f: f.at_s)
+
+
+def _broker_node(plan: ChaosPlan, rng: random.Random) -> str:
+    """The node a broker restart stops: one of a cluster's (by the seed); the one broker otherwise (no draw,
+    so a single broker's schedule of a seed stays what it was)."""
+    return str(rng.randint(1, plan.brokers)) if plan.brokers > 1 else ""
 
 
 class FaultInjector:
@@ -70,8 +77,9 @@ class FaultInjector:
             self._counts.watches_closed += closed
         elif fault.kind == BROKER:
             async with self._lock("broker"):
-                self._notify(f"broker stop; restart in {fault.seconds:g}s")
-                await self._system.restart_broker(fault.seconds)
+                which = f"broker {fault.target}" if fault.target else "broker"
+                self._notify(f"{which} stop; restart in {fault.seconds:g}s")
+                await self._system.restart_broker(fault.seconds, int(fault.target) if fault.target else None)
                 self._counts.broker_restarts += 1
                 self._notify("broker back")
         elif fault.kind == KILL:

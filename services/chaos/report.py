@@ -32,6 +32,7 @@ class ChaosReport:
 
     seed: int
     jobs_planned: int
+    brokers: int = 1
     jobs_submitted: int = 0
     final_states: dict[str, int] = field(default_factory=dict)
     cancels_requested: int = 0

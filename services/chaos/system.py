@@ -15,7 +15,7 @@ import yaml
 from schemas.config import MusterConfig
 from services.chaos.plan import ChaosPlan
 from services.kubesim import KubeSim
-from services.runtime.broker import KafkaBroker
+from services.runtime.broker import KafkaBroker, KafkaCluster
 from services.runtime.credentials import write_credentials
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kafka.topics import ensure_registry_topics
@@ -33,7 +33,7 @@ class ChaosSystem:
 
     state_dir: Path
     config: MusterConfig
-    broker: KafkaBroker
+    broker: KafkaBroker | KafkaCluster
     settings: KafkaSettings
     sim: KubeSim
     gateway_url: str
@@ -75,8 +75,14 @@ class ChaosSystem:
         finally:
             self.restarting.discard(name)
 
-    async def restart_broker(self, downtime_s: float) -> None:
-        """Stop the broker (controlled shutdown), keep it down, start it on the same log directory and port."""
+    async def restart_broker(self, downtime_s: float, node: int | None = None) -> None:
+        """Stop the broker (controlled shutdown), keep it down, start it on the same log directory and port.
+        Of a cluster, only ``node`` when given: the other brokers serve meanwhile."""
+        if node is not None and isinstance(self.broker, KafkaCluster):
+            await asyncio.to_thread(self.broker.stop_node, node)
+            await asyncio.sleep(downtime_s)
+            await asyncio.to_thread(self.broker.start_node, node)
+            return
         await asyncio.to_thread(self.broker.stop)
         await asyncio.sleep(downtime_s)
         await asyncio.to_thread(self.broker.start)
@@ -108,8 +114,11 @@ def _admin_token(paths: dict[str, Path]) -> str:
 async def running_system(plan: ChaosPlan, config: MusterConfig, state_dir: Path,
                          notify: Callable[[str], None]) -> AsyncIterator[ChaosSystem]:
     """Start broker, topics, kubesim and the services; stop them all (and the broker) on the way out."""
-    broker = KafkaBroker(log_dir=state_dir / "kafka")
-    notify("starting Apache Kafka")
+    broker: KafkaBroker | KafkaCluster = (
+        KafkaBroker(log_dir=state_dir / "kafka") if plan.brokers == 1
+        else KafkaCluster(plan.brokers, log_dir=state_dir / "kafka")
+    )
+    notify("starting Apache Kafka" + (f" ({plan.brokers} brokers)" if plan.brokers > 1 else ""))
     await asyncio.to_thread(broker.start)
     children: list[Child] = []
     try:
