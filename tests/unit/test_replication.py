@@ -89,3 +89,17 @@ def test_a_cluster_size_out_of_range_is_refused() -> None:
         KafkaCluster(0)
     with pytest.raises(BrokerError, match="choose 1 to 9"):
         KafkaCluster(12)
+
+
+def test_the_command_line_limits_agree_with_the_launcher() -> None:
+    from services.cli.up import MAX_BROKERS as UP_MAX
+    from services.runtime.broker.cluster import MAX_BROKERS
+
+    assert UP_MAX == MAX_BROKERS
+
+
+def test_the_broker_command_refuses_a_port_for_a_cluster(capsys: pytest.CaptureFixture[str]) -> None:
+    from services.runtime.broker.__main__ import main
+
+    assert main(["run", "--brokers", "3", "--port", "9092"]) == 2
+    assert "--port applies to a single broker" in capsys.readouterr().err

@@ -24,6 +24,9 @@ def _fetch(_: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.brokers != 1 and args.port is not None:
+        print("--port applies to a single broker; a cluster's nodes pick free ports", file=sys.stderr)
+        return 2
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -31,9 +34,6 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    if args.brokers != 1 and args.port is not None:
-        print("--port applies to a single broker; a cluster's nodes pick free ports", file=sys.stderr)
-        return 2
     broker: KafkaBroker | KafkaCluster = (
         KafkaBroker(log_dir=args.log_dir, port=args.port) if args.brokers == 1
         else KafkaCluster(args.brokers, log_dir=args.log_dir)
