@@ -156,3 +156,17 @@ async def test_the_kit_keeps_working_after_a_broker_is_killed(
             if all(sorted(p["isr"]) == [1, 2, 3] for p in await describe(settings, INTENTS_TOPIC)):
                 break
             await asyncio.sleep(0.5)
+
+
+async def test_the_whole_cluster_stops_and_starts_again_on_its_data_and_addresses(
+    registry_cluster: KafkaCluster, settings: KafkaSettings
+) -> None:
+    sent = cancels(12, "restart")
+    async with EnvelopeProducer(settings) as producer:
+        await asyncio.gather(*[producer.send_and_wait(INTENTS_TOPIC, e) for e in sent])
+    address = registry_cluster.bootstrap
+    await asyncio.to_thread(registry_cluster.restart)
+    assert registry_cluster.bootstrap == address and registry_cluster.running
+    assert await topic_replication(settings, [INTENTS_TOPIC]) == {INTENTS_TOPIC: RF3}
+    read = {r.key for r in await read_all(settings, INTENTS_TOPIC, idle_s=0.5)}
+    assert {e.key().encode() for e in sent} <= read
