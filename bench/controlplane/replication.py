@@ -23,10 +23,14 @@ async def main(*, quick: bool, brokers: int, debounce_s: float | None = None) ->
         raise ValueError("the cost of replication compares one broker with a cluster of two or more")
     scenarios = QUICK if quick else FULL
     results: dict[int, tuple[str, Measured]] = {}
+    broker_cpu: dict[int, float | None] = {}
     for size in (1, brokers):
         async with private_broker(None, brokers=size) as broker:
             await warm_up(broker, 1_000 if quick else WARM_UP)
+            before = broker.cpu_seconds()
             measured = await measure(broker, scenarios, quick=quick, debounce_s=debounce_s)
+            after = broker.cpu_seconds()
+            broker_cpu[size] = None if before is None or after is None else after - before
             results[size] = (str(broker.replication), measured)
     nodes = results[1][1].fleet.nodes
     table = Table(
@@ -34,7 +38,7 @@ async def main(*, quick: bool, brokers: int, debounce_s: float | None = None) ->
         f"1 queue-manager shard; 1 broker, then {brokers} brokers",
         ["brokers", "topics", "scenario", "jobs", "admitted", "admissions/s", "vs 1 broker",
          "submit->decision p50/p95/p99 ms", "p99 vs 1 broker", "raw broker msgs/s",
-         "raw round trip p50/p95/p99 ms", "raw p99 vs 1 broker", "vs raw"])
+         "raw round trip p50/p95/p99 ms", "raw p99 vs 1 broker", "vs raw", "QM CPU ms/job"])
     single = {o.scenario.name: o for o in results[1][1].outcomes}
     for size, (replication, measured) in results.items():
         for o in measured.outcomes:
@@ -42,13 +46,15 @@ async def main(*, quick: bool, brokers: int, debounce_s: float | None = None) ->
             table.add(str(size), replication, o.scenario.name, f"{o.scenario.count:,}", f"{o.admitted:,}",
                       rate(o.admitted, o.seconds), _ratio(per_second(o), per_second(one)), o.decision.ms(),
                       _ratio(o.decision.p99, one.decision.p99), f"{o.baseline_per_s:,.0f}/s", o.baseline.ms(),
-                      _ratio(o.baseline.p99, one.baseline.p99), f"{vs_raw(o):.2f}")
+                      _ratio(o.baseline.p99, one.baseline.p99), f"{vs_raw(o):.2f}", o.cpu_cell())
     table.notes += [
         "each size runs on a fresh cluster with the same stack (queue manager in a child process, fake cluster, "
         "load generator), one after the other; the brokers' JVMs share this machine's cores with them",
         "before measuring, each cluster takes a burst of raw round trips (its JVMs warmed up)",
         "raw: aiokafka produce (acks=all, idempotent) -> consume of the same submissions at the same pace, on a "
         "topic with the cluster's replication; 'vs raw' compares with the raw run on the same cluster",
+        "CPU of the broker JVMs over both scenarios (raw round trips included): "
+        + ", ".join(f"{size} broker(s) {'-' if cpu is None else f'{cpu:.1f} s'}" for size, cpu in broker_cpu.items()),
         "setup: " + "; ".join(f"{size} broker(s): " + ", ".join(f"{k} {v:.1f} s" for k, v in m.setup_s.items())
                               for size, (_, m) in results.items()),
     ]

@@ -23,7 +23,7 @@ from schemas.topics import CAPACITY_TOPIC, CONFIG_TOPIC, INTENTS_TOPIC
 from services.core import SchedulerConfig
 from services.queue_manager.main import QueueManagerMain
 from services.queue_manager.service import QueueManager
-from services.runtime.broker import resolve_broker
+from services.runtime.broker import KafkaBroker, KafkaCluster, ResolvedBroker, resolve_broker
 from services.runtime.collector import configure_collector
 from services.runtime.kafka import (
     DeliveryFuture,
@@ -53,6 +53,12 @@ class Broker:
     started_s: float
     brokers: int = 1
     replication: Replication | None = None  # the topics' (None when it could not be read)
+    pids: tuple[int, ...] = ()  # the broker JVMs this run started (none for an external broker)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the broker JVMs have used so far (None when unknown: an external broker)."""
+        used = [process_cpu_seconds(pid) for pid in self.pids]
+        return None if not used or None in used else sum(u for u in used if u is not None)
 
 
 @contextlib.asynccontextmanager
@@ -67,9 +73,14 @@ async def private_broker(bootstrap: str | None = None, *, brokers: int = 1) -> A
             await ensure_registry_topics(settings)
             size = await cluster_size(settings)
             replication = (await topic_replication(settings, [INTENTS_TOPIC])).get(INTENTS_TOPIC)
-            yield Broker(settings, time.perf_counter() - started, size, replication)
+            yield Broker(settings, time.perf_counter() - started, size, replication, _pids(broker))
         finally:
             await asyncio.to_thread(broker.close)
+
+
+def _pids(broker: ResolvedBroker) -> tuple[int, ...]:
+    nodes = broker.nodes if isinstance(broker, KafkaCluster) else (broker,) if isinstance(broker, KafkaBroker) else ()
+    return tuple(node.pid for node in nodes if node.pid is not None)
 
 
 async def publish(producer: EnvelopeProducer, topic: str, messages: Sequence[Message], producer_name: str) -> None:
