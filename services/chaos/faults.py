@@ -11,7 +11,8 @@ from services.chaos.plan import ChaosPlan
 from services.chaos.report import FaultCounts
 from services.chaos.system import ChaosSystem
 
-KILL, BROKER, OUTAGE, WATCHES = "kill", "broker_restart", "api_outage", "drop_watches"
+KILL, BROKER, BROKER_KILL, OUTAGE, WATCHES = "kill", "broker_restart", "broker_kill", "api_outage", "drop_watches"
+BROKER_ROLES = ("leader", "controller")
 
 
 @dataclass(frozen=True)
@@ -34,6 +35,8 @@ def plan_faults(plan: ChaosPlan, services: list[str], rng: random.Random) -> lis
     faults = [Fault(when(), KILL, rng.choice(services), round(rng.uniform(0.2, 3.0), 2)) for _ in range(plan.kills)]
     faults += [Fault(when(), BROKER, _broker_node(plan, rng), round(rng.uniform(2.0, 6.0), 2))
                for _ in range(plan.broker_restarts)]
+    faults += [Fault(when(), BROKER_KILL, BROKER_ROLES[i % 2], round(rng.uniform(1.0, 5.0), 2))
+               for i in range(plan.broker_kills)]
     faults += [Fault(when(), OUTAGE, seconds=round(rng.uniform(1.0, 5.0), 2)) for _ in range(plan.outages)]
     faults += [Fault(when(), WATCHES) for _ in range(plan.watch_drops)]
     return sorted(faults, key=lambda f: f.at_s)
@@ -82,11 +85,20 @@ class FaultInjector:
                 await self._system.restart_broker(fault.seconds, int(fault.target) if fault.target else None)
                 self._counts.broker_restarts += 1
                 self._notify("broker back")
+        elif fault.kind == BROKER_KILL:
+            async with self._lock("broker"):  # one broker down at a time: the quorum and min.insync hold
+                node, failover = await self._system.kill_broker(fault.target, fault.seconds)
+                self._notify(f"kill -9 broker {node} ({fault.target}); leaders moved in {failover:.1f}s; "
+                             f"restart in {fault.seconds:g}s")
+                self._counts.broker_kills[fault.target] = self._counts.broker_kills.get(fault.target, 0) + 1
+                self._counts.broker_failover_s.setdefault(fault.target, []).append(round(failover, 2))
+                self._notify(f"broker {node} back")
         elif fault.kind == KILL:
             async with self._lock(fault.target):
                 self._notify(f"kill -9 {fault.target}; restart in {fault.seconds:g}s")
-                await self._system.kill(fault.target, fault.seconds)
+                recovery = await self._system.kill(fault.target, fault.seconds)
                 self._counts.kills[fault.target] = self._counts.kills.get(fault.target, 0) + 1
+                self._counts.kill_recovery_s.setdefault(fault.target, []).append(round(recovery, 2))
         else:
             raise ValueError(f"unknown fault {fault.kind!r}")
 

@@ -25,7 +25,9 @@ def _step(message: str) -> None:
               help="8-GPU nodes in the simulated cluster (quotas scale with it); more nodes, shorter window")
 @click.option("--brokers", type=click.IntRange(1, 9), default=1, show_default=True,
               help="Kafka brokers (KRaft, each also a controller; from 3 on the topics have replication factor 3, "
-                   "min.insync.replicas 2); a broker restart then stops one of them while the others serve")
+                   "min.insync.replicas 2); a broker restart then stops one of them while the others serve, "
+                   "and brokers are killed with SIGKILL too (2 in --quick, else kills/3, at least 2): by turns "
+                   "the leader of most partitions and the active controller")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="keep the broker data and service logs here (default: a temporary directory, removed)")
 def chaos(quick: bool, seed: int, jobs: int, kills: int, nodes: int, brokers: int, state_dir: Path | None) -> None:

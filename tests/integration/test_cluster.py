@@ -25,6 +25,7 @@ from services.runtime.kafka import (
     KafkaSettings,
     Replication,
     cluster_size,
+    partition_leaders,
     topic_replication,
 )
 from tests.builders.broker import client_settings
@@ -69,6 +70,14 @@ async def test_the_cluster_has_three_brokers_and_every_topic_three_replicas_two_
         assert sorted(partition["replicas"]) == [1, 2, 3] and sorted(partition["isr"]) == [1, 2, 3]
     # the leaders are spread over the brokers
     assert len({p["leader"] for p in await describe(settings, INTENTS_TOPIC)}) == 3
+
+
+async def test_the_leaders_and_the_active_controller_are_known(
+    registry_cluster: KafkaCluster, settings: KafkaSettings
+) -> None:
+    assert registry_cluster.active_controller() in {1, 2, 3}
+    leaders = await partition_leaders(settings, [INTENTS_TOPIC])
+    assert len(leaders) == TOPICS[INTENTS_TOPIC].partitions and set(leaders.values()) <= {1, 2, 3}
 
 
 async def test_an_acks_all_write_is_acknowledged_and_read_back(settings: KafkaSettings) -> None:

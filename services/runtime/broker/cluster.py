@@ -25,7 +25,7 @@ from typing import Any, Self
 from services.runtime.broker import distribution as dist
 from services.runtime.broker.probe import free_port, port_is_free
 from services.runtime.broker.process import BrokerError, KafkaBroker
-from services.runtime.broker.properties import CLUSTER_JVM_OPTIONS, new_cluster_id
+from services.runtime.broker.properties import CLUSTER_JVM_OPTIONS, BrokerLayout, new_cluster_id
 
 log = logging.getLogger(__name__)
 
@@ -147,6 +147,23 @@ class KafkaCluster:
         with self._lock:
             for node in self.nodes:
                 node.kill()
+
+    def active_controller(self) -> int | None:
+        """The node the running nodes last saw lead the controller quorum (the active controller), read
+        from their KRaft ``quorum-state`` files (the highest epoch wins); None while no leader is known."""
+        best: tuple[int, int] | None = None
+        for node in self.nodes:
+            if not node.running:
+                continue
+            path = BrokerLayout(node.log_dir).data_dir / "__cluster_metadata-0" / "quorum-state"
+            try:
+                state = json.loads(path.read_text())
+                leader, epoch = int(state["leaderId"]), int(state["leaderEpoch"])
+            except (OSError, ValueError, KeyError, TypeError):
+                continue
+            if leader > 0 and (best is None or epoch > best[1]):
+                best = (leader, epoch)
+        return None if best is None else best[0]
 
     def kill_node(self, node_id: int) -> None:
         """SIGKILL one node (a crash); the others keep running."""

@@ -11,6 +11,7 @@ from services.runtime.kafka.topics import (
     cluster_size,
     create_topics,
     ensure_registry_topics,
+    partition_leaders,
     plans_for,
     topic_replication,
 )
@@ -36,6 +37,7 @@ __all__ = [
     "cluster_size",
     "create_topics",
     "ensure_registry_topics",
+    "partition_leaders",
     "plans_for",
     "topic_replication",
 ]

@@ -94,6 +94,17 @@ async def create_topics(
         await admin.close()
 
 
+async def partition_leaders(settings: KafkaSettings, topics: Iterable[str]) -> dict[tuple[str, int], int]:
+    """The leader (broker id, -1 for none) of every partition of ``topics``, as the cluster's metadata says."""
+    admin = AIOKafkaAdminClient(**settings.client_options())
+    await admin.start()
+    try:
+        return {(topic["topic"], p["partition"]): int(p["leader"])
+                for topic in await admin.describe_topics(list(topics)) for p in topic["partitions"]}
+    finally:
+        await admin.close()
+
+
 async def topic_replication(settings: KafkaSettings, names: Iterable[str]) -> dict[str, Replication]:
     """The replication factor and ``min.insync.replicas`` each existing topic of ``names`` has now
     (missing topics are left out)."""
