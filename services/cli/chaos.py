@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -38,6 +39,9 @@ def chaos(quick: bool, seed: int, jobs: int, kills: int, nodes: int, brokers: in
     """
     from services.chaos.harness import run_chaos
     from services.chaos.plan import ChaosPlan
+
+    # killed brokers make the Kafka client log every refused connection; the run reports what matters
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
     plan = ChaosPlan.quick(seed, brokers) if quick else ChaosPlan.sized(seed, jobs, kills, nodes, brokers)
     if state_dir is not None:

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 
 from aiokafka.admin import AIOKafkaAdminClient, NewTopic
 from aiokafka.admin.config_resource import ConfigResource, ConfigResourceType
-from aiokafka.errors import TopicAlreadyExistsError, for_code
+from aiokafka.errors import KafkaError, TopicAlreadyExistsError, for_code
 
 from schemas.topics import TOPICS, TopicSpec, dlq_topic
 from services.runtime.kafka import replication as rep
@@ -94,15 +95,27 @@ async def create_topics(
         await admin.close()
 
 
-async def partition_leaders(settings: KafkaSettings, topics: Iterable[str]) -> dict[tuple[str, int], int]:
-    """The leader (broker id, -1 for none) of every partition of ``topics``, as the cluster's metadata says."""
-    admin = AIOKafkaAdminClient(**settings.client_options())
-    await admin.start()
-    try:
-        return {(topic["topic"], p["partition"]): int(p["leader"])
-                for topic in await admin.describe_topics(list(topics)) for p in topic["partitions"]}
-    finally:
-        await admin.close()
+async def partition_leaders(settings: KafkaSettings, topics: Iterable[str], *,
+                            attempts: int = 10) -> dict[tuple[str, int], int]:
+    """The leader (broker id, -1 for none) of every partition of ``topics``, as the cluster's metadata says.
+
+    A broker that has just died may still be the one asked: the question is asked again (a new client,
+    ``attempts`` times in all, a quarter second apart) before the error is raised.
+    """
+    wanted = list(topics)
+    for attempt in range(1, attempts + 1):
+        admin = AIOKafkaAdminClient(**settings.client_options())
+        try:
+            await admin.start()
+            return {(topic["topic"], p["partition"]): int(p["leader"])
+                    for topic in await admin.describe_topics(wanted) for p in topic["partitions"]}
+        except (KafkaError, OSError):
+            if attempt == attempts:
+                raise
+        finally:
+            await admin.close()
+        await asyncio.sleep(0.25)
+    raise AssertionError("unreachable")
 
 
 async def topic_replication(settings: KafkaSettings, names: Iterable[str]) -> dict[str, Replication]:
