@@ -5,6 +5,7 @@ ENV PIP_NO_CACHE_DIR=1 PIP_DISABLE_PIP_VERSION_CHECK=1
 RUN python -m venv /opt/muster
 WORKDIR /src
 COPY pyproject.toml README.md ./
+COPY muster ./muster
 COPY schemas ./schemas
 COPY services ./services
 RUN /opt/muster/bin/pip install . && /opt/muster/bin/python -m compileall -q /opt/muster

@@ -42,22 +42,7 @@ def generate() -> dict[str, bytes]:
         "envelope.json": RawEnvelope.model_json_schema(),
         "jobspec.json": JobSpec.model_json_schema(),
         "cluster-config.json": MusterConfig.model_json_schema(),
-        "topics.json": {
-            "topics": [
-                {
-                    "name": t.name,
-                    "key": t.key,
-                    "partitions": t.partitions,
-                    "cleanup_policy": t.cleanup_policy,
-                    "producer": t.producer,
-                    "external_producers": t.external_producers,
-                    "dlq": t.dlq,
-                    "message_types": list(t.message_types),
-                    "config": dict(t.config),
-                }
-                for t in TOPICS.values()
-            ]
-        },
+        "topics.json": {"topics": [t.document() for t in TOPICS.values()]},
     }
     for topic in TOPICS.values():
         for cls in topic.messages:

@@ -38,6 +38,20 @@ class TopicSpec:
     def dlq(self) -> str:
         return dlq_topic(self.name)
 
+    def document(self) -> dict[str, object]:
+        """The topic as ``schemas/json/topics.json`` and ``muster topics list -o json`` describe it."""
+        return {
+            "name": self.name,
+            "key": self.key,
+            "partitions": self.partitions,
+            "cleanup_policy": self.cleanup_policy,
+            "producer": self.producer,
+            "external_producers": self.external_producers,
+            "dlq": self.dlq,
+            "message_types": list(self.message_types),
+            "config": dict(self.config),
+        }
+
 
 def dlq_topic(name: str) -> str:
     return f"{name}{DLQ_SUFFIX}"

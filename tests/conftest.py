@@ -69,6 +69,15 @@ def real_kube(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RealKube]:
         kube.close()
 
 
+@pytest.fixture(params=["kubesim", pytest.param("real", marks=pytest.mark.realkube)])
+def kube_backend(request: pytest.FixtureRequest) -> RealKube | None:
+    """Which Kubernetes a service test meets: None for kubesim, else the run's real control planes."""
+    if request.param == "real":
+        real: RealKube = request.getfixturevalue("real_kube")
+        return real
+    return None
+
+
 @pytest.fixture(autouse=True)
 async def no_leaked_tasks() -> AsyncIterator[None]:
     """Fail the test if it leaves asyncio tasks running behind it."""

@@ -9,20 +9,21 @@
 
 ``MUSTER_CONFIG`` names another file; ``XDG_CONFIG_HOME`` moves the default folder. The file is written
 readable by its owner only (it holds tokens). ``muster config`` lists, adds, selects and removes
-contexts; ``--context`` / ``MUSTER_CONTEXT`` pick one for a single command.
+contexts; ``--context`` / ``MUSTER_CONTEXT`` pick one for a single command. Reading and resolving them
+is the client's (``muster.client.config``), which every program using ``muster.client`` shares.
 """
 
 from __future__ import annotations
 
-import os
-from collections.abc import Mapping
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import click
 import yaml
 
+from muster.client import config as client_config
+from muster.client.errors import ConfigurationError
+from services.cli.output import emit, is_machine, output_option
 from services.runtime.credentials import write_private
 
 
@@ -30,56 +31,19 @@ class ContextError(click.ClickException):
     """A context file or entry that cannot be used; the message says how to fix it."""
 
 
-@dataclass(frozen=True)
-class Context:
-    name: str
-    url: str
-    token: str
-
-
-def user_config_path(environ: Mapping[str, str] | None = None) -> Path:
-    env = os.environ if environ is None else environ
-    if env.get("MUSTER_CONFIG"):
-        return Path(env["MUSTER_CONFIG"]).expanduser()
-    base = Path(env["XDG_CONFIG_HOME"]).expanduser() if env.get("XDG_CONFIG_HOME") else Path.home() / ".config"
-    return base / "muster" / "config.yaml"
+def user_config_path() -> Path:
+    return client_config.user_config_path()
 
 
 def read_config(path: Path) -> dict[str, Any]:
-    if not path.is_file():
-        return {"contexts": {}}
-    data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
-    if not isinstance(data, dict) or not isinstance(data.get("contexts", {}), dict):
-        raise ContextError(f"{path}: expected a mapping with `contexts` (name -> url, token)")
-    data.setdefault("contexts", {})
-    return data
+    try:
+        return client_config.read_config(path)
+    except ConfigurationError as exc:
+        raise ContextError(str(exc)) from None
 
 
 def write_config(path: Path, data: dict[str, Any]) -> None:
     write_private(path, yaml.safe_dump(data, sort_keys=False))
-
-
-def resolve(name: str | None, environ: Mapping[str, str] | None = None) -> Context | None:
-    """The named context, else the current one; None when the file selects none (and none was named)."""
-    path = user_config_path(environ)
-    data = read_config(path)
-    chosen = name or data.get("current-context")
-    if not chosen:
-        return None
-    entry = data["contexts"].get(chosen)
-    if not isinstance(entry, dict):
-        known = ", ".join(sorted(data["contexts"])) or "none"
-        raise ContextError(f"no context {chosen!r} in {path} (known: {known}); see `muster config get-contexts`")
-    url = entry.get("url")
-    token = entry.get("token")
-    if token is None and entry.get("token-file"):
-        token_file = Path(str(entry["token-file"])).expanduser()
-        if not token_file.is_file():
-            raise ContextError(f"context {chosen!r}: token-file {token_file} does not exist")
-        token = token_file.read_text(encoding="utf-8").strip()
-    if not url or not token:
-        raise ContextError(f"context {chosen!r} in {path} needs `url` and `token` (or `token-file`)")
-    return Context(chosen, str(url), str(token))
 
 
 def remember(name: str, url: str, token: str, *, make_current: bool = True, path: Path | None = None) -> Path:
@@ -101,18 +65,35 @@ def config() -> None:
     """Named gateway contexts (url and token) in ~/.config/muster/config.yaml."""
 
 
+def _token_source(entry: object) -> str:
+    """Where a context's token comes from, never the token: ``token-file <path>``, ``inline`` or ``none``."""
+    if not isinstance(entry, dict):
+        return "none"
+    if entry.get("token-file"):
+        return f"token-file {entry['token-file']}"
+    return "inline" if entry.get("token") else "none"
+
+
 @config.command("get-contexts")
-def get_contexts() -> None:
-    """List the contexts; * marks the current one."""
+@output_option
+def get_contexts(output: str) -> None:
+    """List the contexts; * marks the current one. Tokens are never shown (wide says where each comes from)."""
     path = user_config_path()
     data = read_config(path)
-    if not data["contexts"]:
+    current = data.get("current-context")
+    entries = sorted(data["contexts"].items())
+    if is_machine(output):
+        emit({"file": str(path), "current-context": current, "contexts": [
+            {"name": name, "url": entry.get("url") if isinstance(entry, dict) else None, "current": name == current,
+             "token": _token_source(entry)} for name, entry in entries]}, output)
+        return
+    if not entries:
         click.echo(f"no contexts in {path}")
         return
-    current = data.get("current-context")
-    for name, entry in sorted(data["contexts"].items()):
+    for name, entry in entries:
         url = entry.get("url", "?") if isinstance(entry, dict) else "?"
-        click.echo(f"{'*' if name == current else ' '} {name}\t{url}")
+        line = f"{'*' if name == current else ' '} {name}\t{url}"
+        click.echo(f"{line}\t{_token_source(entry)}" if output == "wide" else line)
 
 
 @config.command("current-context")

@@ -1,189 +1,65 @@
 """The ``muster`` job commands, talking to the gateway: submit, get, list, describe, cancel, suspend,
-resume, set-priority, scale, queues, top, and the ``recurring`` group (list, get, suspend, resume, delete)."""
+resume, set-priority, scale, queues, top, and the ``recurring`` group (list, get, suspend, resume, delete).
+
+Every read command takes ``-o text|wide|json|yaml`` (``services.cli.output``); what text and wide print is
+in ``services.cli.render``."""
 
 from __future__ import annotations
 
 import contextlib
-import json
-import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Literal
 
 import click
 import yaml
-from rich.console import Console, Group
+from rich.console import Group
 from rich.live import Live
-from rich.table import Table
 from rich.text import Text
 
+from muster.client import Client, JobsChanged, MusterError, StreamOpened
+from schemas.api import RecurringAccepted
 from schemas.status import TERMINAL_STATES
-from services.cli.client import ClientError, GatewayClient, load_settings
-from services.spec.durations import human_duration
+from services.cli.output import console, emit, emit_change, is_machine, output_option
+from services.cli.render import (
+    change_line,
+    describe_text,
+    jobs_table,
+    queues_table,
+    recurring_accepted_text,
+    recurring_table,
+    recurring_text,
+)
 
 
 @contextmanager
-def gateway() -> Iterator[GatewayClient]:
-    """A client from the environment / CLI config; API errors become clean click errors."""
+def gateway() -> Iterator[Client]:
+    """A client from the environment / CLI config (``Client.from_env``); its errors become clean click errors."""
     try:
-        with GatewayClient(load_settings()) as client:
+        with Client.from_env() as client:
             yield client
-    except ClientError as exc:
+    except MusterError as exc:
         raise click.ClickException(str(exc)) from None
-
-
-def _console() -> Console:
-    """A terminal's own width; 200 columns when the output goes to a file or a pipe (not 80)."""
-    return Console(highlight=False, soft_wrap=True, width=None if sys.stdout.isatty() else 200)
-
-
-def _parse_time(value: str | None) -> datetime | None:
-    return None if not value else datetime.fromisoformat(value.replace("Z", "+00:00"))
-
-
-def _ago(value: str | None, now: datetime) -> str:
-    at = _parse_time(value)
-    if at is None:
-        return "-"
-    return human_duration((now - at).total_seconds())
-
-
-def _in(value: str | None, now: datetime) -> str:
-    at = _parse_time(value)
-    if at is None:
-        return "unknown"
-    seconds = int((at - now).total_seconds())
-    if seconds <= 0:
-        return f"{at:%Y-%m-%d %H:%M:%S} UTC (now)"
-    span = f"{seconds // 60} min" if seconds < 7200 else f"{seconds / 3600:.1f} h"
-    return f"{at:%Y-%m-%d %H:%M:%S} UTC (in {span})"
-
-
-def jobs_table(jobs: list[dict[str, Any]], now: datetime) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("JOB", "QUEUE", "STATE", "ATTEMPT", "GPUS", "POS", "AGE"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("REASON", overflow="fold")  # wrapped on a narrow terminal, never cut
-    for job in jobs:
-        position = "-" if job.get("position") is None else str(job["position"])
-        table.add_row(job["job_id"], job["queue"], job["state"], str(job.get("attempt", 0)), str(job["gpus"]),
-                      position, _ago(job.get("submitted_at"), now), job.get("reason") or "")
-    return table
-
-
-def describe_text(explained: dict[str, Any], now: datetime) -> str:
-    """The human-readable description of one job: what it is, why it is where it is, what happened."""
-    job = explained["job"]
-    lines = [
-        f"Job:            {job['job_id']}  ({job['name']})",
-        f"Tenant / queue: {job['tenant']} / {job['queue']}",
-        f"State:          {job['state']} (attempt {job['attempt']})",
-        f"Priority class: {job['priority_class']}",
-        f"Size:           {job['replicas']} pods, {job['gpus']} GPUs",
-    ]
-    if job.get("cluster"):
-        lines.append(f"Cluster:        {job['cluster']}")
-    lines.append(f"Submitted:      {job['submitted_at']}  ({_ago(job['submitted_at'], now)} ago)")
-    lines.append("")
-    lines.append(f"Why:            {explained['summary']}")
-    if job["state"] == "pending":
-        position = explained.get("position")
-        lines.append(f"Position:       {'unknown' if position is None else position} (0 = next)")
-        lines.append(f"Estimated start: {_in(explained.get('estimated_start'), now)}")
-    if explained.get("reason"):
-        lines.append(f"Reason:         {explained['reason']}")
-    if explained.get("message"):
-        lines.append(f"Message:        {explained['message']}")
-    lines.append("")
-    lines.append("History:")
-    for item in explained.get("history") or []:
-        why = " ".join(part for part in (item.get("reason"), item.get("message")) if part)
-        lines.append(f"  {item['at']}  {item['state']:<11} attempt {item['attempt']}  {why}".rstrip())
-    return "\n".join(lines)
-
-
-def queues_table(queues: list[dict[str, Any]]) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("QUEUE", "TENANT", "COHORT", "GPU QUOTA", "IN USE", "BORROWED", "RUNNING"):
-        table.add_column(column, no_wrap=True)
-    table.add_column("PENDING (GPUS)", no_wrap=True)
-    for queue in queues:
-        quotas = queue.get("quotas") or {}
-        usage = queue.get("usage") or {}
-        gpu_quota = ", ".join(f"{res.removeprefix('gpu:')}={q['nominal']}" for res, q in sorted(quotas.items())
-                              if res.startswith("gpu:")) or "-"
-        allocated = usage.get("allocated") or {}
-        in_use = sum(v for k, v in allocated.items() if k.startswith("gpu:")) if usage else queue["gpus_running"]
-        borrowed = sum(v for k, v in (usage.get("borrowed") or {}).items() if k.startswith("gpu:"))
-        jobs = queue.get("jobs") or {}
-        running = sum(jobs.get(s, 0) for s in ("admitted", "running", "preempting"))
-        table.add_row(queue["name"], queue["tenant"], queue.get("cohort") or "-", gpu_quota, str(in_use),
-                      str(borrowed), str(running), f"{jobs.get('pending', 0)} ({queue['gpus_pending']})")
-    return table
-
-
-def top_view(client: GatewayClient, now: datetime) -> Group:
-    """Queues, then the jobs that hold or wait for GPUs."""
-    queues = client.queues()
-    active = client.jobs(limit=1000, active=True)
-    active.sort(key=lambda j: (j["state"] != "running", j["queue"], j.get("position") or 0))
-    gpus = sum(q["gpus_running"] for q in queues)
-    title = Text(f"muster top  {now:%H:%M:%S} UTC  {gpus} GPUs allocated, {len(active)} active jobs", style="bold")
-    return Group(title, Text(""), queues_table(queues), Text(""), jobs_table(active[:40], now))
-
-
-def recurring_accepted_text(result: dict[str, Any], now: datetime) -> str:
-    """What ``submit`` prints for a spec with ``schedule``: the recurring job and its next firings."""
-    verb = "created" if result["created"] else ("updated" if result["changed"] else "unchanged")
-    state = " (suspended)" if result.get("suspended") else ""
-    lines = [f"recurring job {result['name']} {verb}{state}: schedule {result['schedule']!r} (UTC)"]
-    lines += [f"  next: {_in(at, now)}" for at in result.get("next_firings") or []]
-    return "\n".join(lines)
-
-
-def recurring_table(items: list[dict[str, Any]], now: datetime) -> Table:
-    table = Table(box=None, pad_edge=False, header_style="bold")
-    for column in ("NAME", "QUEUE", "SCHEDULE", "STATE", "NEXT FIRING", "LAST JOB"):
-        table.add_column(column)
-    for item in items:
-        upcoming = item.get("next_firings") or []
-        recent = item.get("recent_firings") or []
-        last = f"{recent[0]['job_id']} ({recent[0]['state']})" if recent else "-"
-        table.add_row(item["name"], item["queue"], item["schedule"], "suspended" if item["suspended"] else "active",
-                      _in(upcoming[0], now) if upcoming else "-", last)
-    return table
-
-
-def recurring_text(item: dict[str, Any], now: datetime) -> str:
-    """One recurring job: schedule, next firings, the jobs recent firings submitted."""
-    lines = [
-        f"Recurring job:  {item['name']}",
-        f"Tenant / queue: {item['tenant']} / {item['queue']}  (defined by {item['user']})",
-        f"Schedule:       {item['schedule']} (UTC){'  SUSPENDED' if item['suspended'] else ''}",
-        f"Created:        {item['created_at']}",
-        "Next firings:",
-    ]
-    lines += [f"  {_in(at, now)}" for at in item.get("next_firings") or []] or ["  none (suspended)"]
-    lines.append("Recent firings:")
-    lines += [f"  {f['fired_at']}  {f['job_id']}  {f['state']}" for f in item.get("recent_firings") or []] \
-        or ["  none seen yet"]
-    return "\n".join(lines)
-
-
-def _print_json(data: Any) -> None:
-    click.echo(json.dumps(data, indent=2, sort_keys=True))
 
 
 def _now() -> datetime:
     return datetime.now(UTC)
 
 
-# ---------------------------------------------------------------------------------------------- commands
+def top_view(client: Client, now: datetime) -> Group:
+    """Queues, then the jobs that hold or wait for GPUs."""
+    queues = client.queues()
+    active = client.list_jobs(limit=1000, active=True).items
+    active.sort(key=lambda j: (j.state != "running", j.queue, j.position or 0))
+    gpus = sum(q.gpus_running for q in queues)
+    title = Text(f"muster top  {now:%H:%M:%S} UTC  {gpus} GPUs allocated, {len(active)} active jobs", style="bold")
+    return Group(title, Text(""), queues_table(queues), Text(""), jobs_table(active[:40], now))
 
-_output = click.option("-o", "--output", type=click.Choice(["text", "json"]), default="text", show_default=True)
+
+# ---------------------------------------------------------------------------------------------- commands
 
 
 @click.command()
@@ -198,32 +74,28 @@ def submit(file: Path, idempotency_key: str | None) -> None:
     if not isinstance(spec, dict):
         raise click.ClickException(f"{file}: a job spec is a mapping")
     with gateway() as client:
-        result = client.submit(spec, idempotency_key)
-    if "job_id" not in result:
+        result = client.submit(spec, idempotency_key=idempotency_key)
+    if isinstance(result, RecurringAccepted):
         click.echo(recurring_accepted_text(result, _now()))
         return
-    note = " (already submitted with this key)" if result.get("duplicate") else ""
-    click.echo(f"{result['job_id']} {result['state']}{note}")
+    note = " (already submitted with this key)" if result.duplicate else ""
+    click.echo(f"{result.job_id} {result.state}{note}")
 
 
-def change_line(job: dict[str, Any]) -> str:
-    """One job change as ``muster get|list --watch`` prints it."""
-    position = "" if job.get("position") is None else f" position {job['position']}"
-    why = f" {job['reason']}" if job.get("reason") else ""
-    return f"{job['updated_at']}  {job['job_id']}  {job['queue']}  {job['state']}{position}{why}"
-
-
-def _watch(client: GatewayClient, output: str, *, show: Any, until_finished: str | None = None,
-           **params: str | None) -> None:
+def _watch(client: Client, output: str, *, show: Callable[[], None], until_finished: str | None = None,
+           job_id: str | None = None, queue: str | None = None, tenant: str | None = None) -> None:
     """Follow the live stream: ``show()`` once it is open, then every job change until ``until_finished``
     (a job id) finishes or the stream ends."""
-    for event, data in client.watch(kinds="job", **params):
-        if event == "ready":
+    for event in client.watch(kinds=("job",), job_id=job_id, queue=queue, tenant=tenant):
+        if isinstance(event, StreamOpened):
             show()
-        elif event == "jobs":
-            for job in data:
-                click.echo(json.dumps(job) if output == "json" else change_line(job))
-                if until_finished is not None and job["job_id"] == until_finished and job["state"] in TERMINAL_STATES:
+        elif isinstance(event, JobsChanged):
+            for job in event.jobs:
+                if is_machine(output):
+                    emit_change(job, output)
+                else:
+                    click.echo(change_line(job, wide=output == "wide"))
+                if until_finished is not None and job.job_id == until_finished and job.state in TERMINAL_STATES:
                     return
 
 
@@ -233,17 +105,17 @@ _watch_option = click.option("-w", "--watch", is_flag=True,
 
 @click.command()
 @click.argument("job_id")
-@_output
+@output_option
 @_watch_option
 def get(job_id: str, output: str, watch: bool) -> None:
     """Show one job."""
     with gateway() as client:
         def show() -> None:
-            job = client.job(job_id)
-            if output == "json":
-                _print_json(job)
+            job = client.get(job_id)
+            if is_machine(output):
+                emit(job, output)
             else:
-                _console().print(jobs_table([job], _now()))
+                console().print(jobs_table([job], _now(), wide=output == "wide"))
 
         if not watch:
             show()
@@ -258,7 +130,7 @@ def get(job_id: str, output: str, watch: bool) -> None:
 @click.option("--tenant", default=None, help="administrators: another tenant's jobs")
 @click.option("--all", "show_all", is_flag=True, help="include finished jobs")
 @click.option("--limit", type=click.IntRange(1, 1000), default=100, show_default=True)
-@_output
+@output_option
 @_watch_option
 def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all: bool, limit: int,
               output: str, watch: bool) -> None:
@@ -266,14 +138,14 @@ def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all
     active = None if show_all or state is not None else True  # the gateway filters, so --limit counts the shown
     with gateway() as client:
         def show() -> None:
-            page = client.job_page(queue=queue, state=state, tenant=tenant, limit=limit, active=active)
-            jobs, total = page["items"], page["total"]
-            if output == "json":
-                _print_json(jobs)
+            page = client.list_jobs(queue=queue, state=state, tenant=tenant, limit=limit, active=active)
+            jobs, total = page.items, page.total
+            if is_machine(output):
+                emit(jobs, output)
             elif not jobs:
                 click.echo("no jobs")
             else:
-                _console().print(jobs_table(jobs, _now()))
+                console().print(jobs_table(jobs, _now(), wide=output == "wide"))
                 if total > len(jobs):
                     click.echo(f"{len(jobs)} of {total} shown, newest first (--limit to see more)")
 
@@ -286,11 +158,15 @@ def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all
 
 @click.command()
 @click.argument("job_id")
-def describe(job_id: str) -> None:
-    """Why a job is where it is: history, reason, queue position, estimated start."""
+@output_option
+def describe(job_id: str, output: str) -> None:
+    """Why a job is where it is: history, reason, queue position, estimated start (text and wide alike)."""
     with gateway() as client:
-        explained = client.explain(job_id)
-    click.echo(describe_text(explained, _now()))
+        explained = client.describe(job_id)
+    if is_machine(output):
+        emit(explained, output)
+    else:
+        click.echo(describe_text(explained, _now()))
 
 
 @click.command()
@@ -299,7 +175,7 @@ def describe(job_id: str) -> None:
 def cancel(job_id: str, reason: str) -> None:
     """Cancel a job (a running one is stopped)."""
     with gateway() as client:
-        client.action(job_id, "cancel", {"reason": reason})
+        client.cancel(job_id, reason)
     click.echo(f"{job_id} cancellation requested")
 
 
@@ -308,7 +184,7 @@ def cancel(job_id: str, reason: str) -> None:
 def suspend(job_id: str) -> None:
     """Suspend a job: it keeps its place in the queue but does not run."""
     with gateway() as client:
-        client.action(job_id, "suspend")
+        client.suspend(job_id)
     click.echo(f"{job_id} suspension requested")
 
 
@@ -317,7 +193,7 @@ def suspend(job_id: str) -> None:
 def resume(job_id: str) -> None:
     """Resume a suspended job."""
     with gateway() as client:
-        client.action(job_id, "resume")
+        client.resume(job_id)
     click.echo(f"{job_id} resumption requested")
 
 
@@ -342,15 +218,15 @@ def scale(job_id: str, replicas: int) -> None:
 
 
 @click.command()
-@_output
+@output_option
 def queues(output: str) -> None:
     """Queues with quotas, GPUs in use and waiting work."""
     with gateway() as client:
         items = client.queues()
-    if output == "json":
-        _print_json(items)
+    if is_machine(output):
+        emit(items, output)
     else:
-        _console().print(queues_table(items))
+        console().print(queues_table(items, wide=output == "wide"))
 
 
 @click.command()
@@ -358,13 +234,13 @@ def queues(output: str) -> None:
 @click.option("--once", is_flag=True, help="print one view and exit")
 def top(interval: float, once: bool) -> None:
     """A live view of queues, GPU use and active jobs (Ctrl-C to leave)."""
-    console = _console()
+    out = console()
     with gateway() as client:
         if once:
-            console.print(top_view(client, _now()))
+            out.print(top_view(client, _now()))
             return
         try:
-            with Live(top_view(client, _now()), console=console, auto_refresh=False, screen=False) as live:
+            with Live(top_view(client, _now()), console=out, auto_refresh=False, screen=False) as live:
                 while True:
                     time.sleep(interval)
                     live.update(top_view(client, _now()), refresh=True)
@@ -373,7 +249,7 @@ def top(interval: float, once: bool) -> None:
 
 
 @click.group(invoke_without_command=True)
-@_output
+@output_option
 @click.pass_context
 def recurring(ctx: click.Context, output: str) -> None:
     """Recurring jobs (specs with `schedule`): lists them; subcommands get, suspend, resume, delete."""
@@ -383,33 +259,41 @@ def recurring(ctx: click.Context, output: str) -> None:
 
 @recurring.command("list")
 @click.option("--tenant", default=None, help="administrators: another tenant's recurring jobs")
-@_output
+@output_option
 def recurring_list(output: str, tenant: str | None = None) -> None:
     """List your recurring jobs with their next firing."""
     with gateway() as client:
         items = client.recurring_jobs(tenant)
-    if output == "json":
-        _print_json(items)
+    if is_machine(output):
+        emit(items, output)
     elif not items:
         click.echo("no recurring jobs")
     else:
-        _console().print(recurring_table(items, _now()))
+        console().print(recurring_table(items, _now(), wide=output == "wide"))
 
 
 @recurring.command("get")
 @click.argument("name")
-@_output
+@output_option
 def recurring_get(name: str, output: str) -> None:
-    """Show one recurring job: next firings and the jobs recent firings submitted."""
+    """Show one recurring job: next firings and the jobs recent firings submitted (text and wide alike)."""
     with gateway() as client:
         item = client.recurring(name)
-    click.echo(json.dumps(item, indent=2, sort_keys=True) if output == "json" else recurring_text(item, _now()))
+    if is_machine(output):
+        emit(item, output)
+    else:
+        click.echo(recurring_text(item, _now()))
 
 
-def _recurring_action(name: str, action: str, done: str) -> None:
+def _recurring_action(name: str, action: Literal["suspend", "resume", "delete"], done: str) -> None:
     with gateway() as client:
-        result = client.recurring_action(name, action)
-    click.echo(f"recurring job {name} {'' if result.get('changed', True) else 'already '}{done}")
+        if action == "suspend":
+            result = client.suspend_recurring(name)
+        elif action == "resume":
+            result = client.resume_recurring(name)
+        else:
+            result = client.delete_recurring(name)
+    click.echo(f"recurring job {name} {'' if result.changed else 'already '}{done}")
 
 
 @recurring.command("suspend")

@@ -7,6 +7,7 @@ import asyncio
 import click
 
 from schemas.topics import TOPICS, dlq_topic
+from services.cli.output import emit, is_machine, output_option
 
 
 @click.group()
@@ -15,11 +16,21 @@ def topics() -> None:
 
 
 @topics.command("list")
-def list_topics() -> None:
-    """Print the registry: name, partitions, cleanup policy, producer, message types."""
+@output_option
+def list_topics(output: str) -> None:
+    """Print the registry: name, partitions, cleanup policy, producer, message types; wide adds the key,
+    external producers, the dead-letter topic and the topic's configuration."""
+    if is_machine(output):
+        emit([spec.document() for spec in TOPICS.values()], output)
+        return
     for spec in TOPICS.values():
-        click.echo(f"{spec.name:24} {spec.partitions:3}  {spec.cleanup_policy:8} {spec.producer:17} "
-                   f"{', '.join(spec.message_types)}")
+        line = (f"{spec.name:24} {spec.partitions:3}  {spec.cleanup_policy:8} {spec.producer:17} "
+                f"{', '.join(spec.message_types)}")
+        if output == "wide":
+            external = "  (external producers too)" if spec.external_producers else ""
+            settings = ", ".join(f"{k}={v}" for k, v in spec.config.items()) or "-"
+            line += f"\n    key: {spec.key}{external}\n    dlq: {spec.dlq}\n    config: {settings}"
+        click.echo(line)
 
 
 @topics.command("create")

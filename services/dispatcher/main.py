@@ -7,7 +7,7 @@ import logging
 from prometheus_client import CollectorRegistry
 
 from schemas.topics import DECISIONS_TOPIC, RUNS_TOPIC
-from services.dispatcher.binder import Binder
+from services.dispatcher.binder import MAX_BINDINGS_IN_FLIGHT, Binder
 from services.dispatcher.context import Context
 from services.dispatcher.dispatcher import Dispatcher
 from services.dispatcher.kube_ops import KubeOps
@@ -43,7 +43,11 @@ class DispatcherMain(ServiceMain):
         registry = CollectorRegistry()
         metrics = DispatcherMetrics(registry, options.cluster)
         kafka = options.kafka.with_identity(client_id=f"muster-{SERVICE}-{options.cluster}-{options.instance}")
-        api = await build_api_client(options.kube_server, kubeconfig=options.kubeconfig_path)
+        # connections for the decisions handled at once, the bindings in flight, the watches and background work:
+        # bindings queued behind Job creations for a connection would hold a burst's pods unbound
+        connections = self.settings.concurrent_decisions + MAX_BINDINGS_IN_FLIGHT + 8
+        api = await build_api_client(options.kube_server, kubeconfig=options.kubeconfig_path,
+                                     connection_pool_size=connections)
         async with api:
             producer = EnvelopeProducer(kafka)
             await producer.start()
@@ -57,7 +61,8 @@ class DispatcherMain(ServiceMain):
                 binder = Binder(rest, on_bound=metrics.pods_bound.labels(options.cluster).inc)
                 metrics.pods_waiting.labels(options.cluster).set_function(lambda: binder.pods_waiting)
                 loop = ConsumerLoop(kafka, [DECISIONS_TOPIC, RUNS_TOPIC], dispatcher.handle, producer,
-                                    group_id=group_id(options.cluster))
+                                    group_id=group_id(options.cluster),
+                                    concurrency=self.settings.concurrent_decisions)
                 runner = ServiceRunner(SERVICE, loops=[loop], tasks=[binder.run], registry=registry,
                                        http_host=options.http_host, http_port=options.http_port)
                 log.info("dispatcher for cluster %s starting (group %s)", options.cluster, loop.group_id)

@@ -46,6 +46,8 @@ class DispatchSettings:
     stop_wait_margin_s: float = 30.0  # beyond the pods' grace, how long a stop waits for them to be gone
     release_poll_s: float = 0.2  # how often a new revision waits for the pods of the one it replaces to be gone
     bind_pods: bool = True  # Muster binds each pod to its planned node (see ``binder``); else affinity only
+    # decisions of different jobs handled at once (one job's stay in order): Job creation waits on the API server
+    concurrent_decisions: int = 16
 
 
 def object_name(job_id: str, attempt: int, revision: int = 0) -> str:

@@ -11,9 +11,10 @@ from prometheus_client import CollectorRegistry, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 from pydantic import ValidationError
 
+from schemas.api import ErrorBody
 from services.gateway.context import GatewayContext
 from services.gateway.docs_ui import mount_docs
-from services.gateway.errors import ApiError, ErrorBody, api_error_handler, request_validation_handler
+from services.gateway.errors import ApiError, api_error_handler, request_validation_handler
 from services.gateway.routes_config import router as config_router
 from services.gateway.routes_jobs import router as jobs_router
 from services.gateway.routes_recurring import router as recurring_router

@@ -6,6 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from schemas.api import JobView
 from schemas.codec import MAX_MESSAGE_BYTES, encode
 from schemas.config import ConfigItemDeleted
 from schemas.envelope import Envelope, Message, make_envelope
@@ -17,15 +18,14 @@ from services.gateway.auth import Principal, TokenTable
 from services.gateway.configs import defined_message
 from services.gateway.dashboard_state import DashboardFeeds, DashboardState
 from services.gateway.errors import ApiError
-from services.gateway.ids import random_job_id
 from services.gateway.metrics import GatewayMetrics
-from services.gateway.models import JobView
 from services.gateway.policy import SubmissionPlan, plan_submission
 from services.gateway.presenters import job_from_status, job_from_submission
 from services.gateway.publisher import Publisher
 from services.gateway.submissions import RecentSubmissions
 from services.gateway.views import ConfigItem, ConfigKind, ConfigView, StatusView, UsageView
 from services.runtime.clock import Clock, utc_now
+from services.spec.ids import random_job_id
 
 log = logging.getLogger(__name__)
 

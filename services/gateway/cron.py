@@ -11,7 +11,7 @@ from croniter import croniter
 from schemas.config import RecurringJobConfig
 from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec
-from services.gateway.ids import MAX_JOB_ID, name_prefix
+from services.spec.ids import MAX_JOB_ID, name_prefix
 
 RECURRING_LABEL = "muster.io/recurring-job"
 """Label put on every job a recurring job submits; its value is the recurring job's name."""

@@ -16,8 +16,8 @@ from fastapi import FastAPI, Request, Response
 from fastapi.responses import FileResponse, JSONResponse
 from fastapi.staticfiles import StaticFiles
 
+from schemas.api import ErrorBody
 from services.gateway.context import GatewayContext
-from services.gateway.errors import ErrorBody
 
 UI_DIR = Path(__file__).with_name("ui")
 UI_PATH = "/ui"

@@ -7,10 +7,10 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from schemas.api import Action, HistoryItem, JobRow
 from schemas.decisions import PlacementPlan
 from schemas.jobspec import JobSpec
 from services.gateway.auth import Role
-from services.gateway.models import Action, HistoryItem, JobView
 
 JobSort = Literal["submitted_at", "updated_at", "name", "state", "queue", "tenant", "gpus", "position",
                   "estimated_start", "priority_class"]
@@ -27,12 +27,6 @@ class WhoAmI(_Body):
     role: Role
     may_act: bool = Field(description="whether the caller may cancel, suspend, resume, re-prioritise or scale "
                                       "its tenant's jobs")
-
-
-class JobRow(JobView):
-    """A job as the dashboard lists it: the API's job view and who submitted it (when known)."""
-
-    user: str | None = None
 
 
 class Facets(_Body):
@@ -168,9 +162,3 @@ class JobDetail(_Body):
     gpu_hours: float
     actions: list[Action] = Field(description="what the caller may do to the job now")
 
-
-class StreamReady(_Body):
-    """The first event of a stream: from here on every change the caller may see is sent."""
-
-    at: datetime
-    kinds: list[str]

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
+from schemas.api import Action, HistoryItem, JobRow, JobView
 from schemas.capacity import NodeState
 from schemas.config import CohortConfig, QueueConfig
 from schemas.jobs import JobRecord
@@ -26,7 +27,6 @@ from services.gateway.dashboard_models import (
     JobDetail,
     JobGroup,
     JobPage,
-    JobRow,
     JobSort,
     NodeCell,
     Overview,
@@ -36,7 +36,6 @@ from services.gateway.dashboard_models import (
     QuotaLine,
     RackGroup,
 )
-from services.gateway.models import Action, HistoryItem, JobView
 from services.gateway.presenters import job_from_status
 
 #: a job as the table sees it: a status from the queue manager, or a submission it has not reported yet

@@ -16,12 +16,12 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 
+from schemas.api import JobRow
 from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
 from schemas.envelope import Envelope
 from schemas.jobs import JobRecord, JobRecorded
 from schemas.status import JobStatusChanged
 from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
-from services.gateway.dashboard_models import JobRow
 from services.gateway.live import Change, LiveHub
 from services.gateway.presenters import job_from_status
 

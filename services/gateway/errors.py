@@ -8,17 +8,12 @@ from typing import Any
 from fastapi import Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
-from pydantic import BaseModel, ValidationError
+from pydantic import ValidationError
+
+from schemas.api import ErrorBody
 
 BODY_NAME_KEY = "x-body-name"
 """``openapi_extra`` key naming a route's body in error fields (``spec`` for a job spec)."""
-
-
-class ErrorBody(BaseModel):
-    error: str
-    field: str | None = None
-    detail: str = ""
-    errors: list[dict[str, Any]] | None = None
 
 
 class ApiError(Exception):

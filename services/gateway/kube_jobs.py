@@ -26,11 +26,11 @@ from schemas.kube import (
 from services.gateway.auth import Principal
 from services.gateway.context import GatewayContext
 from services.gateway.errors import ApiError
-from services.gateway.ids import kube_job_id
 from services.gateway.policy import check_spec, queue_for_submission
 from services.gateway.views import ConfigView
 from services.runtime.kube import ADDED, MODIFIED, KubeRest, build_api_client, job_cache
 from services.spec.durations import parse_duration
+from services.spec.ids import kube_job_id
 
 log = logging.getLogger(__name__)
 

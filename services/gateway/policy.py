@@ -11,9 +11,9 @@ from schemas.jobspec import DependencySpec, JobSpec, SecuritySpec
 from schemas.status import JobStatusChanged
 from services.gateway.auth import Principal
 from services.gateway.errors import ApiError
-from services.gateway.ids import keyed_job_id
 from services.gateway.submissions import RecentSubmissions, spec_digest
 from services.gateway.views import ConfigView, StatusView
+from services.spec.ids import keyed_job_id
 from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, non_preemptible_refusal
 
 _ELEVATED_FIELDS = ("privileged", "run_as_root", "host_network", "host_pid", "host_ipc", "host_path_volumes")

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections import Counter
 
+from schemas.api import Explanation, HistoryItem, JobView, QueueUsage, QueueView
 from schemas.config import QueueConfig
 from schemas.status import JobStatusChanged
 from schemas.usage import QueueUsageReported
-from services.gateway.models import Explanation, HistoryItem, JobView, QueueUsage, QueueView
 from services.gateway.submissions import Submitted
 from services.gateway.views import HistoryEntry
 

@@ -6,13 +6,13 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from datetime import datetime
 
+from schemas.api import FiringView, RecurringView
 from schemas.config import RecurringJobConfig
 from schemas.jobspec import JobSpec
 from schemas.status import JobStatusChanged
 from services.gateway.auth import Principal
 from services.gateway.cron import firing_time_of, next_firings, valid_schedule
 from services.gateway.errors import ApiError
-from services.gateway.models import FiringView, RecurringView
 from services.gateway.policy import check_spec, queue_for_submission
 from services.gateway.views import ConfigView
 

@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Response
 
+from schemas.api import ConfigChange, ConfigDocument, QueueList, QueueView
 from schemas.config import (
     CohortConfig,
     GpuTypeConfig,
@@ -18,7 +19,6 @@ from services.gateway.configs import check_definition, check_deletion
 from services.gateway.context import GatewayContext
 from services.gateway.deps import Admin, Caller, Context
 from services.gateway.errors import BODY_NAME_KEY, ApiError
-from services.gateway.models import ConfigChange, ConfigDocument, QueueList, QueueView
 from services.gateway.presenters import queue_view
 from services.gateway.views import ConfigItem, ConfigKind
 

@@ -13,6 +13,7 @@ import orjson
 from fastapi import APIRouter, Depends, Path, Query
 from fastapi.sse import EventSourceResponse, ServerSentEvent
 
+from schemas.api import HistoryItem, StreamReady, ViewState
 from schemas.config import CohortConfig
 from schemas.envelope import Name
 from services.gateway.context import GatewayContext
@@ -24,7 +25,6 @@ from services.gateway.dashboard_models import (
     JobSort,
     Overview,
     QueuesPage,
-    StreamReady,
     WhoAmI,
 )
 from services.gateway.dashboard_query import (
@@ -39,7 +39,6 @@ from services.gateway.dashboard_query import (
 from services.gateway.deps import Caller, Context
 from services.gateway.errors import ApiError
 from services.gateway.live import KINDS, Change, Kind, StreamFilter
-from services.gateway.models import HistoryItem, ViewState
 from services.gateway.presenters import job_from_submission, summary
 
 router = APIRouter(tags=["dashboard"])

@@ -6,13 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Body, Header, Path, Query, Response
 
-from schemas.envelope import Name
-from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SuspendJob
-from schemas.jobspec import JobSpec
-from schemas.status import TERMINAL_STATES
-from services.gateway.deps import Caller, Context
-from services.gateway.errors import BODY_NAME_KEY, ApiError
-from services.gateway.models import (
+from schemas.api import (
     ActionAccepted,
     CancelRequest,
     Explanation,
@@ -24,6 +18,12 @@ from services.gateway.models import (
     SubmitAccepted,
     ViewState,
 )
+from schemas.envelope import Name
+from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SuspendJob
+from schemas.jobspec import JobSpec
+from schemas.status import TERMINAL_STATES
+from services.gateway.deps import Caller, Context
+from services.gateway.errors import BODY_NAME_KEY, ApiError
 from services.gateway.policy import check_preemptibility
 from services.gateway.presenters import explanation
 from services.gateway.routes_recurring import define_recurring
@@ -65,8 +65,9 @@ async def list_jobs(
     tenant: Annotated[Name | None, Query(description="administrators only; members see their own tenant")] = None,
     active: Annotated[bool | None, Query(description="true: only unfinished jobs; false: only finished ones")] = None,
     limit: Annotated[int, Query(ge=1, le=1000)] = 100,
+    offset: Annotated[int, Query(ge=0, description="skip this many matches (paging; newest first)")] = 0,
 ) -> JobList:
-    """Jobs the caller may see, newest first; ``total`` counts every match, beyond ``limit`` too."""
+    """Jobs the caller may see, newest first; ``total`` counts every match, beyond ``offset`` and ``limit`` too."""
     if tenant is not None and not caller.owns(tenant):
         raise ApiError(403, "forbidden", "members may list only their own tenant's jobs", field="tenant")
     jobs = [j for j in ctx.visible_jobs(caller)
@@ -74,7 +75,7 @@ async def list_jobs(
             and (tenant is None or j.tenant == tenant)
             and (active is None or (j.state not in TERMINAL_STATES) == active)]
     jobs.sort(key=lambda j: (j.submitted_at, j.job_id), reverse=True)
-    return JobList(items=jobs[:limit], total=len(jobs))
+    return JobList(items=jobs[offset:offset + limit], total=len(jobs))
 
 
 @router.get("/{job_id}", response_model=JobView)

@@ -7,6 +7,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Path, Query, Response
 
+from schemas.api import RecurringAccepted, RecurringChange, RecurringList, RecurringView
 from schemas.config import ConfigItemDeleted, RecurringJobConfig, RecurringJobDefined
 from schemas.envelope import Name
 from schemas.jobspec import JobSpec
@@ -14,7 +15,6 @@ from services.gateway.auth import Principal
 from services.gateway.context import GatewayContext
 from services.gateway.deps import Caller, Context
 from services.gateway.errors import ApiError
-from services.gateway.models import RecurringAccepted, RecurringChange, RecurringList, RecurringView
 from services.gateway.recurring import (
     plan_recurring,
     recurring_view,

@@ -138,6 +138,24 @@ class ControlPlane:
                 process.stop()
         self.processes.clear()
 
+    def kill(self, component: str) -> None:
+        """SIGKILL one component at once (a crash, for fault tests); ``restart`` brings it back."""
+        self.processes[component].kill()
+
+    def restart(self, component: str) -> None:
+        """Start a stopped or killed component again, with the same arguments and ports; returns at once
+        (``wait_ready`` for the API server). Must be called from the thread that started the plane."""
+        argv = {"etcd": self._etcd_argv, "kube-apiserver": self._apiserver_argv,
+                "kube-controller-manager": self._controller_manager_argv, "kube-scheduler": self._scheduler_argv,
+                "kwok": self._kwok_argv}[component]()
+        if self.processes[component].alive:
+            raise ControlPlaneError(f"{component} is running")
+        self._start(component, argv)
+
+    @property
+    def etcd_url(self) -> str:
+        return f"http://{HOST}:{self.ports['etcd']}"
+
     def check_alive(self) -> None:
         """Raise if a component has exited."""
         for process in self.processes.values():
@@ -216,6 +234,9 @@ class ControlPlane:
             # client rate limits as large clusters set them (the defaults, 20 QPS, pace the Job
             # controller's pod creation at 20 pods/s, far below what the API server takes)
             "--kube-api-qps=300", "--kube-api-burst=600",
+            # Jobs synced at once (default 5): each sync creates its Job's pods one request at a time, so
+            # five workers pace a burst of small gangs below what the API server takes
+            "--concurrent-job-syncs=50",
             f"--service-cluster-ip-range={SERVICE_CIDR}", "--v=1",
         ]
 

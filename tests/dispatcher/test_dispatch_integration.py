@@ -11,6 +11,7 @@ from schemas.runs import JobDispatched, RunAllPodsReady, RunFailed, RunStarted, 
 from services.kubesim.kubelet import KubeletProfile
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import JOBS, create_or_get
+from tests.builders.realkube import RealKube
 from tests.dispatcher.builders import admitted, placement, scaled, spec
 from tests.dispatcher.harness import eventually_true, running
 
@@ -21,9 +22,10 @@ def job_id(prefix: str) -> str:
     return f"{prefix}-{uuid.uuid4().hex[:6]}"
 
 
-async def test_admission_runs_on_the_planned_nodes_to_success(registry_settings: KafkaSettings) -> None:
+async def test_admission_runs_on_the_planned_nodes_to_success(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("ok")
-    async with running(registry_settings) as cluster:
+    async with running(registry_settings, kube_backend) as cluster:
         plan = placement("east-a100-2", "east-a100-3")
         await cluster.decide(admitted(jid, 0, plan=plan, job_spec=spec(replicas=2, seconds=1.0)))
         dispatched = (await cluster.outputs.wait_for(JobDispatched, job_id=jid))[0]
@@ -44,9 +46,10 @@ async def test_admission_runs_on_the_planned_nodes_to_success(registry_settings:
                                                 {"cluster": "east", "gpu_type": "a100"}) == 32
 
 
-async def test_the_same_admission_twice_creates_one_job(registry_settings: KafkaSettings) -> None:
+async def test_the_same_admission_twice_creates_one_job(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("twice")
-    async with running(registry_settings, watcher=False) as cluster:
+    async with running(registry_settings, kube_backend, watcher=False) as cluster:
         envelope = await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=60)))
         await cluster.decide(envelope.payload, envelope)  # redelivery: the very same envelope
         await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=60)))  # a repeated decision, new event id
@@ -63,9 +66,10 @@ async def test_the_same_admission_twice_creates_one_job(registry_settings: Kafka
         assert len(cluster.outputs.messages(JobDispatched, job_id=jid)) == 1
 
 
-async def test_scaling_recreates_the_gang_on_the_new_placement(registry_settings: KafkaSettings) -> None:
+async def test_scaling_recreates_the_gang_on_the_new_placement(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("scale")
-    async with running(registry_settings) as cluster:
+    async with running(registry_settings, kube_backend) as cluster:
         await cluster.decide(admitted(jid, 0, plan=placement("east-a100-0"), job_spec=spec(replicas=3, seconds=60)))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         bigger = placement("east-a100-0", "east-a100-1", "east-a100-2")
@@ -84,11 +88,11 @@ async def test_scaling_recreates_the_gang_on_the_new_placement(registry_settings
 
 
 async def test_a_rescale_starts_the_new_revision_only_once_the_old_pods_are_gone(
-        registry_settings: KafkaSettings) -> None:
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     """The old pods take a second to terminate; binding the new ones onto the same GPUs earlier would be refused."""
     jid = job_id("resize")
-    async with running(registry_settings) as cluster:
-        cluster.sim.kubelet.profile = KubeletProfile("slow-stop", (0.0, 0.0), 0.0, 1.0)
+    async with running(registry_settings, kube_backend) as cluster:
+        cluster.require_sim().kubelet.profile = KubeletProfile("slow-stop", (0.0, 0.0), 0.0, 1.0)
         await cluster.decide(admitted(jid, 0, plan=placement("east-a100-0", pods_per_node=2),
                                       job_spec=spec(replicas=2, gpus=4, seconds=60)))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
@@ -108,9 +112,10 @@ async def test_a_rescale_starts_the_new_revision_only_once_the_old_pods_are_gone
         assert [(j["metadata"]["name"], j["spec"]["suspend"]) for j in jobs] == [(f"{jid}-a0-r1", False)]
 
 
-async def test_a_suspended_user_job_is_released_onto_its_placement(registry_settings: KafkaSettings) -> None:
+async def test_a_suspended_user_job_is_released_onto_its_placement(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("native")
-    async with running(registry_settings) as cluster:
+    async with running(registry_settings, kube_backend) as cluster:
         user_job = {
             "apiVersion": "batch/v1", "kind": "Job",
             "metadata": {"name": "my-notebook", "namespace": "team-b", "labels": {"muster.dev/queue": "team-b"}},

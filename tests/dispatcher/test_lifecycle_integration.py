@@ -19,6 +19,7 @@ from schemas.runs import (
 )
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import JOBS, patch
+from tests.builders.realkube import RealKube
 from tests.dispatcher.builders import admitted, placement, preempt, spec
 from tests.dispatcher.harness import Cluster, eventually_true, running
 
@@ -38,9 +39,10 @@ async def gone(cluster: Cluster, jid: str) -> bool:
     return not await cluster.jobs("team-a", jid) and not await cluster.pods("team-a", jid)
 
 
-async def test_preemption_without_acknowledgement_waits_the_grace_period(registry_settings: KafkaSettings) -> None:
+async def test_preemption_without_acknowledgement_waits_the_grace_period(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("victim")
-    async with running(registry_settings) as cluster:
+    async with running(registry_settings, kube_backend) as cluster:
         await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=120)))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         requested = time.monotonic()
@@ -57,9 +59,10 @@ async def test_preemption_without_acknowledgement_waits_the_grace_period(registr
         assert not cluster.outputs.messages(RunFailed, job_id=jid)
 
 
-async def test_preemption_ends_early_once_the_job_has_checkpointed(registry_settings: KafkaSettings) -> None:
+async def test_preemption_ends_early_once_the_job_has_checkpointed(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("ckpt")
-    async with running(registry_settings) as cluster:
+    async with running(registry_settings, kube_backend) as cluster:
         await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=120)))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         requested = time.monotonic()
@@ -73,9 +76,10 @@ async def test_preemption_ends_early_once_the_job_has_checkpointed(registry_sett
         await eventually_true(lambda: gone(cluster, jid))
 
 
-async def test_a_handshake_resumes_after_a_dispatcher_restart(registry_settings: KafkaSettings) -> None:
+async def test_a_handshake_resumes_after_a_dispatcher_restart(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("resume")
-    async with running(registry_settings) as cluster:
+    async with running(registry_settings, kube_backend) as cluster:
         await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=120)))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         await cluster.decide(preempt(jid, 0, grace_s=3))
@@ -88,17 +92,19 @@ async def test_a_handshake_resumes_after_a_dispatcher_restart(registry_settings:
         await eventually_true(lambda: gone(cluster, jid))
 
 
-async def test_preempting_a_job_that_is_not_here_reports_it_stopped(registry_settings: KafkaSettings) -> None:
+async def test_preempting_a_job_that_is_not_here_reports_it_stopped(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("absent")
-    async with running(registry_settings, watcher=False) as cluster:
+    async with running(registry_settings, kube_backend, watcher=False) as cluster:
         await cluster.decide(preempt(jid, 2, grace_s=30))
         stopped = (await cluster.outputs.wait_for(JobStopped, job_id=jid))[0]
         assert (stopped.attempt, stopped.checkpointed) == (2, False)
 
 
-async def test_a_failing_gang_restarts_whole_then_gives_up(registry_settings: KafkaSettings) -> None:
+async def test_a_failing_gang_restarts_whole_then_gives_up(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("crash")
-    async with running(registry_settings) as cluster:
+    async with running(registry_settings, kube_backend) as cluster:
         await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=0.3, exit_code=3, max_restarts=2)))
         failed = (await cluster.outputs.wait_for(DispatchFailed, job_id=jid, within=40))[0]
         assert failed.reason == "restarts_exhausted" and not failed.retryable
@@ -113,13 +119,14 @@ async def test_a_failing_gang_restarts_whole_then_gives_up(registry_settings: Ka
         assert [d.by for d in deleted] == ["muster"]  # replacements inside the attempt are not deletions
 
 
-async def test_a_lost_node_evicts_the_run_and_reports_the_node(registry_settings: KafkaSettings) -> None:
+async def test_a_lost_node_evicts_the_run_and_reports_the_node(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("lost")
-    async with running(registry_settings) as cluster:
+    async with running(registry_settings, kube_backend) as cluster:
         await cluster.decide(admitted(jid, 0, plan=placement("east-a100-1", "east-a100-2"),
                                       job_spec=spec(seconds=120)))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
-        cluster.sim.set_node_ready("east-a100-2", False)
+        cluster.require_sim().set_node_ready("east-a100-2", False)
         evicted = (await cluster.outputs.wait_for(RunEvicted, job_id=jid))[0]
         assert (evicted.reason, evicted.node) == ("NodeLost", "east-a100-2")
         await cluster.outputs.wait_until(lambda: any(

@@ -9,8 +9,8 @@ import pytest
 from schemas.decisions import JobAdmitted
 from schemas.runs import DispatchFailed, JobDispatched, RunAllPodsReady, RunFailed, RunStarted, RunSucceeded
 from services.dispatcher.plans import object_name
-from services.gateway.ids import kube_job_id
 from services.runtime.kube import JOBS, PODS
+from services.spec.ids import kube_job_id
 from tests.e2e.builders import ADMIN_TOKEN, job_spec, suspended_kube_job
 from tests.e2e.system import System
 

@@ -138,6 +138,10 @@ async def test_list_filters_and_orders_newest_first(client: httpx.AsyncClient, g
     assert [j["job_id"] for j in r["items"]] == ["job-1"]
     r = (await client.get("/v1/jobs", params={"limit": 1}, headers=auth("alice"))).json()
     assert len(r["items"]) == 1 and r["total"] == 3
+    r = (await client.get("/v1/jobs", params={"limit": 2, "offset": 1}, headers=auth("alice"))).json()
+    assert [j["job_id"] for j in r["items"]] == ["job-1", "job-0"] and r["total"] == 3
+    r = (await client.get("/v1/jobs", params={"offset": 3}, headers=auth("alice"))).json()
+    assert r["items"] == [] and r["total"] == 3
     bad = await client.get("/v1/jobs", params={"limit": 0}, headers=auth("alice"))
     assert (bad.status_code, bad.json()["field"]) == (422, "limit")
 

@@ -7,12 +7,11 @@ from pathlib import Path
 
 import pytest
 import yaml
-from click import ClickException
 from click.testing import CliRunner
 
+from muster.client import ConfigurationError, load_settings
 from schemas.intents import CancelJob, ResumeJob, SubmitJob, SuspendJob
 from schemas.topics import INTENTS_TOPIC
-from services.cli.client import ClientError, load_settings
 from services.cli.contexts import config, remember
 from services.cli.jobs import (
     cancel,
@@ -127,7 +126,7 @@ def test_settings_come_from_the_environment_or_the_cli_file(tmp_path: Path) -> N
     assert "from-file" not in repr(settings)
     settings = load_settings({**no_contexts, "MUSTER_URL": "http://gw:1", "MUSTER_TOKEN": "env"}, cwd=nested)
     assert (settings.url, settings.token) == ("http://gw:1", "env")
-    with pytest.raises(ClientError, match="MUSTER_URL"):
+    with pytest.raises(ConfigurationError, match="MUSTER_URL"):
         load_settings(no_contexts, cwd=tmp_path.parent.parent / "nowhere")
 
 
@@ -151,7 +150,7 @@ def test_contexts_reach_the_gateway_from_any_folder(tmp_path: Path) -> None:
     assert "* prod" in out and "  local" in out
     code, out = run(config, ["use-context", "staging"], env)
     assert code == 1 and "no context 'staging'" in out
-    with pytest.raises(ClickException, match="known: local, prod"):
+    with pytest.raises(ConfigurationError, match="known: local, prod"):
         load_settings({**env, "MUSTER_CONTEXT": "staging"}, cwd=elsewhere)
     (tmp_path / ".muster").mkdir()
     (tmp_path / ".muster" / "cli.yaml").write_text("url: http://127.0.0.1:9/\ntoken: project\n")

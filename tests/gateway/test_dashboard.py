@@ -315,3 +315,47 @@ async def test_cli_get_and_list_watch(served_dashboard: tuple[Harness, Dashboard
     hub.close()  # the stream then ends after its first event: list --watch prints the table and returns
     listed = await asyncio.to_thread(CliRunner().invoke, list_jobs, ["--watch", "--all"], env=env)
     assert listed.exit_code == 0 and "a-1" in listed.output
+
+
+@pytest.mark.parametrize("output", ["yaml", "json", "wide"])
+async def test_cli_watch_prints_each_change_in_the_chosen_format(
+    served_dashboard: tuple[Harness, DashboardFeeds, str], output: str
+) -> None:
+    import json
+
+    import yaml
+    from click.testing import CliRunner
+
+    from services.cli.jobs import get
+
+    _, feeds, url = served_dashboard
+    hub = served_dashboard[0].ctx.dashboard.hub
+    send(feeds.status, status_changed("a-1", state="pending", position=0))
+    env = {"MUSTER_URL": url, "MUSTER_TOKEN": TOKENS["alice"], "MUSTER_CLI_CONFIG": "", "COLUMNS": "250"}
+
+    async def changes() -> None:
+        for _ in range(500):
+            if len(hub):
+                break
+            await asyncio.sleep(0.02)
+        await asyncio.sleep(0.3)
+        send(feeds.status, status_changed("a-1", state="running", cluster="east", minutes=1))
+        await asyncio.sleep(0.3)
+        send(feeds.status, status_changed("a-1", state="succeeded", cluster="east", message="exit 0", minutes=2))
+
+    feeding = asyncio.create_task(changes())
+    result = await asyncio.to_thread(CliRunner().invoke, get, ["a-1", "--watch", "-o", output], env=env)
+    await feeding
+    assert result.exit_code == 0, result.output
+    if output == "yaml":
+        documents = list(yaml.safe_load_all(result.output))
+        assert [d["state"] for d in documents] == ["pending", "running", "succeeded"]  # the read, then changes
+        assert documents[-1]["cluster"] == "east" and documents[-1]["user"] is None
+    elif output == "json":
+        first, *changed = result.output.split("\n}\n")[0] + "\n}", result.output.split("\n}\n", 1)[1]
+        assert json.loads(first)["state"] == "pending"
+        assert [json.loads(line)["state"] for line in changed[0].splitlines()] == ["running", "succeeded"]
+    else:
+        lines = result.output.splitlines()
+        assert "CLUSTER" in lines[0]
+        assert lines[-1].endswith("  a-1  team-a  succeeded  attempt 0  cluster east  exit 0"), lines[-1]

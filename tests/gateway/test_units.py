@@ -11,9 +11,9 @@ from schemas.config import ConfigItemDeleted, QueueConfig, QueueDefined
 from schemas.envelope import JobId
 from schemas.intents import SubmitJob
 from services.gateway.auth import Principal, TokenTable, token_digest
-from services.gateway.ids import keyed_job_id, kube_job_id, name_prefix, random_job_id
 from services.gateway.submissions import RecentSubmissions
 from services.gateway.views import ConfigView, StatusView
+from services.spec.ids import keyed_job_id, kube_job_id, name_prefix, random_job_id
 from tests.gateway.builders import T0, feed, job_spec, status_changed
 
 _JOB_ID = TypeAdapter(JobId)

@@ -74,6 +74,10 @@ class ConsumerLoop:
     ``settle``: ``"record"`` waits for each record's outputs before the next record (and retries the
     handler when they fail); ``"batch"`` hands a whole fetched batch's outputs to a ``BatchSettler``
     (``settle.py``), sharing ``order`` with a service that also produces from another task.
+    ``concurrency`` > 1 (record mode only): the records of a fetched batch are handled up to that many
+    at once, those with the same key (or, unkeyed, of the same partition) one after the other in
+    offset order; a partition's offsets are committed up to its first record not yet handled. For
+    handlers whose work on different keys is independent and waits on I/O (the dispatcher's API calls).
     ``on_tombstone`` receives null values (deletes on compacted topics) with their key; without it
     they are dead-lettered as ``malformed``. ``skip(topic, key, value)`` may pass a record over before
     it is decoded (committed like a handled one).
@@ -99,12 +103,18 @@ class ConsumerLoop:
         settle: Literal["record", "batch"] = "record",
         order: OutputOrder | None = None,
         skip: Callable[[str, bytes | None, bytes | None], bool] | None = None,
+        concurrency: int = 1,
     ) -> None:
         group = group_id or settings.group_id
         if not group:
             raise ValueError("ConsumerLoop needs a consumer group (group_id or MUSTER_KAFKA_GROUP_ID)")
         if order is not None and settle != "batch":
             raise ValueError("an output order is shared with the batch settle mode only")
+        if concurrency < 1:
+            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
+        if concurrency > 1 and settle != "record":
+            raise ValueError("concurrent handling needs the record settle mode")
+        self._concurrency = concurrency
         self.group_id = group
         self._settings = settings
         self._topics = tuple(topics)
@@ -160,6 +170,10 @@ class ConsumerLoop:
             consumer.subscribe(self._topics, listener=_Rebalance(self))
             while not self._stopping.is_set():
                 batch = await consumer.getmany(timeout_ms=self.POLL_TIMEOUT_MS, max_records=self._max_records)
+                if self._concurrency > 1:
+                    await self._process_concurrently([r for records in batch.values() for r in records])
+                    await self._finish_batch()
+                    continue
                 handled = 0
                 for records in batch.values():
                     for record in records:
@@ -188,11 +202,43 @@ class ConsumerLoop:
         async with self._work_lock:
             if tp not in self._owned:
                 return  # revoked while the batch was in hand: the new owner re-reads it
-            if self._skip is not None and self._skip(record.topic, record.key, record.value):
-                self.stats.passed_over += 1
-            else:
-                await self._handle_record(record)
+            await self._handle_or_skip(record)
             self._processed[tp] = record.offset + 1
+
+    async def _handle_or_skip(self, record: Record) -> None:
+        if self._skip is not None and self._skip(record.topic, record.key, record.value):
+            self.stats.passed_over += 1
+        else:
+            await self._handle_record(record)
+
+    async def _process_concurrently(self, records: list[Record]) -> None:
+        """Handle a fetched batch ``concurrency`` records at a time, one lane per key (see the class)."""
+        async with self._work_lock:
+            owned = [r for r in records if TopicPartition(r.topic, r.partition) in self._owned]
+            lanes: dict[object, list[Record]] = {}
+            for record in owned:
+                lane = record.key if record.key is not None else (record.topic, record.partition)
+                lanes.setdefault(lane, []).append(record)
+            handled: set[tuple[str, int, int]] = set()
+            slots = asyncio.Semaphore(self._concurrency)
+
+            async def run_lane(lane: list[Record]) -> None:
+                for record in lane:
+                    if self._stopping.is_set():
+                        return
+                    async with slots:
+                        await self._handle_or_skip(record)
+                    handled.add((record.topic, record.partition, record.offset))
+
+            try:
+                async with asyncio.TaskGroup() as group:
+                    for lane in lanes.values():
+                        group.create_task(run_lane(lane))
+            except BaseExceptionGroup as failed:  # as in the sequential mode: the loop stops with the error
+                raise failed.exceptions[0] from None
+            finally:
+                for tp, offset in _handled_prefixes(owned, handled).items():
+                    self._processed[tp] = offset
 
     async def _handle_record(self, record: Record) -> None:
         if record.value is None and self._on_tombstone is not None:
@@ -300,6 +346,22 @@ class ConsumerLoop:
         if self._on_assigned_cb is not None:
             await self._on_assigned_cb(assigned)
         self._ready.set()
+
+
+def _handled_prefixes(records: list[Record], handled: set[tuple[str, int, int]]) -> dict[TopicPartition, int]:
+    """Per partition, the offset after the last record of its unbroken handled run from the start of
+    ``records`` (in fetch order): what may be committed. Partitions whose first record is unhandled are absent."""
+    prefixes: dict[TopicPartition, int] = {}
+    broken: set[TopicPartition] = set()
+    for record in records:
+        tp = TopicPartition(record.topic, record.partition)
+        if tp in broken:
+            continue
+        if (record.topic, record.partition, record.offset) in handled:
+            prefixes[tp] = record.offset + 1
+        else:
+            broken.add(tp)
+    return prefixes
 
 
 def _where(record: Record) -> str:

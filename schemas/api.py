@@ -1,9 +1,10 @@
-"""Request and response bodies of the HTTP API (the OpenAPI document is generated from them)."""
+"""Request and response bodies of the gateway's HTTP API: its OpenAPI document is generated from them, and
+the Python client (``muster.client``) reads and writes the very same models."""
 
 from __future__ import annotations
 
 from datetime import datetime
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -27,6 +28,16 @@ Action = Literal["cancel", "suspend", "resume", "change_priority", "scale"]
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
+
+
+class ErrorBody(BaseModel):
+    """Every error answer: a short machine-readable ``error``, the offending ``field``, a ``detail`` for
+    people; a 422 lists each invalid field in ``errors`` (``{"field", "detail"}``)."""
+
+    error: str
+    field: str | None = None
+    detail: str = ""
+    errors: list[dict[str, Any]] | None = None
 
 
 class SubmitAccepted(_Body):
@@ -53,6 +64,20 @@ class JobView(_Body):
     cluster: str | None = None
     submitted_at: datetime
     updated_at: datetime
+
+
+class JobRow(JobView):
+    """A job as the dashboard and the live stream (``/v1/stream``) carry it: the job view and who submitted it
+    (when known)."""
+
+    user: str | None = None
+
+
+class StreamReady(_Body):
+    """The first event of a stream: from here on every change the caller may see is sent."""
+
+    at: datetime
+    kinds: list[str]
 
 
 class JobList(_Body):

@@ -1,0 +1,119 @@
+"""The typed Python client of Muster.
+
+- ``Client`` / ``AsyncClient``: the gateway's HTTP API (submit, get, list, describe, cancel, suspend, resume,
+  set_priority, scale, queues, recurring jobs), ``watch()`` on the live stream and ``wait()`` for a state.
+  Answers are the API's own pydantic models (``schemas.api``); refusals raise ``ApiError`` subclasses that
+  carry the API's error body.
+- ``KafkaSubmitter``: validated ``SubmitJob`` intents straight onto ``muster.intents.v1`` (imported on first
+  use, so the HTTP clients never load the Kafka client).
+
+See ``docs/client.md``.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from muster.client.aio import AsyncClient
+from muster.client.config import ClientSettings, Context, context_settings, load_settings, resolve_context
+from muster.client.errors import (
+    ApiError,
+    BadRequest,
+    ConfigurationError,
+    Conflict,
+    Forbidden,
+    InvalidSpec,
+    JobEnded,
+    MusterError,
+    NotFound,
+    PayloadTooLarge,
+    ProtocolError,
+    TooManyRequests,
+    TransportError,
+    Unauthorized,
+    Unavailable,
+    Unprocessable,
+    WaitTimeout,
+)
+from muster.client.operations import Submitted
+from muster.client.stream import JobsChanged, JobsRemoved, NodesChanged, QueuesChanged, StreamEvent, StreamOpened
+from muster.client.sync import Client
+from schemas.api import (
+    ActionAccepted,
+    ErrorBody,
+    Explanation,
+    JobList,
+    JobRow,
+    JobView,
+    QueueView,
+    RecurringAccepted,
+    RecurringChange,
+    RecurringView,
+    SubmitAccepted,
+)
+from schemas.jobspec import JobSpec
+
+if TYPE_CHECKING:
+    from muster.client.kafka import KafkaSubmitter, Produced
+    from services.runtime.kafka import KafkaSettings
+
+__all__ = [
+    "ActionAccepted",
+    "ApiError",
+    "AsyncClient",
+    "BadRequest",
+    "Client",
+    "ClientSettings",
+    "ConfigurationError",
+    "Conflict",
+    "Context",
+    "ErrorBody",
+    "Explanation",
+    "Forbidden",
+    "InvalidSpec",
+    "JobEnded",
+    "JobList",
+    "JobRow",
+    "JobSpec",
+    "JobView",
+    "JobsChanged",
+    "JobsRemoved",
+    "KafkaSettings",
+    "KafkaSubmitter",
+    "MusterError",
+    "NodesChanged",
+    "NotFound",
+    "PayloadTooLarge",
+    "Produced",
+    "ProtocolError",
+    "QueueView",
+    "QueuesChanged",
+    "RecurringAccepted",
+    "RecurringChange",
+    "RecurringView",
+    "StreamEvent",
+    "StreamOpened",
+    "SubmitAccepted",
+    "Submitted",
+    "TooManyRequests",
+    "TransportError",
+    "Unauthorized",
+    "Unavailable",
+    "Unprocessable",
+    "WaitTimeout",
+    "context_settings",
+    "load_settings",
+    "resolve_context",
+]
+
+
+def __getattr__(name: str) -> Any:
+    if name in ("KafkaSubmitter", "Produced"):
+        from muster.client import kafka
+
+        return getattr(kafka, name)
+    if name == "KafkaSettings":
+        from services.runtime.kafka import KafkaSettings
+
+        return KafkaSettings
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

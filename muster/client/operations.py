@@ -1,0 +1,148 @@
+"""Every call of the gateway's ``/v1`` API as data: what to send and how to read the answer. ``Client`` and
+``AsyncClient`` send the same ``Call`` objects, one synchronously and one with asyncio."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field
+from typing import Any, Generic, Literal, TypeVar
+from urllib.parse import quote
+
+from pydantic import TypeAdapter, ValidationError
+
+from muster.client.errors import ProtocolError
+from schemas.api import (
+    ActionAccepted,
+    Explanation,
+    JobList,
+    JobView,
+    QueueList,
+    QueueView,
+    RecurringAccepted,
+    RecurringChange,
+    RecurringList,
+    RecurringView,
+    SubmitAccepted,
+)
+from schemas.jobspec import JobSpec
+
+T = TypeVar("T")
+
+Submitted = SubmitAccepted | RecurringAccepted
+"""What a submission answers: the job queued, or (a spec with ``schedule``) the recurring job it defines."""
+
+_SUBMITTED: TypeAdapter[Submitted] = TypeAdapter(Submitted)
+
+
+@dataclass(frozen=True)
+class Call(Generic[T]):
+    """One request and the reader of its (2xx) JSON answer."""
+
+    method: Literal["GET", "POST", "PATCH", "DELETE"]
+    path: str
+    read: Callable[[Any], T]
+    params: dict[str, str | int] = field(default_factory=dict)
+    json: Any = None
+    headers: dict[str, str] = field(default_factory=dict)
+
+    def parse(self, body: Any) -> T:
+        try:
+            return self.read(body)
+        except ValidationError as exc:
+            raise ProtocolError(f"{self.method} {self.path}: unexpected answer: {exc}") from None
+
+
+def _segment(value: str) -> str:
+    return quote(value, safe="")
+
+
+def spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
+    """The JSON body of a submission: a model as the fields its author set; a mapping as given (the gateway
+    validates it and answers 422 with every invalid field)."""
+    if isinstance(spec, JobSpec):
+        return spec.model_dump(mode="json", exclude_unset=True)
+    return dict(spec)
+
+
+def submit(spec: JobSpec | Mapping[str, Any], idempotency_key: str | None = None) -> Call[Submitted]:
+    headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
+    return Call("POST", "/v1/jobs", _SUBMITTED.validate_python, json=spec_body(spec), headers=headers)
+
+
+def get_job(job_id: str) -> Call[JobView]:
+    return Call("GET", f"/v1/jobs/{_segment(job_id)}", JobView.model_validate)
+
+
+def list_jobs(*, queue: str | None = None, state: str | None = None, tenant: str | None = None,
+              active: bool | None = None, limit: int = 100, offset: int = 0) -> Call[JobList]:
+    params: dict[str, str | int] = {k: v for k, v in {"queue": queue, "state": state, "tenant": tenant}.items() if v}
+    if active is not None:
+        params["active"] = "true" if active else "false"
+    params["limit"] = limit
+    if offset:
+        params["offset"] = offset
+    return Call("GET", "/v1/jobs", JobList.model_validate, params=params)
+
+
+def describe(job_id: str) -> Call[Explanation]:
+    return Call("GET", f"/v1/jobs/{_segment(job_id)}/explain", Explanation.model_validate)
+
+
+def cancel(job_id: str, reason: str = "") -> Call[ActionAccepted]:
+    return Call("POST", f"/v1/jobs/{_segment(job_id)}/cancel", ActionAccepted.model_validate,
+                json={"reason": reason})
+
+
+def suspend(job_id: str) -> Call[ActionAccepted]:
+    return Call("POST", f"/v1/jobs/{_segment(job_id)}/suspend", ActionAccepted.model_validate)
+
+
+def resume(job_id: str) -> Call[ActionAccepted]:
+    return Call("POST", f"/v1/jobs/{_segment(job_id)}/resume", ActionAccepted.model_validate)
+
+
+def set_priority(job_id: str, priority_class: str) -> Call[ActionAccepted]:
+    return Call("PATCH", f"/v1/jobs/{_segment(job_id)}", ActionAccepted.model_validate,
+                json={"priority_class": priority_class})
+
+
+def scale(job_id: str, replicas: int) -> Call[ActionAccepted]:
+    return Call("POST", f"/v1/jobs/{_segment(job_id)}/scale", ActionAccepted.model_validate,
+                json={"replicas": replicas})
+
+
+def _queue_items(body: Any) -> list[QueueView]:
+    return QueueList.model_validate(body).items
+
+
+def queues() -> Call[list[QueueView]]:
+    return Call("GET", "/v1/queues", _queue_items)
+
+
+def _recurring_items(body: Any) -> list[RecurringView]:
+    return RecurringList.model_validate(body).items
+
+
+def recurring_jobs(tenant: str | None = None) -> Call[list[RecurringView]]:
+    return Call("GET", "/v1/recurring", _recurring_items, params={"tenant": tenant} if tenant else {})
+
+
+def recurring(name: str) -> Call[RecurringView]:
+    return Call("GET", f"/v1/recurring/{_segment(name)}", RecurringView.model_validate)
+
+
+def recurring_action(name: str, action: Literal["suspend", "resume", "delete"]) -> Call[RecurringChange]:
+    if action == "delete":
+        return Call("DELETE", f"/v1/recurring/{_segment(name)}", RecurringChange.model_validate)
+    return Call("POST", f"/v1/recurring/{_segment(name)}/{action}", RecurringChange.model_validate)
+
+
+QueryItem = tuple[str, str | int | float | bool | None]
+
+
+def stream_params(*, kinds: tuple[str, ...], job_id: str | None, queue: str | None,
+                  tenant: str | None) -> list[QueryItem]:
+    """The query of ``GET /v1/stream`` (``kinds`` repeats)."""
+    params: list[QueryItem] = [("kinds", kind) for kind in kinds]
+    params += [(name, value) for name, value in (("job_id", job_id), ("queue", queue), ("tenant", tenant)) if value]
+    return params
