@@ -7,9 +7,9 @@ from collections.abc import AsyncIterator, Iterator
 
 import pytest
 
-from services.runtime.broker import ResolvedBroker, resolve_broker
+from services.runtime.broker import KafkaCluster, ResolvedBroker, resolve_broker
 from services.runtime.kafka import KafkaSettings
-from tests.builders.broker import client_settings, registry_broker_at
+from tests.builders.broker import client_settings, registry_broker_at, registry_cluster_at
 from tests.builders.realkube import RealKube
 
 
@@ -42,6 +42,16 @@ def registry_broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Resolv
     """
     with registry_broker_at(tmp_path_factory.mktemp("kafka")) as broker:
         yield broker
+
+
+@pytest.fixture(scope="module")
+def registry_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[KafkaCluster]:
+    """Three Apache Kafka brokers of this test module alone (KRaft, each node also a controller), with
+    every registry topic at replication factor 3 and min.insync.replicas 2. About 8 s to start; each
+    node's JVM has a 384 MB heap. Tests may kill and restart its nodes; skipped when
+    ``MUSTER_KAFKA_BOOTSTRAP`` names an external broker."""
+    with registry_cluster_at(tmp_path_factory.mktemp("kafka-cluster")) as cluster:
+        yield cluster
 
 
 @pytest.fixture

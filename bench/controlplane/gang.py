@@ -18,13 +18,13 @@ PODS = 512
 WITHIN_S = 60.0
 
 
-async def main(*, quick: bool, bootstrap: str | None) -> str:
+async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
     fleet = Fleet(nodes=1_000 if quick else 10_000, nodes_per_rack=80, racks_per_block=5)  # 640 GPUs a rack
     trials = 3 if quick else 10
     layout = QueueLayout(cohorts=1, queues_per_cohort=1, nominal=fleet.gpus)
     jobs = [submission(f"gang-{t}", "q-0-0", replicas=PODS, runtime_s=3600, rack=True) for t in range(trials)]
     rows: list[tuple[str, float, float, str]] = []
-    async with private_broker(bootstrap) as broker:
+    async with private_broker(bootstrap, brokers=brokers) as broker:
         base = await round_trip(broker.settings, [encode(make_envelope(j, SUBMITTER)) for j in jobs], 1.0)
         async with running_stack(broker, fleet, layout, lambda _: None,
                                  scheduler=SchedulerConfig(min_runtime_s=0.0)) as stack:

@@ -284,7 +284,7 @@ async def reclaim_trials(broker: Broker, backend: Backend, *, nodes: int, trials
     return times
 
 
-async def main(*, benchmark: str, quick: bool, bootstrap: str | None) -> str:
+async def main(*, benchmark: str, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
     nodes = {"gang": 125 if quick else 1_000, "dispatch": 125 if quick else 1_000,
              "reclaim": 4 if quick else 32}[benchmark]
     pods = 64 if quick else 512
@@ -296,7 +296,7 @@ async def main(*, benchmark: str, quick: bool, bootstrap: str | None) -> str:
         for cluster in ("sim", "real"):
             config = fleet(cluster, nodes)
             # a broker of each cluster's own: the queue manager of one must not see the other's nodes
-            async with private_broker(bootstrap) as broker, \
+            async with private_broker(bootstrap, brokers=brokers) as broker, \
                     (kubesim(config) if cluster == "sim" else real(config, Path(root))) as backend:
                 notes.append(f"{backend.name}: {nodes:,} nodes ready in {backend.setup_s:.1f} s")
                 if benchmark == "reclaim":

@@ -23,7 +23,7 @@ from services.core import SchedulerConfig
 LIMIT_S = 240.0  # a run that has not completed by then reports how far it got
 
 
-async def main(*, quick: bool, bootstrap: str | None) -> str:
+async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
     cohorts, queues, workloads = (2, 10, 10) if quick else (10, 100, 50)
     layout = QueueLayout(cohorts=cohorts, queues_per_cohort=queues, nominal=NOMINAL, borrowing_limit=BORROWING_LIMIT)
     fleet = Fleet(nodes=cohorts * queues * NOMINAL // 8)  # the cluster holds exactly the nominal quotas
@@ -35,7 +35,7 @@ async def main(*, quick: bool, bootstrap: str | None) -> str:
     jobs = [jobs[k] for k in _round_robin(len(layout.queue_names()), workloads)]
     runtimes = {job.job_id: size.runtime_s for job, size in jobs}
     size_of = {job.job_id: size.name for job, size in jobs}
-    async with private_broker(bootstrap) as broker:
+    async with private_broker(bootstrap, brokers=brokers) as broker:
         base = await round_trip(broker.settings, [encode(make_envelope(j, SUBMITTER)) for j, _ in jobs], None)
         async with running_stack(broker, fleet, layout, runtimes.__getitem__,
                                  scheduler=SchedulerConfig(min_runtime_s=0.0)) as stack:

@@ -20,13 +20,13 @@ from services.core import SchedulerConfig
 WITHIN_S = 60.0
 
 
-async def main(*, quick: bool, bootstrap: str | None) -> str:
+async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
     running, trials = (400, 5) if quick else (4_000, 20)
     fleet = Fleet(nodes=running // 8)
     layout = QueueLayout(cohorts=1, queues_per_cohort=1, nominal=fleet.gpus)
     fillers = [submission(f"low-{i}", "q-0-0", priority_class="low", runtime_s=3600) for i in range(running)]
     urgent = [submission(f"high-{t}", "q-0-0", priority_class="high", runtime_s=3600) for t in range(trials)]
-    async with private_broker(bootstrap) as broker:
+    async with private_broker(bootstrap, brokers=brokers) as broker:
         base = await round_trip(broker.settings, [encode(make_envelope(j, SUBMITTER)) for j in urgent], 1.0)
         async with running_stack(broker, fleet, layout, lambda _: None,
                                  scheduler=SchedulerConfig(min_runtime_s=0.0)) as stack:

@@ -23,12 +23,12 @@ FULL = (Scenario("2000/s", 20_000, 2_000), Scenario("burst", 20_000, None))
 QUICK = (Scenario("2000/s", 1_000, 2_000), Scenario("burst", 1_000, None))
 
 
-async def measure(shards: int, *, quick: bool, bootstrap: str | None) -> list[Outcome]:
+async def measure(shards: int, *, quick: bool, bootstrap: str | None, brokers: int = 1) -> list[Outcome]:
     fleet = Fleet(nodes=1_000 if quick else 10_000, pools=shards)
     layout = QueueLayout(cohorts=1, queues_per_cohort=QUEUES, nominal=fleet.gpus, pools=shards)
     queues = [queue_name(0, q) for q in range(QUEUES)]
     owners = [(pool_name(k),) for k in range(shards)]
-    async with private_broker(bootstrap) as broker, running_stack(
+    async with private_broker(bootstrap, brokers=brokers) as broker, running_stack(
             broker, fleet, layout, lambda _: RUNTIME_S, scheduler=SchedulerConfig(min_runtime_s=0.0),
             shards=owners) as stack:
         return [await run_scenario(stack, scenario, index, within_s=60 + scenario.count / 200, queues=queues)
@@ -39,8 +39,8 @@ def _ceiling(ms_per_job: float | None) -> str:
     return "-" if not ms_per_job else f"{1000 / ms_per_job:,.0f}/s"
 
 
-async def main(*, quick: bool, bootstrap: str | None) -> str:
-    results = {n: await measure(n, quick=quick, bootstrap=bootstrap) for n in SHARDS}
+async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
+    results = {n: await measure(n, quick=quick, bootstrap=bootstrap, brokers=brokers) for n in SHARDS}
     nodes = 1_000 if quick else 10_000
     table = Table(f"shards: {nodes:,} nodes split over n pools, {QUEUES} queues, 1-GPU jobs of {RUNTIME_S:g} s, "
                   "one queue-manager process per pool",

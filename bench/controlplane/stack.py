@@ -23,9 +23,17 @@ from schemas.topics import CAPACITY_TOPIC, CONFIG_TOPIC, INTENTS_TOPIC
 from services.core import SchedulerConfig
 from services.queue_manager.main import QueueManagerMain
 from services.queue_manager.service import QueueManager
-from services.runtime.broker import resolve_broker
+from services.runtime.broker import KafkaBroker, KafkaCluster, ResolvedBroker, resolve_broker
 from services.runtime.collector import configure_collector
-from services.runtime.kafka import DeliveryFuture, EnvelopeProducer, KafkaSettings, ensure_registry_topics
+from services.runtime.kafka import (
+    DeliveryFuture,
+    EnvelopeProducer,
+    KafkaSettings,
+    Replication,
+    cluster_size,
+    ensure_registry_topics,
+    topic_replication,
+)
 from services.runtime.options import ServeOptions
 
 log = logging.getLogger(__name__)
@@ -39,24 +47,40 @@ PERIOD_S = 5.0
 
 @dataclass
 class Broker:
-    """A private broker for one benchmark run, with Muster's topics."""
+    """A private broker (or cluster of brokers) for one benchmark run, with Muster's topics."""
 
     settings: KafkaSettings
     started_s: float
+    brokers: int = 1
+    replication: Replication | None = None  # the topics' (None when it could not be read)
+    pids: tuple[int, ...] = ()  # the broker JVMs this run started (none for an external broker)
+
+    def cpu_seconds(self) -> float | None:
+        """CPU time the broker JVMs have used so far (None when unknown: an external broker)."""
+        used = [process_cpu_seconds(pid) for pid in self.pids]
+        return None if not used or None in used else sum(u for u in used if u is not None)
 
 
 @contextlib.asynccontextmanager
-async def private_broker(bootstrap: str | None = None) -> AsyncIterator[Broker]:
-    """Start an Apache Kafka broker in a temporary directory (or use ``bootstrap``) and create the topics."""
+async def private_broker(bootstrap: str | None = None, *, brokers: int = 1) -> AsyncIterator[Broker]:
+    """Start Apache Kafka (``brokers`` of them) in a temporary directory, or use ``bootstrap``, and create
+    the topics (replication from the cluster's size: factor 3 and min.insync.replicas 2 from 3 brokers)."""
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="muster-bench-") as log_dir:
-        broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=log_dir)
+        broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=log_dir, brokers=brokers)
         try:
             settings = KafkaSettings(bootstrap=broker.bootstrap, client_id="muster-bench", request_timeout_ms=30_000)
             await ensure_registry_topics(settings)
-            yield Broker(settings, time.perf_counter() - started)
+            size = await cluster_size(settings)
+            replication = (await topic_replication(settings, [INTENTS_TOPIC])).get(INTENTS_TOPIC)
+            yield Broker(settings, time.perf_counter() - started, size, replication, _pids(broker))
         finally:
             await asyncio.to_thread(broker.close)
+
+
+def _pids(broker: ResolvedBroker) -> tuple[int, ...]:
+    nodes = broker.nodes if isinstance(broker, KafkaCluster) else (broker,) if isinstance(broker, KafkaBroker) else ()
+    return tuple(node.pid for node in nodes if node.pid is not None)
 
 
 async def publish(producer: EnvelopeProducer, topic: str, messages: Sequence[Message], producer_name: str) -> None:

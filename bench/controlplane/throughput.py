@@ -105,17 +105,43 @@ async def settle(stack: Stack, ids: set[str], *, within_s: float = 60.0) -> None
     await asyncio.sleep(QUIET_S)
 
 
-async def throughput(broker: Broker, *, quick: bool, debounce_s: float | None = None) -> Table:
-    """Run every scenario on one stack (10,000 nodes; 1,000 with ``quick``) and tabulate them."""
+@dataclass(frozen=True)
+class Measured:
+    """The outcomes of scenarios run one after the other on one stack."""
+
+    outcomes: list[Outcome]
+    fleet: Fleet
+    setup_s: dict[str, float]
+    debounce_s: float
+
+
+async def measure(broker: Broker, scenarios: Sequence[Scenario], *, quick: bool,
+                  debounce_s: float | None = None) -> Measured:
+    """Run ``scenarios`` on one stack (10,000 nodes; 1,000 with ``quick``)."""
     fleet = Fleet(nodes=1_000 if quick else 10_000)
     layout = QueueLayout(cohorts=1, queues_per_cohort=QUEUES, nominal=fleet.gpus)
     scheduler = SchedulerConfig(min_runtime_s=0.0)
     async with running_stack(broker, fleet, layout, lambda _: RUNTIME_S, scheduler=scheduler,
                              debounce_s=debounce_s) as stack:
         outcomes = []
-        for index, scenario in enumerate(QUICK if quick else FULL):
+        for index, scenario in enumerate(scenarios):
             outcomes.append(await run_scenario(stack, scenario, index, within_s=60 + scenario.count / 200))
-        setup = dict(stack.setup_s)
+        return Measured(outcomes, fleet, dict(stack.setup_s), stack.manager.debounce_s)
+
+
+def per_second(o: Outcome) -> float:
+    return o.admitted / o.seconds if o.seconds > 0 else 0.0
+
+
+def vs_raw(o: Outcome) -> float:
+    """Admissions per second over the raw broker's messages per second of the same submissions."""
+    return per_second(o) / o.baseline_per_s if o.baseline_per_s else 0.0
+
+
+async def throughput(broker: Broker, *, quick: bool, debounce_s: float | None = None) -> Table:
+    """Run every scenario on one stack (10,000 nodes; 1,000 with ``quick``) and tabulate them."""
+    measured = await measure(broker, QUICK if quick else FULL, quick=quick, debounce_s=debounce_s)
+    fleet, outcomes, setup = measured.fleet, measured.outcomes, measured.setup_s
     table = Table(
         f"throughput: {fleet.nodes:,} nodes x {fleet.gpus_per_node} GPUs, {QUEUES} queues, 1-GPU jobs of "
         f"{RUNTIME_S:g} s, 1 queue-manager shard",
@@ -123,11 +149,10 @@ async def throughput(broker: Broker, *, quick: bool, debounce_s: float | None = 
          "submit->Job created p50/p95/p99 ms", "raw broker msgs/s", "raw round trip p50/p95/p99 ms",
          "vs raw", "QM CPU ms/job"])
     for o in outcomes:
-        ratio = (o.admitted / o.seconds) / o.baseline_per_s if o.seconds > 0 and o.baseline_per_s else 0.0
         table.add(o.scenario.name, f"{o.scenario.count:,}", f"{o.admitted:,}", rate(o.admitted, o.seconds),
-                  o.decision.ms(), o.created.ms(), f"{o.baseline_per_s:,.0f}/s", o.baseline.ms(), f"{ratio:.2f}",
+                  o.decision.ms(), o.created.ms(), f"{o.baseline_per_s:,.0f}/s", o.baseline.ms(), f"{vs_raw(o):.2f}",
                   o.cpu_cell())
-    debounce = stack.manager.debounce_s
+    debounce = measured.debounce_s
     table.notes += [
         "capacity is published straight onto muster.capacity.v1 and a fake cluster answers JobAdmitted with "
         "RunStarted / RunSucceeded (kubesim is not built for 10,000 nodes); 'Job created' = the fake cluster "
@@ -137,5 +162,6 @@ async def throughput(broker: Broker, *, quick: bool, debounce_s: float | None = 
         "QM CPU ms/job: the queue-manager process's CPU time over the scenario (its jobs submitted, admitted, "
         "run and finished) per job",
         "setup: " + ", ".join(f"{k} {v:.1f} s" for k, v in setup.items()),
+        f"Kafka: {broker.brokers} broker{'s' if broker.brokers != 1 else ''}, topics at {broker.replication}",
     ]
     return table

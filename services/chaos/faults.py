@@ -11,7 +11,8 @@ from services.chaos.plan import ChaosPlan
 from services.chaos.report import FaultCounts
 from services.chaos.system import ChaosSystem
 
-KILL, BROKER, OUTAGE, WATCHES = "kill", "broker_restart", "api_outage", "drop_watches"
+KILL, BROKER, BROKER_KILL, OUTAGE, WATCHES = "kill", "broker_restart", "broker_kill", "api_outage", "drop_watches"
+BROKER_ROLES = ("leader", "controller")
 
 
 @dataclass(frozen=True)
@@ -32,10 +33,19 @@ def plan_faults(plan: ChaosPlan, services: list[str], rng: random.Random) -> lis
         return round(rng.uniform(start, end), 3)
 
     faults = [Fault(when(), KILL, rng.choice(services), round(rng.uniform(0.2, 3.0), 2)) for _ in range(plan.kills)]
-    faults += [Fault(when(), BROKER, seconds=round(rng.uniform(2.0, 6.0), 2)) for _ in range(plan.broker_restarts)]
+    faults += [Fault(when(), BROKER, _broker_node(plan, rng), round(rng.uniform(2.0, 6.0), 2))
+               for _ in range(plan.broker_restarts)]
+    faults += [Fault(when(), BROKER_KILL, BROKER_ROLES[i % 2], round(rng.uniform(1.0, 5.0), 2))
+               for i in range(plan.broker_kills)]
     faults += [Fault(when(), OUTAGE, seconds=round(rng.uniform(1.0, 5.0), 2)) for _ in range(plan.outages)]
     faults += [Fault(when(), WATCHES) for _ in range(plan.watch_drops)]
     return sorted(faults, key=lambda f: f.at_s)
+
+
+def _broker_node(plan: ChaosPlan, rng: random.Random) -> str:
+    """The node a broker restart stops: one of a cluster's (by the seed); the one broker otherwise (no draw,
+    so a single broker's schedule of a seed stays what it was)."""
+    return str(rng.randint(1, plan.brokers)) if plan.brokers > 1 else ""
 
 
 class FaultInjector:
@@ -70,15 +80,25 @@ class FaultInjector:
             self._counts.watches_closed += closed
         elif fault.kind == BROKER:
             async with self._lock("broker"):
-                self._notify(f"broker stop; restart in {fault.seconds:g}s")
-                await self._system.restart_broker(fault.seconds)
+                which = f"broker {fault.target}" if fault.target else "broker"
+                self._notify(f"{which} stop; restart in {fault.seconds:g}s")
+                await self._system.restart_broker(fault.seconds, int(fault.target) if fault.target else None)
                 self._counts.broker_restarts += 1
                 self._notify("broker back")
+        elif fault.kind == BROKER_KILL:
+            async with self._lock("broker"):  # one broker down at a time: the quorum and min.insync hold
+                node, failover = await self._system.kill_broker(fault.target, fault.seconds)
+                self._notify(f"kill -9 broker {node} ({fault.target}); leaders moved in {failover:.1f}s; "
+                             f"restart in {fault.seconds:g}s")
+                self._counts.broker_kills[fault.target] = self._counts.broker_kills.get(fault.target, 0) + 1
+                self._counts.broker_failover_s.setdefault(fault.target, []).append(round(failover, 2))
+                self._notify(f"broker {node} back")
         elif fault.kind == KILL:
             async with self._lock(fault.target):
                 self._notify(f"kill -9 {fault.target}; restart in {fault.seconds:g}s")
-                await self._system.kill(fault.target, fault.seconds)
+                recovery = await self._system.kill(fault.target, fault.seconds)
                 self._counts.kills[fault.target] = self._counts.kills.get(fault.target, 0) + 1
+                self._counts.kill_recovery_s.setdefault(fault.target, []).append(round(recovery, 2))
         else:
             raise ValueError(f"unknown fault {fault.kind!r}")
 

@@ -133,7 +133,7 @@ async def run_chaos(plan: ChaosPlan, state_dir: Path, notify: Callable[[str], No
     rng = random.Random(plan.seed)
     config = chaos_config(plan)
     workload = plan_workload(plan, rng)
-    report = ChaosReport(seed=plan.seed, jobs_planned=len(workload))
+    report = ChaosReport(seed=plan.seed, jobs_planned=len(workload), brokers=plan.brokers)
     recorder = PodRecorder()
     async with running_system(plan, config, state_dir, notify) as system:
         system.sim.store.add_listener(recorder)

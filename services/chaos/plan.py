@@ -40,15 +40,22 @@ class ChaosPlan:
     nominal: int = 16
     borrowing_limit: int = 8
     min_runtime_s: float = 1.0
+    #: Kafka brokers; with more than one, a broker restart stops one node (chosen by the seed) while the
+    #: others serve, and the topics have replication factor 3 and min.insync.replicas 2 from three on
+    brokers: int = 1
+    #: kill -9 of a broker of a cluster (alternately the leader of most partitions and the active
+    #: controller, by the seed), restarted after a few seconds; none with one broker
+    broker_kills: int = 0
 
     @classmethod
-    def quick(cls, seed: int = 1) -> ChaosPlan:
+    def quick(cls, seed: int = 1, brokers: int = 1) -> ChaosPlan:
         """About 30 jobs, 5 kills and one broker restart; about two minutes on a small machine."""
         return cls(seed=seed, jobs=30, kills=5, broker_restarts=1, outages=2, watch_drops=2, duration_s=45.0,
-                   drain_timeout_s=120.0, orphan_grace_s=15.0)
+                   drain_timeout_s=120.0, orphan_grace_s=15.0, brokers=brokers,
+                   broker_kills=2 if brokers > 1 else 0)
 
     @classmethod
-    def sized(cls, seed: int, jobs: int, kills: int, nodes: int = 4) -> ChaosPlan:
+    def sized(cls, seed: int, jobs: int, kills: int, nodes: int = 4, brokers: int = 1) -> ChaosPlan:
         """A run of ``jobs`` and ``kills`` on ``nodes`` 8-GPU nodes (each tenant's nominal quota is half the
         cluster, its borrowing limit a quarter): the window grows with the jobs, shrinks with the cluster,
         and grows with the kills, so faults and jobs interleave."""
@@ -57,7 +64,8 @@ class ChaosPlan:
         return cls(seed=seed, jobs=jobs, kills=kills, broker_restarts=max(1, kills // 15),
                    outages=max(2, kills // 4), watch_drops=max(2, kills // 4), duration_s=duration,
                    drain_timeout_s=max(180.0, duration), nodes=nodes, nominal=gpus // 2,
-                   borrowing_limit=gpus // 4)
+                   borrowing_limit=gpus // 4, brokers=brokers,
+                   broker_kills=max(2, kills // 3) if brokers > 1 else 0)
 
 
 def chaos_config(plan: ChaosPlan) -> MusterConfig:

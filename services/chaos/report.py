@@ -24,6 +24,12 @@ class FaultCounts:
     watches_closed: int = 0
     unexpected_exits: dict[str, int] = field(default_factory=dict)
     failed_starts: dict[str, int] = field(default_factory=dict)  # restarts that exited before healthy
+    #: kill -9 of a broker of a cluster, by what it was ("leader": of most partitions, "controller": active)
+    broker_kills: dict[str, int] = field(default_factory=dict)
+    #: seconds from each such kill until every partition of Muster's topics had a live leader again
+    broker_failover_s: dict[str, list[float]] = field(default_factory=dict)
+    #: seconds from each service kill's restart until the service answered healthy again
+    kill_recovery_s: dict[str, list[float]] = field(default_factory=dict)
 
 
 @dataclass
@@ -32,6 +38,7 @@ class ChaosReport:
 
     seed: int
     jobs_planned: int
+    brokers: int = 1
     jobs_submitted: int = 0
     final_states: dict[str, int] = field(default_factory=dict)
     cancels_requested: int = 0

@@ -6,6 +6,8 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import time
+from collections import Counter
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -13,11 +15,12 @@ from pathlib import Path
 import yaml
 
 from schemas.config import MusterConfig
+from schemas.topics import TOPICS
 from services.chaos.plan import ChaosPlan
 from services.kubesim import KubeSim
-from services.runtime.broker import KafkaBroker
+from services.runtime.broker import KafkaBroker, KafkaCluster
 from services.runtime.credentials import write_credentials
-from services.runtime.kafka import KafkaSettings
+from services.runtime.kafka import KafkaSettings, partition_leaders
 from services.runtime.kafka.topics import ensure_registry_topics
 from services.runtime.options import ClusterAccess
 from services.runtime.supervise import Child, free_port, service_children
@@ -25,6 +28,7 @@ from services.runtime.supervise import Child, free_port, service_children
 log = logging.getLogger(__name__)
 
 HEALTHY_WITHIN_S = 120.0
+FAILOVER_WITHIN_S = 60.0
 
 
 @dataclass
@@ -33,7 +37,7 @@ class ChaosSystem:
 
     state_dir: Path
     config: MusterConfig
-    broker: KafkaBroker
+    broker: KafkaBroker | KafkaCluster
     settings: KafkaSettings
     sim: KubeSim
     gateway_url: str
@@ -62,8 +66,9 @@ class ChaosSystem:
                 log.info("%s exited while starting; trying again", name)
                 await asyncio.sleep(1.0)
 
-    async def kill(self, name: str, downtime_s: float) -> None:
-        """SIGKILL the child, keep it down for ``downtime_s``, start it again and wait until it is healthy."""
+    async def kill(self, name: str, downtime_s: float) -> float:
+        """SIGKILL the child, keep it down for ``downtime_s``, start it again and wait until it is healthy;
+        returns the seconds from the restart until it was healthy."""
         child = self.children[name]
         self.restarting.add(name)
         try:
@@ -71,12 +76,50 @@ class ChaosSystem:
                 child.process.kill()
                 await child.process.wait()
             await asyncio.sleep(downtime_s)
+            started = time.monotonic()
             await self.bring_up(name)
+            return time.monotonic() - started
         finally:
             self.restarting.discard(name)
 
-    async def restart_broker(self, downtime_s: float) -> None:
-        """Stop the broker (controlled shutdown), keep it down, start it on the same log directory and port."""
+    async def kill_broker(self, role: str, downtime_s: float) -> tuple[int, float]:
+        """SIGKILL one broker of the cluster: the leader of most of Muster's partitions (``role="leader"``)
+        or the active controller (``"controller"``); wait until every partition has a live leader again,
+        keep the node down for ``downtime_s`` after its kill, then start it and wait until it registered.
+        Returns the node and the seconds from the kill until the leaderships had moved."""
+        cluster = self.broker
+        if not isinstance(cluster, KafkaCluster):
+            raise RuntimeError("broker kills need a cluster (--brokers 2 or more)")
+        topics = list(TOPICS)
+        victim: int | None = None
+        if role == "controller":
+            victim = await asyncio.to_thread(cluster.active_controller)
+        if victim is None:
+            led = (await partition_leaders(self.settings, topics)).values()
+            victim = Counter(leader for leader in led if leader > 0).most_common(1)[0][0]
+        killed = time.monotonic()
+        await asyncio.to_thread(cluster.kill_node, victim)
+        while True:
+            leaders = await partition_leaders(self.settings, topics)
+            if all(leader > 0 and leader != victim for leader in leaders.values()):
+                break
+            if time.monotonic() - killed > FAILOVER_WITHIN_S:
+                raise RuntimeError(f"partitions still without a live leader {FAILOVER_WITHIN_S:g}s after "
+                                   f"broker {victim} was killed")
+            await asyncio.sleep(0.2)
+        failover = time.monotonic() - killed
+        await asyncio.sleep(max(0.0, downtime_s - failover))
+        await asyncio.to_thread(cluster.start_node, victim)
+        return victim, failover
+
+    async def restart_broker(self, downtime_s: float, node: int | None = None) -> None:
+        """Stop the broker (controlled shutdown), keep it down, start it on the same log directory and port.
+        Of a cluster, only ``node`` when given: the other brokers serve meanwhile."""
+        if node is not None and isinstance(self.broker, KafkaCluster):
+            await asyncio.to_thread(self.broker.stop_node, node)
+            await asyncio.sleep(downtime_s)
+            await asyncio.to_thread(self.broker.start_node, node)
+            return
         await asyncio.to_thread(self.broker.stop)
         await asyncio.sleep(downtime_s)
         await asyncio.to_thread(self.broker.start)
@@ -108,8 +151,11 @@ def _admin_token(paths: dict[str, Path]) -> str:
 async def running_system(plan: ChaosPlan, config: MusterConfig, state_dir: Path,
                          notify: Callable[[str], None]) -> AsyncIterator[ChaosSystem]:
     """Start broker, topics, kubesim and the services; stop them all (and the broker) on the way out."""
-    broker = KafkaBroker(log_dir=state_dir / "kafka")
-    notify("starting Apache Kafka")
+    broker: KafkaBroker | KafkaCluster = (
+        KafkaBroker(log_dir=state_dir / "kafka") if plan.brokers == 1
+        else KafkaCluster(plan.brokers, log_dir=state_dir / "kafka")
+    )
+    notify("starting Apache Kafka" + (f" ({plan.brokers} brokers)" if plan.brokers > 1 else ""))
     await asyncio.to_thread(broker.start)
     children: list[Child] = []
     try:

@@ -49,10 +49,16 @@ def _load(module: str) -> Any:
 @click.option("--kube", type=click.Choice(["none", "real"]), default="none", show_default=True,
               help="gang, dispatch, reclaim: measure the Kubernetes side on kubesim and on a real control plane "
                    "(built from Go modules on first use) instead of the queue manager against a fake cluster")
+@click.option("--brokers", type=click.IntRange(1, 9), default=1, show_default=True,
+              help="Run on this many private Kafka brokers (topics at replication factor 3 and min.insync.replicas "
+                   "2 from three brokers on). throughput: measure one broker and N side by side (the cost of "
+                   "replication).")
 @click.option("-v", "--verbose", is_flag=True, help="Log the services' INFO messages.")
 def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None, profile: Path | None,
-          kube: str, verbose: bool) -> None:
+          kube: str, brokers: int, verbose: bool) -> None:
     """Run the benchmark NAME and print its figures next to a baseline measured in the same run."""
+    if bootstrap and brokers != 1:
+        raise click.UsageError("--brokers starts private brokers; it cannot be combined with --bootstrap")
     if name == "dispatch" and kube != "real":
         raise click.UsageError("dispatch measures the Kubernetes side: run it with --kube real")
     if kube == "real" and name not in KUBE_BENCHMARKS:
@@ -65,7 +71,7 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
     from services.runtime.collector import configure_collector
 
     configure_collector()  # the fake cluster stands in for services that `muster serve` would run so
-    options: dict[str, Any] = {"quick": quick, "bootstrap": bootstrap}
+    options: dict[str, Any] = {"quick": quick, "bootstrap": bootstrap, "brokers": brokers}
     if kube == "real":
         options["benchmark"] = name
     if name == "throughput":

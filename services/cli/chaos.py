@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import logging
 import sys
 import tempfile
 from pathlib import Path
@@ -23,9 +24,14 @@ def _step(message: str) -> None:
               help="kill -9 of a random service, this many times")
 @click.option("--nodes", type=click.IntRange(1, 1_000), default=4, show_default=True,
               help="8-GPU nodes in the simulated cluster (quotas scale with it); more nodes, shorter window")
+@click.option("--brokers", type=click.IntRange(1, 9), default=1, show_default=True,
+              help="Kafka brokers (KRaft, each also a controller; from 3 on the topics have replication factor 3, "
+                   "min.insync.replicas 2); a broker restart then stops one of them while the others serve, "
+                   "and brokers are killed with SIGKILL too (2 in --quick, else kills/3, at least 2): by turns "
+                   "the leader of most partitions and the active controller")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="keep the broker data and service logs here (default: a temporary directory, removed)")
-def chaos(quick: bool, seed: int, jobs: int, kills: int, nodes: int, state_dir: Path | None) -> None:
+def chaos(quick: bool, seed: int, jobs: int, kills: int, nodes: int, brokers: int, state_dir: Path | None) -> None:
     """Run every service as its own process on Apache Kafka and a simulated cluster, inject faults, and
     check that every job ended exactly once with nothing lost, duplicated, over-committed or orphaned.
 
@@ -34,7 +40,10 @@ def chaos(quick: bool, seed: int, jobs: int, kills: int, nodes: int, state_dir: 
     from services.chaos.harness import run_chaos
     from services.chaos.plan import ChaosPlan
 
-    plan = ChaosPlan.quick(seed) if quick else ChaosPlan.sized(seed, jobs, kills, nodes)
+    # killed brokers make the Kafka client log every refused connection; the run reports what matters
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+
+    plan = ChaosPlan.quick(seed, brokers) if quick else ChaosPlan.sized(seed, jobs, kills, nodes, brokers)
     if state_dir is not None:
         state_dir.mkdir(parents=True, exist_ok=True)
         report = asyncio.run(run_chaos(plan, state_dir.resolve(), _step))

@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from schemas.topics import TOPICS
+from schemas.topics import TOPICS, dlq_topic
 from services.cli.output import emit, is_machine, output_option
 
 
@@ -34,11 +34,47 @@ def list_topics(output: str) -> None:
 
 
 @topics.command("create")
-@click.option("--bootstrap", envvar="MUSTER_KAFKA_BOOTSTRAP", required=True, help="broker address host:port")
-def create(bootstrap: str) -> None:
-    """Create every registry topic and its .dlq if missing (safe to run again)."""
-    from services.runtime.kafka.settings import KafkaSettings
-    from services.runtime.kafka.topics import ensure_registry_topics
+@click.option("--bootstrap", envvar="MUSTER_KAFKA_BOOTSTRAP", required=True,
+              help="broker addresses host:port[,host:port...]")
+@click.option("--replication-factor", type=int, default=None,
+              help="copies of each partition; default: the number of brokers, at most 3")
+@click.option("--min-insync-replicas", type=int, default=None,
+              help="fewest in-sync copies a write (acks=all) needs; default: 2 from replication factor 3 on, "
+                   "else 1")
+@click.option("--allow-unsafe", is_flag=True, envvar="MUSTER_TOPICS_ALLOW_UNSAFE",
+              help="accept a setting below replication factor 3 / min.insync.replicas 2 (a development "
+                   "cluster of one or two brokers)")
+def create(bootstrap: str, replication_factor: int | None, min_insync_replicas: int | None,
+           allow_unsafe: bool) -> None:
+    """Create every registry topic and its .dlq if missing (safe to run again; existing topics are left
+    as they are).
 
-    created = asyncio.run(ensure_registry_topics(KafkaSettings(bootstrap=bootstrap)))
-    click.echo(f"created {len(created)} topics" + (f": {', '.join(sorted(created))}" if created else " (all existed)"))
+    Production needs replication factor 3 and min.insync.replicas 2, so that one broker can fail or be
+    restarted without losing an acknowledged record or stopping writes: anything less is refused unless
+    --allow-unsafe is given, and so is a cluster of fewer than three brokers. Existing topics below the
+    chosen setting are reported.
+    """
+    from services.runtime.kafka import replication as rep
+    from services.runtime.kafka.settings import KafkaSettings
+    from services.runtime.kafka.topics import cluster_size, ensure_registry_topics, topic_replication
+
+    settings = KafkaSettings(bootstrap=bootstrap)
+    brokers = asyncio.run(cluster_size(settings))
+    try:
+        replication = rep.choose(brokers, factor=replication_factor, min_insync=min_insync_replicas,
+                                 allow_unsafe=allow_unsafe)
+    except rep.ReplicationError as exc:
+        raise click.ClickException(str(exc)) from exc
+    if not replication.safe:
+        click.echo(f"warning: {replication} is not safe for production: "
+                   + "; ".join(replication.unsafe_reasons()), err=True)
+    created = asyncio.run(ensure_registry_topics(settings, replication=replication))
+    click.echo(f"{brokers} broker{'s' if brokers != 1 else ''}, {replication}: created {len(created)} topics"
+               + (f": {', '.join(sorted(created))}" if created else " (all existed)"))
+    names = [name for spec in TOPICS.values() for name in (spec.name, dlq_topic(spec.name))]
+    existing = asyncio.run(topic_replication(settings, [n for n in names if n not in created]))
+    below = {name: have for name, have in existing.items()
+             if have.factor < replication.factor or have.min_insync < replication.min_insync}
+    for name, have in sorted(below.items()):
+        click.echo(f"warning: existing topic {name} has {have} (below {replication}); raise it with "
+                   "kafka-reassign-partitions and kafka-configs", err=True)

@@ -13,12 +13,14 @@ import click
 import yaml
 
 from schemas.config import MusterConfig
+from schemas.topics import INTENTS_TOPIC
 from services.cli.contexts import remember
 from services.runtime.credentials import write_credentials, write_private
 from services.runtime.options import ClusterAccess
 from services.runtime.supervise import Child, free_port, service_children, stop_on_signals, supervise
 from services.spec.cluster_file import load_cluster_file
 
+MAX_BROKERS = 9  # services.runtime.broker.cluster.MAX_BROKERS (not imported: `muster --help` stays light)
 DEFAULT_CLUSTER = Path(__file__).parent / "data" / "default-cluster.yaml"
 
 
@@ -84,20 +86,30 @@ async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.A
     return access, admins, checks
 
 
+def broker_dir(state_dir: Path, brokers: int) -> Path:
+    """Where the embedded Kafka keeps its data: ``kafka`` for one broker, ``kafka-<n>-brokers`` for a cluster
+    (so switching between the two never mixes their data)."""
+    return state_dir / ("kafka" if brokers == 1 else f"kafka-{brokers}-brokers")
+
+
 async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap: str | None, port: int,
-               gateway_port: int, profile: str, kube: str) -> None:
+               gateway_port: int, profile: str, kube: str, brokers: int) -> None:
     from services.kubesim import KubeSim
     from services.runtime.broker import resolve_broker
     from services.runtime.kafka.settings import KafkaSettings
-    from services.runtime.kafka.topics import ensure_registry_topics
+    from services.runtime.kafka.topics import ensure_registry_topics, topic_replication
 
-    _step("starting Apache Kafka (the first run fetches its jars from Maven Central; this takes a minute)")
-    broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=state_dir / "kafka")
+    what = "Apache Kafka" if brokers == 1 else f"{brokers} Apache Kafka brokers (KRaft, each also a controller)"
+    _step(f"starting {what} (the first run fetches the jars from Maven Central; this takes a minute)")
+    broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=broker_dir(state_dir, brokers),
+                                     brokers=brokers)
     children: list[Child] = []
     try:
-        _step(f"broker ready at {broker.bootstrap}; creating topics")
-        created = await ensure_registry_topics(KafkaSettings(bootstrap=broker.bootstrap))
-        _step(f"topics ready ({len(created)} created)")
+        _step(f"Kafka ready at {broker.bootstrap}; creating topics")
+        kafka = KafkaSettings(bootstrap=broker.bootstrap)
+        created = await ensure_registry_topics(kafka)
+        replication = (await topic_replication(kafka, [INTENTS_TOPIC]))[INTENTS_TOPIC]
+        _step(f"topics ready ({len(created)} created; {replication})")
         async with contextlib.AsyncExitStack() as stack:
             access: dict[str, ClusterAccess] = {}
             admins: dict[str, dict[str, Any]] = {}
@@ -134,6 +146,8 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             click.echo(f"  gateway API          {gateway_url}   (docs: {gateway_url}/docs)")
             click.echo(f"  web dashboard        {gateway_url}/ui   (sign in with a token below)")
             click.echo(f"  Kafka bootstrap      {broker.bootstrap}")
+            click.echo(f"  Kafka topics         {replication}"
+                       + ("" if replication.safe else " (development: one broker's loss loses data)"))
             for name, url in urls.items():
                 click.echo(f"  cluster {name:12} {url}")
             click.echo(f"  kubeconfig           {config_path}   (KUBECONFIG={config_path} kubectl get pods -A)")
@@ -169,9 +183,15 @@ LOCAL_CONTEXT = "local"  # the user-level CLI context `muster up` writes and sel
 @click.option("--kube", type=click.Choice(["kubesim", "real"]), default="kubesim", show_default=True,
               help="kubesim (quick), or a real control plane per cluster (etcd, kube-apiserver, controllers, "
                    "scheduler, KWOK nodes) built from Go modules on first use")
+@click.option("--brokers", type=click.IntRange(1, MAX_BROKERS), default=1, show_default=True,
+              help="Apache Kafka brokers to run (KRaft, each also a controller); 3 or more give Muster's topics "
+                   "replication factor 3 and min.insync.replicas 2, so any one broker can fail")
 def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstrap: str | None,
-       kubesim_port: int, gateway_port: int, profile: str, kube: str) -> None:
+       kubesim_port: int, gateway_port: int, profile: str, kube: str, brokers: int) -> None:
     """Start the embedded system: Apache Kafka, Muster's topics, GPU clusters and the five services."""
+    if bootstrap and brokers != 1:
+        raise click.UsageError("--brokers starts embedded brokers; with --bootstrap (or MUSTER_KAFKA_BOOTSTRAP) "
+                               "Muster uses that Kafka as it is")
     try:
         cfg = with_cluster_count(load_cluster_file(cluster_file or DEFAULT_CLUSTER), clusters)
     except ValueError as exc:
@@ -179,4 +199,4 @@ def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstr
     state_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_run(cfg, cluster_file or DEFAULT_CLUSTER, state_dir.resolve(), bootstrap, kubesim_port,
-                         gateway_port, profile, kube))
+                         gateway_port, profile, kube, brokers))

@@ -360,7 +360,7 @@ def test_compose_runs_kafka_topics_kubesim_and_every_service() -> None:
     services: dict[str, Obj] = compose["services"]
     assert services["kafka"]["image"] == "apache/kafka:4.4.0"
     assert "controller" in services["kafka"]["environment"]["KAFKA_PROCESS_ROLES"]
-    assert services["topics"]["command"] == ["topics", "create"]
+    assert services["topics"]["command"] == ["topics", "create", "--allow-unsafe"]  # one broker: a demo
     assert services["kubesim"]["command"][0] == "kubesim"
     for name in SERVICES:
         spec = services[name.replace("_", "-")]

@@ -1,5 +1,6 @@
-"""Launching a single-node Apache Kafka broker (KRaft) for tests and the embedded default."""
+"""Launching Apache Kafka (KRaft) for tests and the embedded system: one broker, or a cluster of several."""
 
+from services.runtime.broker.cluster import KafkaCluster
 from services.runtime.broker.distribution import KAFKA_VERSION, DistributionError, KafkaDistribution
 from services.runtime.broker.process import BrokerError, KafkaBroker
 from services.runtime.broker.resolve import BOOTSTRAP_ENV, ExternalBroker, ResolvedBroker, resolve_broker
@@ -11,6 +12,7 @@ __all__ = [
     "DistributionError",
     "ExternalBroker",
     "KafkaBroker",
+    "KafkaCluster",
     "KafkaDistribution",
     "ResolvedBroker",
     "resolve_broker",

@@ -1,4 +1,4 @@
-"""``python -m services.runtime.broker fetch | run [--log-dir D]``."""
+"""``python -m services.runtime.broker fetch | run [--log-dir D] [--brokers N]``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from types import FrameType
 
 from services.runtime.broker import distribution as dist
+from services.runtime.broker.cluster import MAX_BROKERS, KafkaCluster
 from services.runtime.broker.process import KafkaBroker
 
 
@@ -23,6 +24,9 @@ def _fetch(_: argparse.Namespace) -> int:
 
 
 def _run(args: argparse.Namespace) -> int:
+    if args.brokers != 1 and args.port is not None:
+        print("--port applies to a single broker; a cluster's nodes pick free ports", file=sys.stderr)
+        return 2
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -30,14 +34,17 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
-    broker = KafkaBroker(log_dir=args.log_dir, port=args.port)
+    broker: KafkaBroker | KafkaCluster = (
+        KafkaBroker(log_dir=args.log_dir, port=args.port) if args.brokers == 1
+        else KafkaCluster(args.brokers, log_dir=args.log_dir)
+    )
     try:
         broker.start()
         print(broker.bootstrap, flush=True)
         print(f"log dir: {broker.log_dir}", file=sys.stderr, flush=True)
         while not stop.wait(0.5):
             if not broker.running:
-                print("the broker exited; see its logs", file=sys.stderr)
+                print("a broker exited; see its logs", file=sys.stderr)
                 return 1
     finally:
         broker.close()
@@ -50,9 +57,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     commands = parser.add_subparsers(dest="command", required=True)
     fetch = commands.add_parser("fetch", help=f"download the Kafka {dist.KAFKA_VERSION} jars into the cache")
     fetch.set_defaults(handler=_fetch)
-    run = commands.add_parser("run", help="run a single-node broker in the foreground until Ctrl-C")
+    run = commands.add_parser("run", help="run a broker (or a cluster of them) in the foreground until Ctrl-C")
     run.add_argument("--log-dir", default=None, help="broker directory (kept); a temporary one if omitted")
     run.add_argument("--port", type=int, default=None, help="listener port (a free one if omitted)")
+    run.add_argument("--brokers", type=int, default=1, choices=range(1, MAX_BROKERS + 1), metavar="N",
+                     help=f"run N brokers (1-{MAX_BROKERS}), each also a KRaft controller; default 1")
     run.set_defaults(handler=_run)
     args = parser.parse_args(argv)
     return int(args.handler(args))

@@ -39,25 +39,30 @@ def tcp_open(bootstrap: str, timeout: float = 1.0) -> bool:
         return False
 
 
-async def metadata_ready(bootstrap: str, *, request_timeout_ms: int = 5000) -> bool:
-    """One metadata request: True when the broker answers and lists at least one broker."""
-    if not await asyncio.to_thread(tcp_open, bootstrap):
+async def metadata_ready(bootstrap: str, *, request_timeout_ms: int = 5000, node_id: int | None = None) -> bool:
+    """One metadata request: True when the broker answers and lists at least one broker (``node_id``
+    among them, when given: a node of a cluster is ready once it has registered)."""
+    if not await asyncio.to_thread(tcp_open, bootstrap.split(",")[0]):
         return False
     client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=request_timeout_ms)
     try:
         await client.bootstrap()
-        return bool(client.cluster.brokers())
+        brokers = client.cluster.brokers()
+        if node_id is not None:
+            return any(broker.nodeId == node_id for broker in brokers)
+        return bool(brokers)
     except (KafkaError, OSError):
         return False
     finally:
         await client.close()
 
 
-async def _wait_ready(bootstrap: str, deadline: float, alive: Callable[[], bool], interval: float) -> None:
+async def _wait_ready(bootstrap: str, deadline: float, alive: Callable[[], bool], interval: float,
+                      node_id: int | None) -> None:
     while True:
         if not alive():
             raise RuntimeError("the broker process exited before it became ready")
-        if await metadata_ready(bootstrap):
+        if await metadata_ready(bootstrap, node_id=node_id):
             return
         if time.monotonic() >= deadline:
             raise TimeoutError(f"broker at {bootstrap} did not answer a metadata request in time")
@@ -70,8 +75,9 @@ def wait_until_ready(
     timeout: float,
     alive: Callable[[], bool] = lambda: True,
     interval: float = 0.25,
+    node_id: int | None = None,
 ) -> None:
-    """Block until a metadata request to ``bootstrap`` succeeds.
+    """Block until a metadata request to ``bootstrap`` succeeds (and lists ``node_id``, when given).
 
     Runs its own event loop, so it must be called from a thread without a running loop
     (from async code use ``asyncio.to_thread``).
@@ -82,4 +88,4 @@ def wait_until_ready(
         pass
     else:
         raise RuntimeError("wait_until_ready blocks; call it through asyncio.to_thread from async code")
-    asyncio.run(_wait_ready(bootstrap, time.monotonic() + timeout, alive, interval))
+    asyncio.run(_wait_ready(bootstrap, time.monotonic() + timeout, alive, interval, node_id))

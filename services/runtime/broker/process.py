@@ -1,4 +1,5 @@
-"""``KafkaBroker``: one Apache Kafka JVM (KRaft, combined broker + controller) on loopback ports."""
+"""``KafkaBroker``: one Apache Kafka JVM (KRaft, combined broker + controller) on loopback ports, alone or
+as one node of a ``KafkaCluster``."""
 
 from __future__ import annotations
 
@@ -53,12 +54,15 @@ def _set_parent_death_signal() -> None:
 
 
 class KafkaBroker:
-    """A single-node Apache Kafka broker run from a directory of jars.
+    """An Apache Kafka node (broker and KRaft controller in one JVM) run from a directory of jars.
 
     ``log_dir`` is the broker's root directory (Kafka's data lives in ``log_dir/data``, its own logs
     in ``log_dir/logs``). Without one a temporary directory is made and removed by ``close()``.
     ``stop()`` keeps the data, so ``start()`` or ``restart()`` resumes on the same directory and port.
     Synchronous: from async code call it through ``asyncio.to_thread``.
+
+    Alone it is a cluster of one. As node ``node_id`` of a cluster it is given its ports, the
+    controller port of every node (``voters``) and the shared ``cluster_id``; ``KafkaCluster`` does that.
     """
 
     def __init__(
@@ -73,7 +77,15 @@ class KafkaBroker:
         overrides: Mapping[str, str] | None = None,
         startup_timeout: float = 120.0,
         stop_timeout: float = 30.0,
+        node_id: int = 1,
+        voters: Mapping[int, int] | None = None,
+        cluster_id: str | None = None,
     ) -> None:
+        if voters and (port is None or controller_port is None):
+            raise BrokerError("a node of a cluster needs its port and controller port")
+        self._node_id = node_id
+        self._voters = dict(voters) if voters else None
+        self._cluster_id = cluster_id
         self._owns_dir = log_dir is None
         self._root = Path(log_dir) if log_dir is not None else None
         self._distribution = distribution
@@ -104,6 +116,10 @@ class KafkaBroker:
         return f"{self._host}:{self._port}"
 
     @property
+    def node_id(self) -> int:
+        return self._node_id
+
+    @property
     def running(self) -> bool:
         return self._process is not None and self._process.poll() is None
 
@@ -116,23 +132,11 @@ class KafkaBroker:
         with self._lock:
             if self.running:
                 return self
-            if not self._atexit_registered:
-                atexit.register(self.close)
-                self._atexit_registered = True
-            if self._root is None:
-                self._root = Path(tempfile.mkdtemp(prefix="muster-kafka-"))
-            layout = BrokerLayout(self._root)
-            distribution = self._distribution or dist.locate()
-            self._distribution = distribution
             chosen_here = self._port is None and self._controller_port is None
             for attempt in range(1, PORT_ATTEMPTS + 1):
-                self._choose_ports(layout)
-                self._write_config(layout)
-                if not layout.is_formatted():
-                    self._format(layout, distribution)
-                self._launch(layout, distribution)
+                self.launch()
                 try:
-                    wait_until_ready(self.bootstrap, timeout=self._startup_timeout, alive=lambda: self.running)
+                    self._await_ready()
                     return self
                 except (RuntimeError, TimeoutError) as exc:
                     exited = not self.running
@@ -144,8 +148,53 @@ class KafkaBroker:
                                     "starting it again on other ports (%d/%d)", attempt + 1, PORT_ATTEMPTS)
                         self._port = self._controller_port = None
                         continue
-                    raise BrokerError(f"{exc}\n--- console ---\n{_tail(layout.console_log)}") from exc
+                    raise BrokerError(f"{exc}\n--- console ---\n{self.console_tail()}") from exc
             raise AssertionError("unreachable")
+
+    def launch(self) -> Self:
+        """``prepare()`` and launch the JVM, without waiting for it to answer (a cluster launches every
+        node, then waits: a node needs a quorum to be ready)."""
+        with self._lock:
+            if self.running:
+                return self
+            layout, distribution = self.prepare()
+            self._launch(layout, distribution)
+            return self
+
+    def prepare(self) -> tuple[BrokerLayout, dist.KafkaDistribution]:
+        """Choose the ports, write the configuration and format the storage on first use (a JVM run of
+        its own: a cluster prepares its nodes at once, on threads, and launches them from its own)."""
+        with self._lock:
+            if not self._atexit_registered:
+                atexit.register(self.close)
+                self._atexit_registered = True
+            if self._root is None:
+                self._root = Path(tempfile.mkdtemp(prefix="muster-kafka-"))
+            layout = BrokerLayout(self._root)
+            distribution = self._distribution or dist.locate()
+            self._distribution = distribution
+            self._choose_ports(layout)
+            self._write_config(layout)
+            if not layout.is_formatted():
+                self._format(layout, distribution)
+            return layout, distribution
+
+    def wait_ready(self) -> Self:
+        """Wait until the launched node answers a metadata request that lists it; stop it if it does not."""
+        try:
+            self._await_ready()
+        except (RuntimeError, TimeoutError) as exc:
+            self._terminate()
+            raise BrokerError(f"node {self._node_id}: {exc}\n--- console ---\n{self.console_tail()}") from exc
+        return self
+
+    def console_tail(self, limit: int = 3000) -> str:
+        """The end of the JVM's captured output."""
+        return "" if self._root is None else _tail(BrokerLayout(self._root).console_log, limit)
+
+    def _await_ready(self) -> None:
+        wait_until_ready(self.bootstrap, timeout=self._startup_timeout, alive=lambda: self.running,
+                         node_id=self._node_id if self._voters else None)
 
     def stop(self) -> None:
         """SIGTERM (controlled shutdown), wait, then SIGKILL; data and ports are kept."""
@@ -217,6 +266,8 @@ class KafkaBroker:
             port=self._port,
             controller_port=self._controller_port,
             data_dir=layout.data_dir,
+            node_id=self._node_id,
+            voters=self._voters,
             overrides=self._overrides,
         )
         layout.server_properties.write_text(render_properties(settings))
@@ -238,7 +289,7 @@ class KafkaBroker:
         command = [
             *self._java_command(distribution, layout),
             "kafka.tools.StorageTool", "format", "--ignore-formatted",
-            "-t", new_cluster_id(), "-c", str(layout.server_properties),
+            "-t", self._cluster_id or new_cluster_id(), "-c", str(layout.server_properties),
         ]  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
         if result.returncode != 0:

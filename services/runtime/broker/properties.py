@@ -1,4 +1,5 @@
-"""Configuration files for a single-node KRaft broker (combined broker + controller)."""
+"""Configuration files for KRaft nodes that are each a broker and a controller (combined mode): one
+alone, or one of a cluster whose nodes are all voters of the controller quorum."""
 
 from __future__ import annotations
 
@@ -8,6 +9,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 
+from services.runtime.kafka import replication as rep
+
 DEFAULT_JVM_OPTIONS: tuple[str, ...] = (
     "-Xms128m",
     "-Xmx512m",
@@ -16,8 +19,14 @@ DEFAULT_JVM_OPTIONS: tuple[str, ...] = (
     "-XX:TieredStopAtLevel=1",
     "-Djava.awt.headless=true",
 )
+#: each node of a cluster gets a smaller heap, so three fit beside the services on a small machine
+CLUSTER_JVM_OPTIONS: tuple[str, ...] = tuple(
+    "-Xmx384m" if option.startswith("-Xmx") else "-Xms64m" if option.startswith("-Xms") else option
+    for option in DEFAULT_JVM_OPTIONS
+)
 
 # Single node: every replication factor is 1, and the cleaner runs often so compaction is observable quickly.
+# A cluster's nodes replace the replication entries with ``replication_settings``.
 SINGLE_NODE_SETTINGS: Mapping[str, str] = {
     "num.partitions": "1",
     "default.replication.factor": "1",
@@ -89,6 +98,25 @@ def new_cluster_id() -> str:
             return text
 
 
+def replication_settings(brokers: int) -> dict[str, str]:
+    """The broker defaults for a cluster of ``brokers``: topics created without a setting (the consumer
+    offsets and transaction state among them) get ``replication.for_cluster(brokers)``."""
+    replication = rep.for_cluster(brokers)
+    factor, minimum = str(replication.factor), str(replication.min_insync)
+    return {
+        "default.replication.factor": factor,
+        "min.insync.replicas": minimum,
+        "offsets.topic.replication.factor": factor,
+        "transaction.state.log.replication.factor": factor,
+        "transaction.state.log.min.isr": minimum,
+    }
+
+
+def quorum_voters(host: str, controller_ports: Mapping[int, int]) -> str:
+    """``controller.quorum.voters``: every node id at its controller port on ``host``."""
+    return ",".join(f"{node}@{host}:{port}" for node, port in sorted(controller_ports.items()))
+
+
 def server_properties(
     *,
     host: str,
@@ -96,13 +124,21 @@ def server_properties(
     controller_port: int,
     data_dir: Path,
     node_id: int = 1,
+    voters: Mapping[int, int] | None = None,
     overrides: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
-    """The ``server.properties`` entries of a combined broker + controller listening on ``host``."""
+    """The ``server.properties`` entries of a combined broker + controller listening on ``host``.
+
+    ``voters`` maps every node id of a cluster to its controller port (this node's included); without it
+    the node is a cluster of one. Replication defaults follow the number of voters.
+    """
+    quorum = dict(voters) if voters else {node_id: controller_port}
+    if quorum.get(node_id) != controller_port:
+        raise ValueError(f"node {node_id} with controller port {controller_port} is not among the voters {quorum}")
     settings = {
         "process.roles": "broker,controller",
         "node.id": str(node_id),
-        "controller.quorum.voters": f"{node_id}@{host}:{controller_port}",
+        "controller.quorum.voters": quorum_voters(host, quorum),
         "listeners": f"PLAINTEXT://{host}:{port},CONTROLLER://{host}:{controller_port}",
         "advertised.listeners": f"PLAINTEXT://{host}:{port}",
         "controller.listener.names": "CONTROLLER",
@@ -110,7 +146,13 @@ def server_properties(
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
         "log.dirs": str(data_dir),
         **SINGLE_NODE_SETTINGS,
+        **replication_settings(len(quorum)),
     }
+    if len(quorum) > 1:
+        # a killed node is fenced, and its partitions get new leaders, after 6 s instead of 9 s; a
+        # replica that stopped fetching leaves the ISR after 10 s instead of 30 s
+        settings.update({"broker.session.timeout.ms": "6000", "broker.heartbeat.interval.ms": "1000",
+                         "replica.lag.time.max.ms": "10000"})
     settings.update(overrides or {})
     return settings
 

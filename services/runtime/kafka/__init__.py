@@ -3,9 +3,18 @@
 from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, TombstoneHandler
 from services.runtime.kafka.loop import ConsumerLoop, LoopStats, RetryPolicy
 from services.runtime.kafka.producer import BatchFuture, DeliveryFuture, EnvelopeProducer, Outgoing
+from services.runtime.kafka.replication import Replication, ReplicationError
 from services.runtime.kafka.settings import KafkaSettings
 from services.runtime.kafka.settle import BatchSettler, OutputOrder
-from services.runtime.kafka.topics import TopicPlan, create_topics, ensure_registry_topics, plans_for
+from services.runtime.kafka.topics import (
+    TopicPlan,
+    cluster_size,
+    create_topics,
+    ensure_registry_topics,
+    partition_leaders,
+    plans_for,
+    topic_replication,
+)
 
 __all__ = [
     "BatchFuture",
@@ -20,10 +29,15 @@ __all__ = [
     "Outgoing",
     "OutputOrder",
     "PartitionsCallback",
+    "Replication",
+    "ReplicationError",
     "RetryPolicy",
     "TombstoneHandler",
     "TopicPlan",
+    "cluster_size",
     "create_topics",
     "ensure_registry_topics",
+    "partition_leaders",
     "plans_for",
+    "topic_replication",
 ]
