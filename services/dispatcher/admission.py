@@ -69,6 +69,8 @@ async def admit(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
         if failure is None:
             raise
         log.warning("job %s attempt %d: dispatch failed (%s): %s", decision.job_id, decision.attempt, failure[0], exc)
+        if failure[1] and source_job(decision) is None:
+            await _discard_unconfirmed(ctx, decision)
         await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, failure[0], str(exc),
                                                    retryable=failure[1]))
         ctx.outcome(decision.TYPE, "failed")
@@ -84,6 +86,18 @@ async def admit(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
     ctx.metrics.dispatch_latency.labels(ctx.cluster).observe(max(latency, 0.0))
     ctx.outcome(decision.TYPE, "dispatched")
     log.info("job %s attempt %d dispatched as %s/%s", run.job_id, run.attempt, run.namespace, run.name)
+
+
+async def _discard_unconfirmed(ctx: Context, decision: JobAdmitted) -> None:
+    """After a retryable failure the queue manager requeues the attempt; a Job the API server created
+    though its answer was lost must not run beside the next attempt. Best effort: the server may still
+    be down, and the next attempt's admission replaces what is left (see ``admit``)."""
+    name = object_name(decision.job_id, decision.attempt)
+    try:
+        await ctx.ops.delete_job(decision.namespace, name, "dispatch_failed")
+    except Exception as exc:
+        log.info("job %s: could not remove %s/%s after the failure (%s)", decision.job_id, decision.namespace,
+                 name, exc)
 
 
 async def _release(ctx: Context, decision: JobAdmitted, event_id: str, correlation: str,

@@ -8,8 +8,9 @@ up to ``spec.max_restarts`` times, and it alone decides when the budget is spent
 (``RunFailed.restarts``), so a failure reported twice is counted once; only a reason in
 ``NOT_RESTARTED_REASONS`` (the job ran out of time) ends the job at once.
 
-Infrastructure failures (``RunFailed`` classified ``infrastructure``, every ``RunEvicted``, and a stop
-the core ordered because the job's node became unhealthy or was removed) spend no restart: the job is
+Infrastructure failures (``RunFailed`` classified ``infrastructure``, every ``RunEvicted``, a retryable
+``DispatchFailed`` of an admitted attempt — the cluster's API was unavailable — and a stop the core
+ordered because the job's node became unhealthy or was removed) spend no restart: the job is
 requeued as its next attempt, which avoids the blamed nodes (``avoid_nodes``, kept in the job's
 record), up to ``spec.max_infrastructure_retries`` times; then it fails with
 ``infrastructure_retries_exhausted``. The restarts already spent carry over to that next attempt.
@@ -72,7 +73,14 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
                         "stopped after checkpoint" if message.checkpointed else "stopped")
     if isinstance(message, DispatchFailed):
         if message.retryable:
-            return []
+            if entry.state != "admitted":
+                return []  # a rescale of a running job failed: the run goes on as it was
+            # the cluster's API was unavailable while the Job was being created: the attempt never
+            # started there; requeue it like an infrastructure failure (no node to blame), or it would
+            # stay admitted, holding its GPUs, for ever
+            detail = f"dispatch failed ({message.reason}): {message.message}" if message.message \
+                else f"dispatch failed ({message.reason})"
+            return _infrastructure(qs, entry, now, [], message.reason, detail)
         qs.sched.job_finished(entry.job_id, now)
         entry.finish("failed", now, message.reason, message.message)
         return [qs.record(entry)]

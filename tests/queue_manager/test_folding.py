@@ -153,9 +153,29 @@ def test_non_retryable_dispatch_failure_fails_the_job() -> None:
     qs = folded_state()
     feed(qs, submit("j1"))
     cycle(qs)
-    assert feed(qs, DispatchFailed(**run_fields("j1"), reason="quota", message="x", retryable=True)) == []
     outs = feed(qs, DispatchFailed(**run_fields("j1"), reason="invalid", message="webhook denied"))
     assert of_type(outs, JobRecorded)[0].record.state == "failed"
+
+
+def test_a_retryable_dispatch_failure_requeues_the_attempt_and_frees_its_gpus() -> None:
+    qs = folded_state()
+    feed(qs, submit("j1"))
+    cycle(qs)
+    assert qs.jobs["j1"].state == "admitted" and qs.sched.free_gpus("east-a100-0") < 8
+    outs = feed(qs, DispatchFailed(**run_fields("j1"), reason="api_unavailable", message="503", retryable=True))
+    rec = of_type(outs, JobRecorded)[0].record
+    assert (rec.state, rec.attempt, rec.reason) == ("pending", 1, "api_unavailable")
+    assert rec.restarts == 0  # not the job's fault: no restart spent
+    assert qs.sched.free_gpus("east-a100-0") == 8
+    (again,) = of_type(cycle(qs).decisions, JobAdmitted)
+    assert (again.job_id, again.attempt) == ("j1", 1)
+
+
+def test_a_retryable_failure_of_a_running_jobs_rescale_changes_nothing() -> None:
+    qs = folded_state()
+    admitted_running(qs, "j1")
+    assert feed(qs, DispatchFailed(**run_fields("j1"), reason="api_unavailable", message="x", retryable=True)) == []
+    assert qs.jobs["j1"].state == "running"
 
 
 def test_unknown_priority_class_and_unknown_queue_are_rejected() -> None:
