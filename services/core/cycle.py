@@ -264,6 +264,11 @@ class Cycle:
         if not self.reservations:
             return _NOTHING_EXCLUDED
         end = self.now + self.estimate_of(job)
+        if len(self.reservations) == 1:  # the common case: one reservation, no tuple to build
+            res = self.reservations[0][0]
+            if res.job_id == job.job_id or end <= res.time:
+                return _NOTHING_EXCLUDED
+            return self._excluding((res.job_id,))
         held = tuple(r.job_id for r, _ in self.reservations if r.job_id != job.job_id and end > r.time)
         return self._excluding(held)
 
