@@ -6,7 +6,7 @@ from collections.abc import Mapping
 from dataclasses import replace
 
 from .capacity import CapacityIndex, fits_in_group
-from .estimate import Pool, running_ends
+from .estimate import Pool, gpus_in, running_ends
 from .fairshare import history_share, weighted_share
 from .model import (
     CPU,
@@ -73,15 +73,20 @@ def describe(reason: PendingReason, job: Job) -> str:
 
 
 class Excluded:
-    """Nodes a job may not use: the reservation's nodes when the job would delay the reserved one."""
+    """Nodes a job may not use: the reservations' nodes when the job would delay the reserved jobs
+    (``held`` names those reservations' jobs)."""
 
-    __slots__ = ("reserved",)
+    __slots__ = ("held", "reserved")
 
-    def __init__(self, reserved: frozenset[str]) -> None:
+    def __init__(self, reserved: frozenset[str], held: tuple[str, ...] = ()) -> None:
         self.reserved = reserved
+        self.held = held
 
     def __contains__(self, name: object) -> bool:
         return name in self.reserved
+
+
+_NOTHING_EXCLUDED = Excluded(frozenset())
 
 
 class Cycle:
@@ -96,7 +101,10 @@ class Cycle:
         self.book = state.book.clone()
         self.decisions: list[Decision] = []
         self.info: dict[str, PendingInfo] = {}
-        self.reservation: Reservation | None = None
+        #: the cycle's reservations with the nodes their jobs may use (None: unconfined, every node). One
+        #: unconfined reservation excludes every other; jobs confined to disjoint pools each get their own
+        self.reservations: list[tuple[Reservation, frozenset[str] | None]] = []
+        self._exclusions: dict[tuple[str, ...], Excluded] = {}
         self.taken: set[str] = set()  # running jobs already preempted, shrunk or grown this cycle
         self.stopped: dict[str, dict[str, int]] = {}  # queue -> what its jobs preempted this cycle hold
         self.rejected: set[str] = set()
@@ -107,6 +115,7 @@ class Cycle:
         #: stays failed
         self.quota_fails: dict[tuple[str, bool, tuple[tuple[str, int], ...]], PendingReason] = {}
         self.pools: dict[str, Pool] = {}
+        self.scoped_pools: dict[tuple[str, tuple[tuple[str, str], ...]], Pool] = {}  # (type, selector) -> model
         self.ahead: dict[str, Pool] = {}  # the fluid model of ``start_in_order`` (decisions only)
         self.quota_releases = QuotaReleases(state, self.book, now, config.default_runtime_estimate_s)
         self.shares: dict[str, float] = {}
@@ -208,15 +217,72 @@ class Cycle:
 
     # ------------------------------------------------------------------ admission of one job
 
+    # ------------------------------------------------------------------ pools and reservations
+
+    def scope(self, job: Job, gpu_type: str) -> frozenset[str] | None:
+        """The nodes of ``gpu_type`` that ``job``'s node selector allows (its pool), whatever their health
+        or free capacity; None for a job without a selector (every node of the type). Cached until the
+        node set changes."""
+        if not job.node_selector:
+            return None
+        selector = tuple(sorted(job.node_selector.items()))
+        key = ("scope", gpu_type, selector)
+        hit = self.st.cache.get(key)
+        if isinstance(hit, frozenset):
+            return hit
+        names = frozenset(
+            name
+            for name, node in self.cap.nodes.items()
+            if node.gpu_type == gpu_type and all(node.labels.get(k) == v for k, v in selector)
+        )
+        self.st.cache[key] = names
+        return names
+
+    def may_reserve(self, job: Job) -> bool:
+        """Whether ``job`` may take a reservation: none is held yet, or the job is confined to a pool that
+        shares no node with the pools of those held (so it can neither delay them nor be delayed)."""
+        if not self.reservations:
+            return True
+        if not job.node_selector or any(scope is None for _, scope in self.reservations):
+            return False
+        for gpu_type in self.types_for(job):
+            mine = self.scope(job, gpu_type)
+            assert mine is not None
+            if any(not mine.isdisjoint(scope) for _, scope in self.reservations if scope is not None):
+                return False
+        return True
+
+    def add_reservation(self, res: Reservation, job: Job) -> None:
+        scope: frozenset[str] | None = None
+        if job.node_selector:
+            scope = frozenset().union(*(self.scope(job, t) or () for t in self.types_for(job)))
+        self.reservations.append((res, scope))
+        self._exclusions.clear()
+
     def exclusion_for(self, job: Job) -> Excluded:
-        res = self.reservation
-        if res is None or res.job_id == job.job_id or self.now + self.estimate_of(job) <= res.time:
-            return Excluded(frozenset())
-        return Excluded(res.nodes)
+        """The reserved nodes ``job`` may not use: those of every reservation it would delay."""
+        if not self.reservations:
+            return _NOTHING_EXCLUDED
+        end = self.now + self.estimate_of(job)
+        if len(self.reservations) == 1:  # the common case: one reservation, no tuple to build
+            res = self.reservations[0][0]
+            if res.job_id == job.job_id or end <= res.time:
+                return _NOTHING_EXCLUDED
+            return self._excluding((res.job_id,))
+        held = tuple(r.job_id for r, _ in self.reservations if r.job_id != job.job_id and end > r.time)
+        return self._excluding(held)
 
     def exclusion_for_growth(self) -> Excluded:
-        res = self.reservation
-        return Excluded(res.nodes if res is not None else frozenset())
+        return self._excluding(tuple(r.job_id for r, _ in self.reservations))
+
+    def _excluding(self, held: tuple[str, ...]) -> Excluded:
+        if not held:
+            return _NOTHING_EXCLUDED
+        found = self._exclusions.get(held)
+        if found is None:
+            nodes = [r.nodes for r, _ in self.reservations if r.job_id in held]
+            found = self._exclusions[held] = Excluded(nodes[0] if len(nodes) == 1 else frozenset().union(*nodes), held)
+        return found
 
     def try_admit(self, job: Job) -> PendingReason | None:
         """Admit ``job`` on the scratch state if it fits now; otherwise the reason it does not."""
@@ -233,7 +299,7 @@ class Cycle:
         shape = _shape(job)
         best: PendingReason | None = None
         for gpu_type in self.types_for(job):
-            key = (gpu_type, shape, pods, bool(excluded.reserved))
+            key = (gpu_type, shape, pods, excluded.held)
             reason = self.fails.get(key)  # capacity only shrinks within a cycle: a miss stays a miss
             if reason is None:
                 req = job_request(job, gpu_type, pods)
@@ -298,6 +364,12 @@ class Cycle:
         pool = self.pools.get(gpu_type)
         if pool is not None:
             pool.occupy(pods * job.gpus_per_pod, end)
+        if self.scoped_pools:
+            for (t, _), scoped in self.scoped_pools.items():
+                if t == gpu_type:
+                    gpus = gpus_in(run, scoped.scope)
+                    if gpus:
+                        scoped.occupy(gpus, end)
 
     def feasible(self, job: Job, pods: int) -> bool:
         """Whether the job could ever run on the current node set (cached until nodes change)."""
@@ -333,13 +405,32 @@ class Cycle:
             pool = self.pools[gpu_type] = self._fresh_pool(gpu_type)
         return pool
 
-    def _fresh_pool(self, gpu_type: str) -> Pool:
-        free = sum(self.cap.group_free(k) for k in self.cap.buckets if k[1] == gpu_type)
-        total = self.st.totals.get(gpu_resource(gpu_type), 0)
-        source = running_ends(self.st, gpu_type, self.now, self.cfg.default_runtime_estimate_s)
-        pool = Pool(self.now, free, total, source)
+    def pool_for(self, job: Job, gpu_type: str) -> Pool:
+        """The statuses' fluid model for ``job`` on ``gpu_type``: the nodes of its pool when a node selector
+        confines it, every node of the type otherwise."""
+        if not job.node_selector:
+            return self.pool(gpu_type)
+        key = (gpu_type, tuple(sorted(job.node_selector.items())))
+        pool = self.scoped_pools.get(key)
+        if pool is None:
+            pool = self.scoped_pools[key] = self._fresh_pool(gpu_type, self.scope(job, gpu_type))
+        return pool
+
+    def _fresh_pool(self, gpu_type: str, scope: frozenset[str] | None = None) -> Pool:
+        cap = self.cap
+        if scope is None:
+            free = sum(cap.group_free(k) for k in cap.buckets if k[1] == gpu_type)
+            total = self.st.totals.get(gpu_resource(gpu_type), 0)
+        else:
+            usable = [n for n in scope if CapacityIndex.usable(cap.nodes[n])]
+            free = sum(max(cap.free[n], 0) for n in usable)
+            total = sum(cap.nodes[n].gpus for n in usable)
+        source = running_ends(self.st, gpu_type, self.now, self.cfg.default_runtime_estimate_s, scope)
+        pool = Pool(self.now, free, total, source, scope)
         for end, run in self.admitted_runs.get(gpu_type, ()):
-            pool.release_at(end, run.replicas * run.job.gpus_per_pod)
+            gpus = gpus_in(run, scope)
+            if gpus:
+                pool.release_at(end, gpus)
         return pool
 
     def start_in_order(self, job: Job, commit: bool) -> float | None:
@@ -371,15 +462,15 @@ class Cycle:
             return None
         types = self.types_for(job)
         if len(types) == 1:
-            return self.pool(types[0]).commit(gpus, self.estimate_of(job))
+            return self.pool_for(job, types[0]).commit(gpus, self.estimate_of(job))
         best: tuple[float, str] | None = None
         for gpu_type in types:
-            t = self.pool(gpu_type).probe(gpus)
+            t = self.pool_for(job, gpu_type).probe(gpus)
             if t is not None and (best is None or t < best[0]):
                 best = (t, gpu_type)
         if best is None:
             return None
-        return self.pool(best[1]).commit(gpus, self.estimate_of(job))
+        return self.pool_for(job, best[1]).commit(gpus, self.estimate_of(job))
 
     def lent_out(self, job: Job, reason: PendingReason) -> PendingReason:
         """``QUOTA_LENT`` for a job refused by its cohort although it asks only for its own queue's nominal

@@ -10,9 +10,15 @@ from .state import SchedulerState
 
 
 def running_ends(
-    state: SchedulerState, gpu_type: str, now: float, default_estimate: float
+    state: SchedulerState,
+    gpu_type: str,
+    now: float,
+    default_estimate: float,
+    scope: frozenset[str] | None = None,
 ) -> Iterator[tuple[float, RunningJob]]:
-    """Running jobs on ``gpu_type`` by estimated end (lazy; reads copies of the state's heaps)."""
+    """Running jobs on ``gpu_type`` by estimated end (lazy; reads copies of the state's heaps).
+
+    ``scope``: only the jobs with a pod on one of these nodes (a node selector's pool); None: all."""
     known = list(state.ends.get((gpu_type, True), ()))
     unknown = list(state.ends.get((gpu_type, False), ()))
     seen: set[str] = set()
@@ -23,22 +29,46 @@ def running_ends(
         if rj is None or rj.start_time != start or job_id in seen:
             continue
         seen.add(job_id)
+        if scope is not None and not touches(rj, scope):
+            continue
         end = key if take_known else key + default_estimate
         if rj.terminating:
             end = now + rj.job.grace_period_s
         yield max(end, now), rj
 
 
+def touches(rj: RunningJob, scope: frozenset[str]) -> bool:
+    """Whether the running job has a pod on a node of ``scope``."""
+    return any(a.node in scope for a in rj.placement.nodes)
+
+
+def gpus_in(rj: RunningJob, scope: frozenset[str] | None) -> int:
+    """GPUs the running job holds on the nodes of ``scope`` (all of them when None)."""
+    if scope is None:
+        return rj.replicas * rj.job.gpus_per_pod
+    return sum(a.pods for a in rj.placement.nodes if a.node in scope) * rj.job.gpus_per_pod
+
+
 class Pool:
-    """Fluid model of one GPU type: free GPUs now, releases over time, jobs started in order."""
+    """Fluid model of one GPU type, or of the nodes of one pool (``scope``, the nodes a node selector
+    allows) of that type: free GPUs now, releases over time, jobs started in order. A scoped model
+    counts only what running jobs hold on its nodes."""
 
-    __slots__ = ("events", "free", "source", "t", "total")
+    __slots__ = ("events", "free", "scope", "source", "t", "total")
 
-    def __init__(self, now: float, free: int, total: int, source: Iterator[tuple[float, RunningJob]]) -> None:
+    def __init__(
+        self,
+        now: float,
+        free: int,
+        total: int,
+        source: Iterator[tuple[float, RunningJob]],
+        scope: frozenset[str] | None = None,
+    ) -> None:
         self.t = now
         self.free = free
         self.total = total
         self.source = source
+        self.scope = scope
         self.events: list[tuple[float, int]] = []
         self._pull()
 
@@ -46,7 +76,8 @@ class Pool:
         nxt = next(self.source, None)
         if nxt is not None:
             end, rj = nxt
-            heapq.heappush(self.events, (end, rj.replicas * rj.job.gpus_per_pod))
+            gpus = rj.replicas * rj.job.gpus_per_pod if self.scope is None else gpus_in(rj, self.scope)
+            heapq.heappush(self.events, (end, gpus))
 
     def _advance(self, gpus: int) -> tuple[float, int, list[tuple[float, int]]]:
         t, f = self.t, self.free

@@ -274,10 +274,10 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
                 reason = PendingReason.PROTECTED
                 start = until
     reason = cycle.lent_out(job, reason)
-    if reason is PendingReason.CAPACITY and cfg.backfill and cycle.reservation is None:
+    if reason is PendingReason.CAPACITY and cfg.backfill and cycle.may_reserve(job):
         res = find_reservation(cycle, job)
         if res is not None:
-            cycle.reservation = res
+            cycle.add_reservation(res, job)
             cycle.estimate_start(job)  # later jobs' estimates queue behind it
             reason, start = PendingReason.RESERVATION, res.time
     if _orders_by_preemption(cycle) and reason is not PendingReason.NO_MATCHING_NODES and gpus_needed(job):
