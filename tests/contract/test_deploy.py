@@ -47,7 +47,9 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], set[str]]] = {
                    ("", "pods"): {"list", "watch", "patch", "delete"}, ("", "pods/binding"): {"create"},
                    ("", "nodes"): {"list", "watch"},
                    ("", "namespaces"): {"create", "get"}},
-    "gateway": {("batch", "jobs"): READ_VERBS},
+    # the kube-native path: watch the labelled Jobs, tell them what Muster does (Events, status conditions)
+    "gateway": {("batch", "jobs"): READ_VERBS, ("batch", "jobs/status"): {"get", "update"},
+                ("", "events"): {"create"}},
 }
 
 
@@ -136,7 +138,7 @@ def test_kustomize_builds_into_muster_system_with_the_pinned_image() -> None:
     assert len(images) == 1 and ":" in images.pop()
 
 
-def test_gateway_kube_jobs_component_grants_read_only_jobs_and_sets_kubeconfig(tmp_path: Path) -> None:
+def test_gateway_kube_jobs_component_grants_its_rights_and_sets_kubeconfig(tmp_path: Path) -> None:
     (tmp_path / KUSTOMIZE_FILE).write_text(yaml.safe_dump({
         "apiVersion": "kustomize.config.k8s.io/v1beta1", "kind": "Kustomization",
         "resources": [os.path.relpath(K8S, tmp_path)],
