@@ -225,15 +225,14 @@ class Cycle:
         node set changes."""
         if not job.node_selector:
             return None
-        selector = tuple(sorted(job.node_selector.items()))
-        key = ("scope", gpu_type, selector)
+        key = ("scope", gpu_type, job.selector_key)
         hit = self.st.cache.get(key)
         if isinstance(hit, frozenset):
             return hit
         names = frozenset(
             name
             for name, node in self.cap.nodes.items()
-            if node.gpu_type == gpu_type and all(node.labels.get(k) == v for k, v in selector)
+            if node.gpu_type == gpu_type and job.selects(node.labels)
         )
         self.st.cache[key] = names
         return names
@@ -410,7 +409,7 @@ class Cycle:
         confines it, every node of the type otherwise."""
         if not job.node_selector:
             return self.pool(gpu_type)
-        key = (gpu_type, tuple(sorted(job.node_selector.items())))
+        key = (gpu_type, job.selector_key)
         pool = self.scoped_pools.get(key)
         if pool is None:
             pool = self.scoped_pools[key] = self._fresh_pool(gpu_type, self.scope(job, gpu_type))
@@ -504,13 +503,12 @@ class Cycle:
 
 
 def _shape(job: Job) -> tuple[object, ...]:
-    selector = tuple(sorted(job.node_selector.items())) if job.node_selector else ()
     return (
         job.gpu_type,
         job.gpus_per_pod,
         job.cpu_m,
         job.memory_mb,
-        selector,
+        job.selector_key,
         job.tolerations,
         job.topology,
         job.cluster,
@@ -520,7 +518,7 @@ def _shape(job: Job) -> tuple[object, ...]:
 def _eligible_ignoring_health(node: Node, job: Job) -> bool:
     if node.taints and not node.taints <= job.tolerations:
         return False
-    return all(node.labels.get(k) == v for k, v in job.node_selector.items())
+    return job.selects(node.labels)
 
 
 def _empty_node_pods(node: Node, job: Job, limit: int) -> int:

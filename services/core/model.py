@@ -93,6 +93,15 @@ class Job:
     def total_gpus(self) -> int:
         return self.replicas * self.gpus_per_pod
 
+    @property
+    def selector_key(self) -> tuple[tuple[str, str], ...]:
+        """The node selector as a sorted tuple: a cache key (empty without a selector)."""
+        return tuple(sorted(self.node_selector.items())) if self.node_selector else ()
+
+    def selects(self, labels: Mapping[str, str]) -> bool:
+        """Whether a node with ``labels`` matches the job's node selector."""
+        return all(labels.get(k) == v for k, v in self.node_selector.items())
+
 
 @dataclass(frozen=True, slots=True)
 class Node:

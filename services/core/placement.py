@@ -25,8 +25,7 @@ def node_eligible(node: Node, job: Job) -> bool:
         return False
     if node.taints and not node.taints <= job.tolerations:
         return False
-    labels = node.labels
-    return all(labels.get(k) == v for k, v in job.node_selector.items())
+    return job.selects(node.labels)
 
 
 def candidate_gpu_types(index: CapacityIndex, job: Job) -> list[str]:
