@@ -41,7 +41,14 @@ from services.dispatcher.main import DispatcherMain
 from services.dispatcher.plans import DispatchSettings
 from services.node_watcher.main import NodeWatcherMain
 from services.runtime.kafka import EnvelopeProducer
-from services.runtime.kube import JOBS, NAMESPACES, PODS, KubeObject, KubeRest, build_api_client, create_or_get
+from services.runtime.kube import (
+    JOBS,
+    PODS,
+    KubeObject,
+    KubeRest,
+    build_api_client,
+    ensure_namespace,
+)
 from services.runtime.options import ClusterAccess, ServeOptions
 
 NAMESPACE = "bench"
@@ -233,8 +240,7 @@ async def raw_pods(backend: Backend, *, pods: int, nodes: int) -> float:
     """The API server's own ceiling for the same burst: ``pods`` one-GPU pods created with ``nodeName``
     already set (no Job, no Job controller, no binding), ``RAW_IN_FLIGHT`` at once; seconds to the last."""
     slots = asyncio.Semaphore(RAW_IN_FLIGHT)
-    await create_or_get(backend.rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                   "metadata": {"name": NAMESPACE}})
+    await ensure_namespace(backend.rest, NAMESPACE)
 
     async def one(i: int) -> None:
         pod = {"apiVersion": "v1", "kind": "Pod",

@@ -6,7 +6,16 @@ import logging
 from typing import Any
 
 from schemas import kube as ann
-from services.runtime.kube import JOBS, NAMESPACES, PODS, KubeObject, KubeRest, create_or_get, delete, patch
+from services.runtime.kube import (
+    JOBS,
+    PODS,
+    KubeObject,
+    KubeRest,
+    create_or_get,
+    delete,
+    ensure_namespace,
+    patch,
+)
 from services.runtime.kube.errors import is_not_found, status_of
 
 log = logging.getLogger(__name__)
@@ -35,8 +44,7 @@ class KubeOps:
         if namespace in self._namespaces:
             return
         try:
-            await create_or_get(self.rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                        "metadata": {"name": namespace}})
+            await ensure_namespace(self.rest, namespace)
         except Exception as exc:
             if status_of(exc) != 403:
                 raise

@@ -22,14 +22,13 @@ from services.node_watcher.watcher import NodeWatcher
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
 from services.runtime.kube import (
     JOBS,
-    NAMESPACES,
     PODS,
     Backoff,
     KubeObject,
     KubeRest,
     RetryPolicy,
     build_api_client,
-    create_or_get,
+    ensure_namespace,
 )
 from services.runtime.options import ClusterAccess, ServeOptions
 from services.runtime.service import ServiceMain, ServiceRunner
@@ -166,8 +165,7 @@ async def kube(real: RealKube | None) -> AsyncIterator[tuple[KubeSim | ControlPl
     async with api:
         rest = KubeRest(api, retry=TEST_RETRY, request_timeout=10.0)
         for namespace in TENANT_NAMESPACES:
-            await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                   "metadata": {"name": namespace}})
+            await ensure_namespace(rest, namespace)
         yield plane.plane, ClusterAccess(plane.plane.url, plane.kubeconfigs), rest
 
 

@@ -13,7 +13,14 @@ import pytest
 from services.dispatcher.binder import Binder
 from services.kubesim import KubeSim
 from services.kubesim.kubelet import DURATION_ANNOTATION, KubeletProfile
-from services.runtime.kube import NAMESPACES, PODS, KubeObject, KubeRest, build_api_client, create_or_get, delete
+from services.runtime.kube import (
+    PODS,
+    KubeObject,
+    KubeRest,
+    build_api_client,
+    delete,
+    ensure_namespace,
+)
 from services.spec.cluster_file import load_cluster_file
 from tests.dispatcher.builders import CLUSTER
 from tests.dispatcher.harness import TEST_RETRY, eventually_true
@@ -52,8 +59,7 @@ async def binder_on_cluster() -> AsyncIterator[tuple[KubeRest, Binder]]:
         api = await build_api_client(url)
         async with api:
             rest = KubeRest(api, retry=TEST_RETRY, request_timeout=10.0)
-            await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                   "metadata": {"name": "team-a"}})
+            await ensure_namespace(rest, "team-a")
             binder = Binder(rest)
             stop = asyncio.Event()
             task = asyncio.create_task(binder.run(stop))

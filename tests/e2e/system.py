@@ -26,14 +26,13 @@ from services.quota_accountant.main import QuotaAccountantMain
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import (
     JOBS,
-    NAMESPACES,
     PODS,
     Backoff,
     KubeObject,
     KubeRest,
     RetryPolicy,
     build_api_client,
-    create_or_get,
+    ensure_namespace,
 )
 from services.runtime.options import ClusterAccess, ServeOptions
 from tests.builders.realkube import RealKube
@@ -269,8 +268,7 @@ async def running_system(settings: KafkaSettings, config: MusterConfig, tmp_path
                     await build_api_client(kubeconfig=str(plane.admin_kubeconfig)))
                 rest = KubeRest(api, retry=KUBE_RETRY, request_timeout=10.0)
                 for tenant in config.tenants:  # as an administrator sets a tenant up (users create Jobs there)
-                    await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                           "metadata": {"name": tenant.namespace}})
+                    await ensure_namespace(rest, tenant.namespace)
                 clusters[cluster.name] = Cluster(cluster.name, None, ClusterAccess(plane.plane.url, plane.kubeconfigs),
                                                  rest)
                 continue

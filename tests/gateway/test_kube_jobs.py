@@ -113,15 +113,14 @@ async def test_refused_jobs_are_counted_once_per_version(gw: Harness) -> None:
 
 async def test_watch_submits_jobs_created_on_a_simulated_cluster(gw: Harness) -> None:
     from services.kubesim import KubeSim
-    from services.runtime.kube import JOBS, NAMESPACES, KubeRest, build_api_client, create_or_get
+    from services.runtime.kube import JOBS, KubeRest, build_api_client, create_or_get, ensure_namespace
 
     sim = KubeSim.from_cluster_file(str(ROOT / "examples" / "cluster-small.yaml"), profile="zero")
     async with sim.serve(host="127.0.0.1", port=0) as url:
         api = await build_api_client(url)
         async with api:
             rest = KubeRest(api)
-            await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                   "metadata": {"name": "team-a"}})
+            await ensure_namespace(rest, "team-a")
             stop = asyncio.Event()
             watcher = asyncio.create_task(watch_kube_jobs(gw.ctx, url, stop))
             try:

@@ -18,7 +18,14 @@ from typing import Any
 import pytest
 
 from services.kubesim import KubeSim
-from services.runtime.kube import NAMESPACES, Backoff, KubeRest, RetryPolicy, build_api_client, create_or_get
+from services.runtime.kube import (
+    NAMESPACES,
+    Backoff,
+    KubeRest,
+    RetryPolicy,
+    build_api_client,
+    ensure_namespace,
+)
 from services.runtime.kube import delete as delete_object
 
 CLUSTER_FILE = Path(__file__).resolve().parents[2] / "examples" / "cluster-small.yaml"
@@ -61,8 +68,7 @@ async def target(request: pytest.FixtureRequest) -> AsyncIterator[KubeTarget]:
             api = await build_api_client()
         rest = KubeRest(api, retry=TEST_RETRY)
         async with api:
-            await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                   "metadata": {"name": namespace}})
+            await ensure_namespace(rest, namespace)
             try:
                 yield KubeTarget(rest, namespace, None)
             finally:
@@ -73,6 +79,5 @@ async def target(request: pytest.FixtureRequest) -> AsyncIterator[KubeTarget]:
         api = await build_api_client(url)
         async with api:
             rest = KubeRest(api, retry=TEST_RETRY, request_timeout=10.0)
-            await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                                   "metadata": {"name": namespace}})
+            await ensure_namespace(rest, namespace)
             yield KubeTarget(rest, namespace, sim)

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from services.runtime.kube import NAMESPACES, KubeRest, build_api_client, create_or_get
+from services.runtime.kube import KubeRest, build_api_client, ensure_namespace
 from services.spec.cluster_file import load_cluster_file
 from tests.builders.realkube import RealCluster, RealKube
 
@@ -28,6 +28,5 @@ async def admin(real: RealCluster) -> AsyncIterator[KubeRest]:
     api = await build_api_client(kubeconfig=str(real.admin_kubeconfig))
     async with api:
         rest = KubeRest(api, request_timeout=10.0)
-        await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                               "metadata": {"name": NAMESPACE}})
+        await ensure_namespace(rest, NAMESPACE)
         yield rest

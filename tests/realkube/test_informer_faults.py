@@ -30,6 +30,7 @@ from services.runtime.kube import (
     build_api_client,
     create_or_get,
     delete,
+    ensure_namespace,
     patch,
 )
 from tests.builders.realkube import RealCluster
@@ -55,8 +56,7 @@ async def target(real: RealCluster) -> AsyncIterator[Target]:
         rest = KubeRest(api, RetryPolicy(attempts=60, backoff=Backoff(initial=0.05, maximum=0.25)),
                         request_timeout=10.0)
         namespace = f"faults-{uuid.uuid4().hex[:6]}"
-        await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
-                                               "metadata": {"name": namespace}})
+        await ensure_namespace(rest, namespace)
         try:
             yield Target(rest, namespace)
         finally:

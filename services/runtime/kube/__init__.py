@@ -9,12 +9,12 @@ from services.runtime.kube.rest import KubeObject, KubeRest, PatchType
 from services.runtime.kube.retry import Backoff, RetryPolicy
 from services.runtime.kube.source import ApiEventSource, EventSource
 from services.runtime.kube.store import ADDED, DELETED, MODIFIED, Change, ObjectStore
-from services.runtime.kube.writes import UpdateConflictError, create_or_get, delete, patch, update
+from services.runtime.kube.writes import UpdateConflictError, create_or_get, delete, ensure_namespace, patch, update
 
 __all__ = [
     "ADDED", "DELETED", "EVENTS", "JOBS", "LEASES", "MODIFIED", "NAMESPACES", "NODES", "PODS",
     "ApiEventSource", "Backoff", "Change", "EventSource", "Informer", "KubeConfigError", "KubeObject", "KubeRest",
     "ObjectStore", "PatchType", "Resource", "RetryPolicy", "Subscription", "UpdateConflictError", "WatchErrorEvent",
-    "build_api_client", "create_or_get", "delete", "dns1123_label", "job_cache", "job_object_name", "label_value",
-    "node_cache", "patch", "pod_cache", "update",
+    "build_api_client", "create_or_get", "delete", "dns1123_label", "ensure_namespace", "job_cache",
+    "job_object_name", "label_value", "node_cache", "patch", "pod_cache", "update",
 ]

@@ -12,7 +12,7 @@ from collections.abc import Callable, Sequence
 from kubernetes_asyncio.client.exceptions import ApiException
 
 from services.runtime.kube.errors import is_conflict, is_not_found, status_of
-from services.runtime.kube.resources import Resource
+from services.runtime.kube.resources import NAMESPACES, Resource
 from services.runtime.kube.rest import KubeObject, KubeRest, PatchType
 
 log = logging.getLogger(__name__)
@@ -58,6 +58,13 @@ async def patch(
 ) -> KubeObject:
     """A merge (default), strategic-merge or JSON patch; the object after it."""
     return await rest.patch(resource, name, body, namespace, patch_type, subresource)
+
+
+async def ensure_namespace(rest: KubeRest, name: str) -> KubeObject:
+    """The namespace ``name``, created when missing."""
+    namespace, _ = await create_or_get(rest, NAMESPACES, {"apiVersion": "v1", "kind": "Namespace",
+                                                          "metadata": {"name": name}})
+    return namespace
 
 
 async def delete(
