@@ -6,6 +6,7 @@ registers exactly the nodes of the test's cluster, so tests do not see each othe
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -18,6 +19,27 @@ from services.kubereal.controlplane import ControlPlane
 from services.runtime.kube import KubeRest, build_api_client
 
 SKIP_ENV = "MUSTER_SKIP_REAL_KUBE"
+RESTART_WITHIN_S = 60.0
+
+
+async def start_api_server(plane: ControlPlane, rest: KubeRest) -> None:
+    """Start a killed kube-apiserver again and wait until it answers ``rest`` (from the thread that
+    started the plane: the test's event loop)."""
+    plane.restart("kube-apiserver")
+    async with asyncio.timeout(RESTART_WITHIN_S):
+        while True:
+            try:
+                await rest.request("GET", "/version", retry=False)
+                return
+            except Exception:
+                await asyncio.sleep(0.2)
+
+
+async def restart_api_server(plane: ControlPlane, rest: KubeRest) -> None:
+    """A crash of kube-apiserver (SIGKILL) and its restart: every watch ends, and the new server's watch
+    cache answers older resourceVersions with 410."""
+    plane.kill("kube-apiserver")
+    await start_api_server(plane, rest)
 
 
 @dataclass

@@ -33,7 +33,7 @@ from services.runtime.kube import (
 from services.runtime.options import ClusterAccess, ServeOptions
 from services.runtime.service import ServiceMain, ServiceRunner
 from services.spec.cluster_file import load_cluster_file
-from tests.builders.realkube import RealKube
+from tests.builders.realkube import RealKube, restart_api_server
 from tests.dispatcher.builders import CLUSTER
 from tests.e2e.log import TopicLog
 from tests.node_watcher.builders import CLUSTER_FILE
@@ -77,15 +77,7 @@ class Cluster:
             self.sim.drop_watches()
             return
         assert self.plane is not None
-        self.plane.kill("kube-apiserver")
-        self.plane.restart("kube-apiserver")
-        async with asyncio.timeout(60):
-            while True:
-                try:
-                    await self.rest.request("GET", "/version", retry=False)
-                    return
-                except Exception:
-                    await asyncio.sleep(0.2)
+        await restart_api_server(self.plane, self.rest)
 
     async def decide(self, message: Message, envelope: Envelope | None = None) -> Envelope:
         """Publish a decision as the queue manager would; returns its envelope."""
@@ -149,7 +141,8 @@ class Cluster:
 
 
 @contextlib.asynccontextmanager
-async def kube(real: RealKube | None) -> AsyncIterator[tuple[KubeSim | ControlPlane, ClusterAccess, KubeRest]]:
+async def kube(real: RealKube | None) -> AsyncIterator[tuple[KubeSim | None, ControlPlane | None, ClusterAccess,
+                                                              KubeRest]]:
     """The cluster file's ``east``: kubesim, or (with ``real``) the real control plane with exactly its
     nodes, the tenant namespace in place, and the services reaching it through their ServiceAccounts."""
     if real is None:
@@ -157,7 +150,7 @@ async def kube(real: RealKube | None) -> AsyncIterator[tuple[KubeSim | ControlPl
         async with sim.serve(port=0) as url:
             api = await build_api_client(url)
             async with api:
-                yield sim, ClusterAccess(url), KubeRest(api, retry=TEST_RETRY, request_timeout=10.0)
+                yield sim, None, ClusterAccess(url), KubeRest(api, retry=TEST_RETRY, request_timeout=10.0)
         return
     east = next(c for c in load_cluster_file(CLUSTER_FILE).clusters if c.name == CLUSTER)
     plane = await real.prepare(east)
@@ -166,7 +159,7 @@ async def kube(real: RealKube | None) -> AsyncIterator[tuple[KubeSim | ControlPl
         rest = KubeRest(api, retry=TEST_RETRY, request_timeout=10.0)
         for namespace in TENANT_NAMESPACES:
             await ensure_namespace(rest, namespace)
-        yield plane.plane, ClusterAccess(plane.plane.url, plane.kubeconfigs), rest
+        yield None, plane.plane, ClusterAccess(plane.plane.url, plane.kubeconfigs), rest
 
 
 @contextlib.asynccontextmanager
@@ -174,13 +167,12 @@ async def running(settings: KafkaSettings, real: RealKube | None = None, *, disp
                   watcher: bool = True, dispatch_settings: DispatchSettings = FAST) -> AsyncIterator[Cluster]:
     """A fresh cluster ``east`` (kubesim, or the real control plane) with the chosen services attached
     to it and to the broker."""
-    async with kube(real) as (backend, access, rest):
+    async with kube(real) as (sim, plane, access, rest):
         outputs = TopicLog(settings, OUTPUT_TOPICS)
         await outputs.start()
         producer = EnvelopeProducer(settings)
         await producer.start()
-        cluster = Cluster(backend if isinstance(backend, KubeSim) else None, access, rest, settings, producer,
-                          outputs, plane=backend if isinstance(backend, ControlPlane) else None)
+        cluster = Cluster(sim, access, rest, settings, producer, outputs, plane=plane)
         try:
             if watcher:
                 await cluster.start_watcher()

@@ -11,14 +11,12 @@ from __future__ import annotations
 
 import asyncio
 import re
-import time
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 import pytest
 
-from services.kubereal.controlplane import ControlPlane
 from services.runtime.kube import (
     LEASES,
     NAMESPACES,
@@ -33,7 +31,7 @@ from services.runtime.kube import (
     ensure_namespace,
     patch,
 )
-from tests.builders.realkube import RealCluster
+from tests.builders.realkube import RealCluster, restart_api_server, start_api_server
 from tests.kube.builders import GatedSource, eventually, lease
 from tests.kube.test_live_caches import assert_consistent, drain, holder, selector
 
@@ -61,25 +59,6 @@ async def target(real: RealCluster) -> AsyncIterator[Target]:
             yield Target(rest, namespace)
         finally:
             await delete(rest, NAMESPACES, namespace)
-
-
-async def crash_api_server(plane: ControlPlane, rest: KubeRest) -> None:
-    """SIGKILL kube-apiserver, start it again and wait until it answers."""
-    plane.kill("kube-apiserver")
-    await start_again(plane, rest)
-
-
-async def start_again(plane: ControlPlane, rest: KubeRest) -> None:
-    plane.restart("kube-apiserver")
-    deadline = time.monotonic() + WAIT
-    while True:
-        try:
-            await rest.request("GET", "/version", retry=False)
-            return
-        except Exception:
-            if time.monotonic() > deadline:
-                raise
-            await asyncio.sleep(0.2)
 
 
 async def open_lease_watches(rest: KubeRest) -> int:
@@ -122,7 +101,7 @@ async def test_informer_behind_an_api_server_crash_relists_on_the_real_410(
         behind = inf.resource_version
         # a change the informer misses, then the crash: the new server's watch cache starts after it
         await patch(rest, LEASES, "edit", {"spec": {"holderIdentity": "b"}}, ns)
-        await crash_api_server(real.plane, rest)
+        await restart_api_server(real.plane, rest)
         await delete(rest, LEASES, "drop", ns)
         await create_or_get(rest, LEASES, lease("new", ns, labels))
         await create_or_get(rest, LEASES, lease("brief", ns, labels))
@@ -168,7 +147,7 @@ async def test_writes_and_the_informer_wait_out_an_api_server_that_is_down(
         write = asyncio.create_task(create_or_get(rest, LEASES, lease("during", ns, {})))
         await asyncio.sleep(1.5)
         assert not write.done()  # refused connections are retried, not reported
-        await start_again(real.plane, rest)
+        await start_api_server(real.plane, rest)
         created, was_created = await write
         assert was_created
         await inf.wait_for(lambda objs: any(o["metadata"]["name"] == "during" for o in objs))
