@@ -150,14 +150,13 @@ def merged_conditions(existing: list[dict[str, object]], wanted: tuple[Condition
 
 
 def _condition(condition: Condition, stamp: str, current: dict[str, object] | None) -> dict[str, object]:
-    same = current is not None and current.get("status") == condition.status
-    if same and current is not None and (current.get("reason"), current.get("message")) == \
-            (condition.reason, condition.message):
+    if current is not None and (current.get("status"), current.get("reason"), current.get("message")) == \
+            (condition.status, condition.reason, condition.message):
         return current
+    unchanged = current is not None and current.get("status") == condition.status
     return {"type": condition.type, "status": condition.status, "reason": condition.reason,
-            "message": condition.message,
-            "lastProbeTime": stamp,
-            "lastTransitionTime": current.get("lastTransitionTime", stamp) if same and current else stamp}
+            "message": condition.message, "lastProbeTime": stamp,
+            "lastTransitionTime": current.get("lastTransitionTime", stamp) if unchanged and current else stamp}
 
 
 def ended(status: JobStatusChanged) -> bool:
