@@ -34,6 +34,7 @@ from services.gateway.views import ConfigView, StatusView
 from services.runtime.clock import Clock
 from services.runtime.kube import ADDED, DELETED, EVENTS, JOBS, MODIFIED, KubeRest, build_api_client, job_cache, update
 from services.runtime.kube.errors import is_not_found
+from services.runtime.service import unless_stopped
 from services.spec.durations import parse_duration
 from services.spec.ids import kube_job_id
 
@@ -191,13 +192,9 @@ class KubeJobFeedback:
             self._wanted.put_nowait(job_id)
 
     async def run(self, stop: asyncio.Event) -> None:
-        while not stop.is_set():
+        while True:
             getting = asyncio.ensure_future(self._wanted.get())
-            stopping = asyncio.ensure_future(stop.wait())
-            await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
-            stopping.cancel()
-            if not getting.done():
-                getting.cancel()
+            if not await unless_stopped(stop, getting):
                 return
             job_id = getting.result()
             self._waiting.discard(job_id)

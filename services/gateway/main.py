@@ -5,10 +5,8 @@ API, the firing loop of recurring jobs and (with a Kubernetes API at hand) the w
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-from collections.abc import Awaitable
 
 from prometheus_client import CollectorRegistry
 
@@ -27,7 +25,7 @@ from services.runtime.clock import Clock, utc_now
 from services.runtime.kafka import EnvelopeProducer
 from services.runtime.kafka.table import CompactedTable
 from services.runtime.options import ServeOptions
-from services.runtime.service import BackgroundTask, ServiceMain, ServiceRunner
+from services.runtime.service import BackgroundTask, ServiceMain, ServiceRunner, unless_stopped
 from services.spec.cluster_file import load_cluster_file
 
 log = logging.getLogger(__name__)
@@ -53,22 +51,6 @@ async def seed_config(ctx: GatewayContext, options: ServeOptions) -> int:
             published += 1
     log.info("seeded %d configuration items from %s", published, options.config_file)
     return published
-
-
-async def unless_stopped(stop: asyncio.Event, awaitable: Awaitable[object]) -> bool:
-    """Await ``awaitable`` unless ``stop`` is set first; True when it finished."""
-    work = asyncio.ensure_future(awaitable)
-    stopper = asyncio.create_task(stop.wait())
-    await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
-    for task in (work, stopper):
-        if not task.done():
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await task
-    if work.cancelled():
-        return False
-    work.result()
-    return True
 
 
 class GatewayMain(ServiceMain):

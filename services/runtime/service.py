@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import logging
 import signal
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,6 +25,22 @@ log = logging.getLogger(__name__)
 
 BackgroundTask = Callable[[asyncio.Event], Coroutine[Any, Any, None]]
 """A coroutine function that runs until the given stop event is set."""
+
+
+async def unless_stopped(stop: asyncio.Event, awaitable: Awaitable[object]) -> bool:
+    """Await ``awaitable`` unless ``stop`` is set first; True when it finished."""
+    work = asyncio.ensure_future(awaitable)
+    stopper = asyncio.create_task(stop.wait())
+    await asyncio.wait({work, stopper}, return_when=asyncio.FIRST_COMPLETED)
+    for task in (work, stopper):
+        if not task.done():
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await task
+    if work.cancelled():
+        return False
+    work.result()
+    return True
 
 
 @dataclass
