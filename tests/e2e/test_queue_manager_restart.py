@@ -15,14 +15,16 @@ pytestmark = pytest.mark.e2e
 
 
 async def test_queue_manager_restart_loses_nothing(system: System) -> None:
-    before = [await system.api.submit(job_spec(f"before-{i}", gpus=8, duration_s=3.0)) for i in range(4)]
-    await system.api.wait_state(before[0], "running", within=30)
-    await system.api.wait_state(before[1], "running", within=30)
+    # Long enough that both first jobs are still running when their state is read, on a busy machine too
+    # (at 3 s one was seen to start and finish between two reads of the other).
+    run_s = 8.0
+    before = [await system.api.submit(job_spec(f"before-{i}", gpus=8, duration_s=run_s)) for i in range(4)]
+    await asyncio.gather(*(system.api.wait_state(job_id, "running", within=30) for job_id in before[:2]))
     assert (await system.api.job(before[3]))["state"] == "pending"
 
     await system.stop("queue-manager")
     during = [await system.api.submit(job_spec(f"during-{i}", gpus=4, duration_s=1.0)) for i in range(2)]
-    await asyncio.sleep(3.5)  # the running jobs end while nobody schedules
+    await asyncio.sleep(run_s + 0.5)  # the running jobs end while nobody schedules
     await system.start_queue_manager()
 
     for job_id in before + during:
