@@ -1,17 +1,22 @@
-"""Shared helpers for the integration tests: unique topics, consumers that read a topic to the end."""
+"""Shared helpers for the integration tests: unique topics, consumers that read a topic to the end, a
+consumer loop run for the length of a block."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
+from contextlib import asynccontextmanager
 from typing import TypeAlias
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
 from aiokafka.structs import ConsumerRecord, TopicPartition
 
-from services.runtime.kafka import KafkaSettings, TopicPlan, create_topics
+from schemas.envelope import Envelope
+from schemas.topics import dlq_topic
+from services.runtime.kafka import ConsumerLoop, Delivery, KafkaSettings, TopicPlan, create_topics
+from tests.builders.messages import example_envelopes
 
 Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 
@@ -51,9 +56,7 @@ def consumer(settings: KafkaSettings, *topics: str, group_id: str | None = None,
     )
 
 
-async def read_until(
-    source: AIOKafkaConsumer, count: int, *, within: float = 20.0
-) -> list[Record]:
+async def read_until(source: AIOKafkaConsumer, count: int, *, within: float = 20.0) -> list[Record]:
     """Records from ``source`` until ``count`` have arrived (fails after ``within`` seconds)."""
     received: list[Record] = []
     async with asyncio.timeout(within):
@@ -117,3 +120,38 @@ async def eventually(condition: Callable[[], bool], *, within: float = 30.0, int
             if condition():
                 return
             await asyncio.sleep(interval)
+
+
+Seen: TypeAlias = list[tuple[Envelope, Delivery]]
+
+
+def collector(seen: Seen) -> Callable[[Envelope, Delivery], Awaitable[None]]:
+    async def handle(envelope: Envelope, delivery: Delivery) -> None:
+        seen.append((envelope, delivery))
+
+    return handle
+
+
+@asynccontextmanager
+async def running(loop: ConsumerLoop, **run_options: bool) -> AsyncIterator[asyncio.Task[None]]:
+    """Run ``loop`` in a task until the block ends, then stop it gracefully."""
+    task = asyncio.create_task(loop.run(**run_options))
+    assigned = asyncio.create_task(loop.wait_assigned())
+    try:
+        await asyncio.wait({task, assigned}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
+        assert assigned.done(), "the loop got no partitions"
+        yield task
+    finally:
+        assigned.cancel()
+        loop.stop()
+        await asyncio.wait_for(task, 30)
+
+
+def group() -> str:
+    return f"g-{uuid.uuid4().hex[:8]}"
+
+
+async def input_with_dead_letters(topics: TopicFactory, name: str) -> tuple[str, str, Envelope]:
+    """A new input topic, its dead-letter topic, and a valid envelope to put on it."""
+    topic = await topics.create(name)
+    return topic, await topics.create(name=dlq_topic(topic)), example_envelopes()[0][1]

@@ -6,8 +6,6 @@ import asyncio
 import os
 import signal
 import uuid
-from collections.abc import AsyncIterator, Awaitable, Callable
-from contextlib import asynccontextmanager
 
 import orjson
 import pytest
@@ -30,44 +28,21 @@ from services.runtime.kafka import (
 )
 from services.runtime.kafka.headers import TYPE_HEADER, VERSION_HEADER, header_value
 from tests.builders.messages import example_envelopes
-from tests.integration.builders import Record, TopicFactory, committed, eventually, produce, read_all
+from tests.integration.builders import (
+    Record,
+    Seen,
+    TopicFactory,
+    collector,
+    committed,
+    eventually,
+    group,
+    input_with_dead_letters,
+    produce,
+    read_all,
+    running,
+)
 
 pytestmark = pytest.mark.integration
-
-Seen = list[tuple[Envelope, Delivery]]
-
-
-def collector(seen: Seen) -> Callable[[Envelope, Delivery], Awaitable[None]]:
-    async def handle(envelope: Envelope, delivery: Delivery) -> None:
-        seen.append((envelope, delivery))
-
-    return handle
-
-
-@asynccontextmanager
-async def running(loop: ConsumerLoop, **run_options: bool) -> AsyncIterator[asyncio.Task[None]]:
-    """Run ``loop`` in a task until the block ends, then stop it gracefully."""
-    task = asyncio.create_task(loop.run(**run_options))
-    assigned = asyncio.create_task(loop.wait_assigned())
-    try:
-        await asyncio.wait({task, assigned}, timeout=30, return_when=asyncio.FIRST_COMPLETED)
-        assert assigned.done(), "the loop got no partitions"
-        yield task
-    finally:
-        assigned.cancel()
-        loop.stop()
-        await asyncio.wait_for(task, 30)
-
-
-def group() -> str:
-    return f"g-{uuid.uuid4().hex[:8]}"
-
-
-async def input_with_dead_letters(topics: TopicFactory, name: str) -> tuple[str, str, Envelope]:
-    """A new input topic, its dead-letter topic, and a valid envelope to put on it."""
-    topic = await topics.create(name)
-    return topic, await topics.create(name=dlq_topic(topic)), example_envelopes()[0][1]
-
 
 async def test_registry_topics_are_created_once_with_their_settings(kafka_settings: KafkaSettings) -> None:
     await ensure_registry_topics(kafka_settings)
@@ -432,70 +407,3 @@ async def test_batch_settle_keeps_handling_while_the_service_has_its_turn_at_the
     assert await committed(kafka_settings, group_id, TopicPartition(source, 0)) == len(examples)
     forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
     assert [record.value for record in forwarded] == [encode(envelope) for envelope in examples]
-
-
-async def test_concurrent_mode_overlaps_keys_keeps_each_keys_order_and_commits_everything(
-    kafka_settings: KafkaSettings, topics: TopicFactory
-) -> None:
-    topic = await topics.create("concurrent", partitions=2)
-    base = example_envelopes()[0][1]
-    keys = [f"job-{k}" for k in range(6)]
-    sent = {key: [base.model_copy(update={"event_id": f"{key}-{n}"}) for n in range(4)] for key in keys}
-    order: dict[str, list[str]] = {key: [] for key in keys}
-    in_flight = 0
-    most = 0
-    group_id = group()
-
-    async def slow(envelope: Envelope, delivery: Delivery) -> None:
-        nonlocal in_flight, most
-        in_flight += 1
-        most = max(most, in_flight)
-        await asyncio.sleep(0.02)
-        order[(delivery.key or b"").decode()].append(envelope.event_id)
-        in_flight -= 1
-
-    async with EnvelopeProducer(kafka_settings) as producer:
-        for n in range(4):
-            for key in keys:
-                await producer.send(topic, sent[key][n], key=key)
-        await producer.flush()
-        loop = ConsumerLoop(kafka_settings, [topic], slow, producer, group_id=group_id, concurrency=3)
-        async with running(loop):
-            await eventually(lambda: loop.stats.handled == 24)
-    assert order == {key: [e.event_id for e in sent[key]] for key in keys}
-    assert 1 < most <= 3
-    offsets = [await committed(kafka_settings, group_id, TopicPartition(topic, p)) or 0 for p in range(2)]
-    assert sum(offsets) == 24
-
-
-async def test_concurrent_mode_dead_letters_one_keys_failure_and_handles_the_others(
-    kafka_settings: KafkaSettings, topics: TopicFactory
-) -> None:
-    topic, dlq, envelope = await input_with_dead_letters(topics, "concurrent-failing")
-    handled: list[str] = []
-
-    async def handle(envelope: Envelope, delivery: Delivery) -> None:
-        if delivery.key == b"bad":
-            raise RuntimeError("cannot handle this one")
-        handled.append(envelope.event_id)
-
-    async with EnvelopeProducer(kafka_settings) as producer:
-        for n, key in enumerate(["a", "bad", "b", "c"]):
-            await producer.send(topic, envelope.model_copy(update={"event_id": f"e{n}"}), key=key)
-        await producer.flush()
-        loop = ConsumerLoop(kafka_settings, [topic], handle, producer, group_id=group(), concurrency=4,
-                            retry=RetryPolicy(attempts=2, initial_backoff_s=0.01))
-        async with running(loop):
-            await eventually(lambda: loop.stats.handled == 3 and loop.stats.dead_lettered == 1)
-    assert sorted(handled) == ["e0", "e2", "e3"]
-    dead = await read_all(kafka_settings, dlq, idle_s=0.4)
-    assert [record.key for record in dead] == [b"bad"]
-
-
-def test_concurrent_mode_needs_record_settling(kafka_settings: KafkaSettings) -> None:
-    with pytest.raises(ValueError, match="record settle mode"):
-        ConsumerLoop(kafka_settings, ["t"], collector([]), EnvelopeProducer(kafka_settings), group_id="g",
-                     settle="batch", concurrency=2)
-    with pytest.raises(ValueError, match="at least 1"):
-        ConsumerLoop(kafka_settings, ["t"], collector([]), EnvelopeProducer(kafka_settings), group_id="g",
-                     concurrency=0)
