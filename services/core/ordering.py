@@ -11,10 +11,13 @@ enters the queue (and again when what its rank depends on changes), so the walk 
   level in submit order.
 
 A ranked order can make a job wait behind ever newer, shorter ones. Each job therefore gets a
-promotion time, after which it is walked before every unpromoted job of its priority (promoted jobs
-among themselves by submit time): under ``remaining`` once it has waited ``slowdown_limit`` times
-its own estimated runtime (at most ``starvation_age_s``), which bounds its slowdown; under ``las``
-once it has waited ``las_promote_knob`` times its last run (Tiresias' starvation guard).
+promotion time, after which it is walked before every unpromoted job of its priority: under
+``remaining`` once it has waited ``slowdown_limit`` times its own estimated runtime (at most
+``starvation_age_s``), which bounds its slowdown; under ``las`` once it has waited
+``las_promote_knob`` times its last run (Tiresias' starvation guard). Promoted jobs go among
+themselves by promotion time, the earliest first: a deadline order. In an overloaded queue, where
+every waiting job is soon promoted, that keeps short jobs ahead (their bound comes sooner) instead of
+falling back to first come, first served.
 """
 
 from __future__ import annotations

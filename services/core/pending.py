@@ -2,7 +2,8 @@
 
 Each queue has a heap by ``(-priority, rank, submit_time)`` (the rank comes from ``ordering``) and a
 heap by promotion time. A walk at ``now`` first yields the jobs whose promotion time has come, by
-priority and then submit time, and then the rest in heap order, each job once. A global heap by
+priority and then promotion time (the earliest bound first), and then the rest in heap order, each
+job once. A global heap by
 submit time serves the FIFO policies.
 """
 
@@ -105,10 +106,11 @@ class PendingQueues:
             self.fifo = [e for e in self.fifo if live.get(e[1]) == e[2]]
             heapq.heapify(self.fifo)
 
-    def promoted(self, queue: str, now: float) -> list[tuple[int, float, str]]:
-        """``(-priority, submit_time, job_id)`` of the queue's live jobs promoted by ``now``, in order."""
+    def promoted(self, queue: str, now: float) -> list[tuple[int, float, float, str]]:
+        """``(-priority, promote_at, submit_time, job_id)`` of the queue's live jobs promoted by ``now``,
+        in order."""
         heap = self.promos.get(queue)
-        out: list[tuple[int, float, str]] = []
+        out: list[tuple[int, float, float, str]] = []
         if not heap or heap[0][0] > now:
             return out
         live = self.live
@@ -120,27 +122,27 @@ class PendingQueues:
             if e[0] > now:
                 continue
             if live.get(e[3]) == e[4]:
-                out.append((e[1], e[2], e[3]))
+                out.append((e[1], e[0], e[2], e[3]))
             stack.extend(c for c in (2 * i + 1, 2 * i + 2) if c < n)
         out.sort()
         return out
 
     def walk_queue(self, queue: str, now: float = -math.inf) -> Iterator[str]:
-        """The queue's live jobs: promoted ones first (by priority, then submit time), then heap order."""
+        """The queue's live jobs: promoted ones first (by priority, then promotion time), then heap order."""
         heap = self.heaps.get(queue, [])
         promoted = self.promoted(queue, now)
-        seen = {p[2] for p in promoted}
+        seen = {p[3] for p in promoted}
         k = 0
         live = self.live
         for e in _walk_entries(heap):
             if live.get(e[3]) != e[4] or e[3] in seen:
                 continue
             while k < len(promoted) and promoted[k][0] <= e[0]:
-                yield promoted[k][2]
+                yield promoted[k][3]
                 k += 1
             yield e[3]
         for p in promoted[k:]:
-            yield p[2]
+            yield p[3]
 
     def walk_fifo(self, queue: str | None = None) -> Iterator[str]:
         """Live jobs by submit time: of one queue, or of all queues."""

@@ -440,8 +440,9 @@ class SchedulerState:
             if job.queue != queue:
                 continue
             estimate = self.estimate(job, order.learned)
-            promoted = order.promote_at(job, estimate) <= now
-            rank = 0.0 if promoted else order.rank(job, estimate)
+            promote_at = order.promote_at(job, estimate)
+            promoted = promote_at <= now
+            rank = promote_at if promoted else order.rank(job, estimate)
             keyed.append(((-job.priority, not promoted, rank, job.submit_time, job.job_id), job.job_id))
         keyed.sort()
         return [job_id for _, job_id in keyed]

@@ -39,10 +39,22 @@ def test_least_remaining_work_first_within_a_priority() -> None:
 def test_a_job_waiting_longer_than_its_slowdown_limit_goes_first() -> None:
     st = state([queue("q", 8)], [node("n", 8)])
     st.submit(job("long", gpus_per_pod=8, runtime_estimate=1000.0, submit=0))
-    st.submit(job("short", gpus_per_pod=1, runtime_estimate=10.0, submit=1))
+    st.submit(job("short", gpus_per_pod=1, runtime_estimate=10.0, submit=2990))
     assert ordered_ids(st, 2999) == ["short", "long"]
     assert ordered_ids(st, 3000) == ["long", "short"]  # waited 3x its estimate (slowdown_limit 3)
     assert ordered_ids(st, 3000, replace(REMAINING, slowdown_limit=0.0)) == ["short", "long"]
+    assert ordered_ids(st, 3020) == ["long", "short"]  # both promoted: the earlier bound first
+
+
+def test_promoted_jobs_go_by_their_bound_not_by_submit_time() -> None:
+    """In an overloaded queue every waiting job is soon promoted; by promotion time (a deadline order)
+    a short job whose bound came first stays ahead of a long one submitted before it."""
+    st = state([queue("q", 8)], [node("n", 8)])
+    st.submit(job("long", gpus_per_pod=8, runtime_estimate=1000.0, submit=0))
+    st.submit(job("short", gpus_per_pod=1, runtime_estimate=10.0, submit=1))
+    assert ordered_ids(st, 5000) == ["short", "long"]  # bounds 31 and 3000, both passed
+    st.submit(job("later", gpus_per_pod=1, runtime_estimate=10.0, submit=4000))
+    assert ordered_ids(st, 5000) == ["short", "long", "later"]  # a newer job never passes a due bound
 
 
 def test_a_job_past_its_estimate_is_expected_to_need_as_much_again() -> None:
