@@ -117,7 +117,7 @@ def test_an_invalid_file_sends_nothing(served: tuple[Harness, dict[str, str]], t
 
 
 def test_the_api_refusal_of_a_reference_names_the_item(served: tuple[Harness, dict[str, str]]) -> None:
-    gw, env = served
+    _, env = served
     code, out = run(apply, ["-f", "-"], as_admin(env), stdin="kind: Queue\nname: q\ncohort: ghost\n")
     assert code == 1 and "queue/q" in out and "unknown_cohort" in out, out
 
