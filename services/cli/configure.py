@@ -13,6 +13,7 @@ from typing import cast
 import click
 
 from muster.client import Client, ConfigKind, Conflict, Forbidden, MusterError, NotFound, Unauthorized
+from services.cli.completion import complete_config_names
 from services.cli.jobs import gateway
 from services.cli.manifests import (
     ORDER,
@@ -105,7 +106,7 @@ def _wait_visible(client: Client, m: Manifest) -> None:
 
 @click.command()
 @click.argument("kind", type=click.Choice(ORDER))
-@click.argument("name")
+@click.argument("name", shell_complete=complete_config_names)
 def delete(kind: str, name: str) -> None:
     """Delete the configuration item NAME of KIND (administrators).
 

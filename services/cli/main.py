@@ -33,6 +33,7 @@ SUBCOMMANDS: dict[str, str] = {
     "config": "services.cli.contexts:config",
     "apply": "services.cli.configure:apply",
     "delete": "services.cli.configure:delete",
+    "completion": "services.cli.completion:completion",
 }
 
 
