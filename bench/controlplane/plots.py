@@ -53,8 +53,9 @@ def write_plot(series: Sequence[Series], path: str | Path, title: str) -> None:
             end = s.submitted[-1]
             decided_ax.plot([0, end], [0, end * s.offered_per_s], color=color, linestyle="--", linewidth=0.8)
         mids, p50, p99 = _sliced(s)
-        latency_ax.plot(mids, p50, color=color, label=f"{s.name} p50")
-        latency_ax.plot(mids, p99, color=color, linestyle=":", label=f"{s.name} p99")
+        # markers: a burst's submissions all fall in a few slices near 0, where a bare line would vanish
+        latency_ax.plot(mids, p50, color=color, marker="o", markersize=3, label=f"{s.name} p50")
+        latency_ax.plot(mids, p99, color=color, linestyle=":", marker="^", markersize=3, label=f"{s.name} p99")
     decided_ax.set_title(f"{title}: jobs decided since each scenario's first submission (dashed: offered pace)")
     decided_ax.set_xlabel("seconds since the scenario's first submission")
     decided_ax.set_ylabel("jobs decided")
