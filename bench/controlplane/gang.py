@@ -8,6 +8,7 @@ from datetime import UTC, datetime
 
 from bench.controlplane.baseline import round_trip
 from bench.controlplane.measure import Spread, Table
+from bench.controlplane.observe import OBSERVER
 from bench.controlplane.stack import SUBMITTER, Stack, private_broker, running_stack
 from bench.controlplane.workload import Fleet, QueueLayout, submission
 from schemas.codec import encode
@@ -29,7 +30,8 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
         async with running_stack(broker, fleet, layout, lambda _: None,
                                  scheduler=SchedulerConfig(min_runtime_s=0.0)) as stack:
             timeline = stack.timeline
-            for job in jobs:
+            for trial, job in enumerate(jobs):
+                OBSERVER.progress("gang trials", trial, len(jobs))
                 await (await stack.submit(job.model_copy(update={"submitted_at": datetime.now(UTC)})))
                 await stack.cluster.wait_until(lambda j=job.job_id: j in timeline.decided  # type: ignore[misc]
                                                or j in stack.cluster.rejected, within=WITHIN_S)
@@ -39,6 +41,7 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
                 submitted = timeline.submitted[job.job_id]
                 rows.append((job.job_id, timeline.decided[job.job_id] - submitted,
                              timeline.created[job.job_id] - submitted, _racks(stack, job.job_id, fleet)))
+            OBSERVER.progress("gang trials", len(jobs), len(jobs))
             setup = dict(stack.setup_s)
     table = Table(
         f"gang: {PODS} pods x 1 GPU, topology rack required, {fleet.nodes:,} nodes x 8 GPUs "

@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from bench.controlplane.baseline import round_trip
 from bench.controlplane.machine import spent
 from bench.controlplane.measure import Spread, Table, rate
+from bench.controlplane.observe import OBSERVER, Series, counting
 from bench.controlplane.pacing import paced
 from bench.controlplane.sizes import BORROWING_LIMIT, NOMINAL, SIZES, per_queue
 from bench.controlplane.stack import SUBMITTER, private_broker, running_stack
@@ -50,8 +51,10 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
             produced = time.time() - started
             ids = set(runtimes)
             timeline = stack.timeline
-            done = await stack.cluster.wait_until(
-                lambda: ids <= timeline.finished.keys() | stack.cluster.rejected.keys(), within=LIMIT_S)
+            done = await stack.cluster.wait_until(counting(
+                "workloads finished", lambda: len(ids & (timeline.finished.keys() | stack.cluster.rejected.keys())),
+                len(ids), lambda: ids <= timeline.finished.keys() | stack.cluster.rejected.keys()), within=LIMIT_S)
+            OBSERVER.series.append(Series.of("largescale", timeline, ids))
             wall = max(timeline.finished.values(), default=started) - started
             (cpu,) = spent(cpu_before, stack.cpu_seconds())
             setup = dict(stack.setup_s)

@@ -10,6 +10,7 @@ from datetime import UTC, datetime
 
 from bench.controlplane.baseline import round_trip
 from bench.controlplane.measure import Spread, Table
+from bench.controlplane.observe import OBSERVER, counting
 from bench.controlplane.pacing import paced
 from bench.controlplane.stack import SUBMITTER, private_broker, running_stack
 from bench.controlplane.workload import Fleet, QueueLayout, submission
@@ -35,11 +36,14 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
             async for due in paced(len(fillers), None):
                 for i in due:
                     await stack.submit(fillers[i].model_copy(update={"submitted_at": datetime.now(UTC)}))
-            filled = await cluster.wait_until(lambda: len(cluster.running) >= running, within=300)
+            filled = await cluster.wait_until(counting("low-priority jobs running", lambda: len(cluster.running),
+                                                       running, lambda: len(cluster.running) >= running),
+                                              within=300)
             if not filled:
                 raise RuntimeError(f"only {len(cluster.running)} of {running} low-priority jobs started")
             rows = []
-            for job in urgent:
+            for trial, job in enumerate(urgent):
+                OBSERVER.progress("reclaim trials", trial, len(urgent))
                 before = set(timeline.preempt_requested)
                 await (await stack.submit(job.model_copy(update={"submitted_at": datetime.now(UTC)})))
                 await cluster.wait_until(lambda j=job.job_id: j in timeline.decided, within=WITHIN_S)  # type: ignore[misc]
@@ -48,6 +52,7 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
                 requested = min((timeline.preempt_requested[v] for v in chosen), default=float("nan"))
                 decided = timeline.decided.get(job.job_id, float("nan"))
                 rows.append((job.job_id, requested - submitted, decided - submitted, len(chosen)))
+            OBSERVER.progress("reclaim trials", len(urgent), len(urgent))
             setup = dict(stack.setup_s)
     table = Table(
         f"reclaim: {running:,} running 1-GPU low-priority jobs on {fleet.nodes:,} nodes x 8 GPUs (all GPUs in "

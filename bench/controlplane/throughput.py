@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from bench.controlplane.baseline import round_trip
 from bench.controlplane.machine import spent
 from bench.controlplane.measure import Spread, Table, rate
+from bench.controlplane.observe import OBSERVER, Series, counting
 from bench.controlplane.pacing import paced
 from bench.controlplane.stack import SUBMITTER, Broker, Stack, running_stack
 from bench.controlplane.workload import Fleet, QueueLayout, queue_name, submission
@@ -83,11 +84,17 @@ async def run_scenario(stack: Stack, scenario: Scenario, index: int, *, within_s
         for i in due:
             job = jobs[i].model_copy(update={"submitted_at": datetime.now(UTC)})
             futures.append(await stack.submit(job))
+        OBSERVER.progress(f"{scenario.name}: submitted", len(futures), scenario.count)
     await asyncio.gather(*futures)
     timeline = stack.timeline
-    await stack.cluster.wait_until(lambda: ids <= timeline.decided.keys() | stack.cluster.rejected.keys(),
-                                   within=within_s)
+
+    def decided() -> set[str]:
+        return ids & (timeline.decided.keys() | stack.cluster.rejected.keys())
+
+    await stack.cluster.wait_until(counting(f"{scenario.name}: decided", lambda: len(decided()), len(ids),
+                                            lambda: len(decided()) == len(ids)), within=within_s)
     admitted = [j for j in ids if j in timeline.decided]
+    OBSERVER.series.append(Series.of(scenario.name, timeline, ids, scenario.rate))
     await settle(stack, ids)
     cpu = spent(cpu_before, stack.cpu_seconds())
     last = max((timeline.decided[j] for j in admitted), default=started)

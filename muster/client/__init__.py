@@ -1,7 +1,8 @@
 """The typed Python client of Muster.
 
 - ``Client`` / ``AsyncClient``: the gateway's HTTP API (submit, get, list, describe, cancel, suspend, resume,
-  set_priority, scale, queues, recurring jobs), ``watch()`` on the live stream and ``wait()`` for a state.
+  set_priority, scale, queues, recurring jobs,
+  configuration: ``config``, ``define``, ``undefine``), ``watch()`` on the live stream and ``wait()`` for a state.
   Answers are the API's own pydantic models (``schemas.api``); refusals raise ``ApiError`` subclasses that
   carry the API's error body.
 - ``KafkaSubmitter``: validated ``SubmitJob`` intents straight onto ``muster.intents.v1`` (imported on first
@@ -35,11 +36,13 @@ from muster.client.errors import (
     Unprocessable,
     WaitTimeout,
 )
-from muster.client.operations import Submitted
+from muster.client.operations import CONFIG_COLLECTIONS, ConfigItem, ConfigKind, Submitted
 from muster.client.stream import JobsChanged, JobsRemoved, NodesChanged, QueuesChanged, StreamEvent, StreamOpened
 from muster.client.sync import Client
 from schemas.api import (
     ActionAccepted,
+    ConfigChange,
+    ConfigDocument,
     ErrorBody,
     Explanation,
     JobList,
@@ -58,12 +61,17 @@ if TYPE_CHECKING:
     from services.runtime.kafka import KafkaSettings
 
 __all__ = [
+    "CONFIG_COLLECTIONS",
     "ActionAccepted",
     "ApiError",
     "AsyncClient",
     "BadRequest",
     "Client",
     "ClientSettings",
+    "ConfigChange",
+    "ConfigDocument",
+    "ConfigItem",
+    "ConfigKind",
     "ConfigurationError",
     "Conflict",
     "Context",

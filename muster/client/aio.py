@@ -14,7 +14,7 @@ import httpx
 from muster.client import operations as ops
 from muster.client.config import ClientSettings, context_settings, load_settings
 from muster.client.errors import NotFound, TransportError, WaitTimeout, error_from_response
-from muster.client.operations import Call, Submitted
+from muster.client.operations import Call, ConfigItem, ConfigKind, Submitted
 from muster.client.stream import (
     KINDS,
     JobsRemoved,
@@ -28,6 +28,8 @@ from muster.client.stream import (
 from muster.client.sync import RECONNECT_PAUSE_S, STREAM_READ_TIMEOUT_S
 from schemas.api import (
     ActionAccepted,
+    ConfigChange,
+    ConfigDocument,
     Explanation,
     JobList,
     JobView,
@@ -157,6 +159,22 @@ class AsyncClient:
 
     async def delete_recurring(self, name: str) -> RecurringChange:
         return await self.send(ops.recurring_action(name, "delete"))
+
+    # ------------------------------------------------------------------------------ configuration
+
+    async def config(self) -> ConfigDocument:
+        """The configuration (members see their own tenant and queues, and the shared items)."""
+        return await self.send(ops.config())
+
+    async def define(self, kind: ConfigKind, item: ConfigItem) -> ConfigChange:
+        """Create or replace a configuration item (administrators; others get ``Forbidden``). ``changed`` is
+        false when the gateway already held an equal item (nothing was published)."""
+        return await self.send(ops.define(kind, item))
+
+    async def undefine(self, kind: ConfigKind, name: str) -> ConfigChange:
+        """Delete a configuration item (administrators). ``Conflict`` while other items refer to it, or while
+        unfinished jobs are in the queue or of the priority class (``error`` ``in_use`` / ``has_unfinished_jobs``)."""
+        return await self.send(ops.undefine(kind, name))
 
     # ------------------------------------------------------------------------------ live changes
 

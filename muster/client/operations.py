@@ -13,6 +13,8 @@ from pydantic import TypeAdapter, ValidationError
 from muster.client.errors import ProtocolError
 from schemas.api import (
     ActionAccepted,
+    ConfigChange,
+    ConfigDocument,
     Explanation,
     JobList,
     JobView,
@@ -23,6 +25,14 @@ from schemas.api import (
     RecurringList,
     RecurringView,
     SubmitAccepted,
+)
+from schemas.config import (
+    CohortConfig,
+    GpuTypeConfig,
+    PoolConfig,
+    PriorityClassConfig,
+    QueueConfig,
+    TenantConfig,
 )
 from schemas.jobspec import JobSpec
 
@@ -38,7 +48,7 @@ _SUBMITTED: TypeAdapter[Submitted] = TypeAdapter(Submitted)
 class Call(Generic[T]):
     """One request and the reader of its (2xx) JSON answer."""
 
-    method: Literal["GET", "POST", "PATCH", "DELETE"]
+    method: Literal["GET", "POST", "PUT", "PATCH", "DELETE"]
     path: str
     read: Callable[[Any], T]
     params: dict[str, str | int] = field(default_factory=dict)
@@ -135,6 +145,30 @@ def recurring_action(name: str, action: Literal["suspend", "resume", "delete"]) 
     if action == "delete":
         return Call("DELETE", f"/v1/recurring/{_segment(name)}", RecurringChange.model_validate)
     return Call("POST", f"/v1/recurring/{_segment(name)}/{action}", RecurringChange.model_validate)
+
+
+ConfigKind = Literal["queue", "cohort", "priority-class", "gpu-type", "pool", "tenant"]
+ConfigItem = QueueConfig | CohortConfig | PriorityClassConfig | GpuTypeConfig | PoolConfig | TenantConfig
+
+#: the path segment of each configuration kind under ``/v1/config``
+CONFIG_COLLECTIONS: dict[ConfigKind, str] = {
+    "queue": "queues", "cohort": "cohorts", "priority-class": "priority-classes", "gpu-type": "gpu-types",
+    "pool": "pools", "tenant": "tenants",
+}
+
+
+def config() -> Call[ConfigDocument]:
+    return Call("GET", "/v1/config", ConfigDocument.model_validate)
+
+
+def define(kind: ConfigKind, item: ConfigItem) -> Call[ConfigChange]:
+    """``PUT`` the item: administrators only; ``changed`` is false when the gateway already held it."""
+    path = f"/v1/config/{CONFIG_COLLECTIONS[kind]}/{_segment(item.name)}"
+    return Call("PUT", path, ConfigChange.model_validate, json=item.model_dump(mode="json"))
+
+
+def undefine(kind: ConfigKind, name: str) -> Call[ConfigChange]:
+    return Call("DELETE", f"/v1/config/{CONFIG_COLLECTIONS[kind]}/{_segment(name)}", ConfigChange.model_validate)
 
 
 QueryItem = tuple[str, str | int | float | bool | None]

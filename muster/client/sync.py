@@ -13,7 +13,7 @@ import httpx
 from muster.client import operations as ops
 from muster.client.config import ClientSettings, context_settings, load_settings
 from muster.client.errors import NotFound, TransportError, WaitTimeout, error_from_response
-from muster.client.operations import Call, Submitted
+from muster.client.operations import Call, ConfigItem, ConfigKind, Submitted
 from muster.client.stream import (
     KINDS,
     JobsRemoved,
@@ -26,6 +26,8 @@ from muster.client.stream import (
 )
 from schemas.api import (
     ActionAccepted,
+    ConfigChange,
+    ConfigDocument,
     Explanation,
     JobList,
     JobView,
@@ -166,6 +168,22 @@ class Client:
 
     def delete_recurring(self, name: str) -> RecurringChange:
         return self.send(ops.recurring_action(name, "delete"))
+
+    # ------------------------------------------------------------------------------ configuration
+
+    def config(self) -> ConfigDocument:
+        """The configuration (members see their own tenant and queues, and the shared items)."""
+        return self.send(ops.config())
+
+    def define(self, kind: ConfigKind, item: ConfigItem) -> ConfigChange:
+        """Create or replace a configuration item (administrators; others get ``Forbidden``). ``changed`` is
+        false when the gateway already held an equal item (nothing was published)."""
+        return self.send(ops.define(kind, item))
+
+    def undefine(self, kind: ConfigKind, name: str) -> ConfigChange:
+        """Delete a configuration item (administrators). ``Conflict`` while other items refer to it, or while
+        unfinished jobs are in the queue or of the priority class (``error`` ``in_use`` / ``has_unfinished_jobs``)."""
+        return self.send(ops.undefine(kind, name))
 
     # ------------------------------------------------------------------------------ live changes
 

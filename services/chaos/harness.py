@@ -28,13 +28,23 @@ from services.runtime.kafka.reader import KafkaError
 
 POLL_S = 3.0
 
+Progress = Callable[[str, float, float | None], None]
+"""``(description, done, total)``: how far the run is (``muster chaos`` draws it as progress bars)."""
+
+
+def _quiet(description: str, done: float, total: float | None) -> None:
+    return None
+
 
 class Run:
     """The mutable record of one run: which job ids the submissions got, and what the run saw."""
 
     def __init__(self, plan: ChaosPlan, system: ChaosSystem, gateway: Gateway, report: ChaosReport,
-                 notify: Callable[[str], None]) -> None:
+                 notify: Callable[[str], None], progress: Progress = _quiet, planned: int = 0) -> None:
         self.plan = plan
+        self.progress = progress
+        self.planned = planned
+        self.attempted = 0
         self.system = system
         self.gateway = gateway
         self.report = report
@@ -50,6 +60,9 @@ class Run:
         except GatewayError as exc:
             self.problems.append(Violation("submit", None, str(exc)))
             return
+        finally:
+            self.attempted += 1
+            self.progress("jobs submitted", self.attempted, self.planned)
         self.job_ids[job.index] = job_id
         if job.cancel_after_s is not None:
             await asyncio.sleep(job.cancel_after_s)
@@ -75,6 +88,7 @@ class Run:
                 continue
             states = checks.final_states(list(self.job_ids.values()), checks.status_histories(log.events))
             open_jobs = sorted(j for j, s in states.items() if s not in TERMINAL_STATES)
+            self.progress("jobs ended", len(self.job_ids) - len(open_jobs), len(self.job_ids))
             if not open_jobs or loop.time() > deadline:
                 return log
             self.notify(f"waiting for {len(open_jobs)} jobs to end, e.g. {open_jobs[:3]}")
@@ -126,8 +140,10 @@ def evaluate(run: Run, log: EventLog, recorder: PodRecorder, left: list[str]) ->
                if log.undecodable else [])
 
 
-async def run_chaos(plan: ChaosPlan, state_dir: Path, notify: Callable[[str], None]) -> ChaosReport:
-    """One seeded run; the report says what was done and which invariants broke."""
+async def run_chaos(plan: ChaosPlan, state_dir: Path, notify: Callable[[str], None],
+                    progress: Progress = _quiet) -> ChaosReport:
+    """One seeded run; the report says what was done and which invariants broke. ``progress`` is told how many
+    jobs were submitted, then how many ended while draining."""
     loop = asyncio.get_running_loop()
     began = loop.time()
     rng = random.Random(plan.seed)
@@ -138,7 +154,7 @@ async def run_chaos(plan: ChaosPlan, state_dir: Path, notify: Callable[[str], No
     async with running_system(plan, config, state_dir, notify) as system:
         system.sim.store.add_listener(recorder)
         gateway = Gateway(system.gateway_url, system.admin_token)
-        run = Run(plan, system, gateway, report, notify)
+        run = Run(plan, system, gateway, report, notify, progress, len(workload))
         stop = asyncio.Event()
         keeper = asyncio.create_task(system.keep_alive(stop, notify), name="chaos keep-alive")
         try:

@@ -16,6 +16,8 @@ from typing import Any
 
 import click
 
+from services.simulator.progress import TerminalProgress, progress_wanted
+
 # name -> module of bench.controlplane whose ``main(quick=..., bootstrap=..., **options)`` runs it
 BENCHMARKS: dict[str, str] = {
     "throughput": "bench.controlplane.run_throughput",
@@ -27,6 +29,8 @@ BENCHMARKS: dict[str, str] = {
 }
 #: benchmarks of the Kubernetes side (``--kube real``): kubesim and a real control plane in one run
 KUBE_BENCHMARKS = ("gang", "dispatch", "reclaim")
+#: benchmarks that record per-job moments for ``--plot`` (``bench.controlplane.observe``)
+PLOTTED = ("throughput", "shards", "largescale")
 
 
 def _load(module: str) -> Any:
@@ -53,9 +57,14 @@ def _load(module: str) -> Any:
               help="Run on this many private Kafka brokers (topics at replication factor 3 and min.insync.replicas "
                    "2 from three brokers on). throughput: measure one broker and N side by side (the cost of "
                    "replication).")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
+              help=f"{', '.join(PLOTTED)}: also write a PNG of jobs decided and latency over time, and the "
+                   "latency percentiles per scenario")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Progress bars with ETA on stderr (only drawn on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="Log the services' INFO messages.")
 def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None, profile: Path | None,
-          kube: str, brokers: int, verbose: bool) -> None:
+          kube: str, brokers: int, plot_path: Path | None, progress: bool, verbose: bool) -> None:
     """Run the benchmark NAME and print its figures next to a baseline measured in the same run."""
     if bootstrap and brokers != 1:
         raise click.UsageError("--brokers starts private brokers; it cannot be combined with --bootstrap")
@@ -63,6 +72,8 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
         raise click.UsageError("dispatch measures the Kubernetes side: run it with --kube real")
     if kube == "real" and name not in KUBE_BENCHMARKS:
         raise click.UsageError(f"--kube real applies to {', '.join(KUBE_BENCHMARKS)}")
+    if plot_path is not None and (name not in PLOTTED or kube == "real"):
+        raise click.UsageError(f"--plot applies to {', '.join(PLOTTED)} (the others' tables say it all)")
     logging.basicConfig(level=logging.INFO if verbose else logging.WARNING,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not verbose:  # a fresh broker's leader elections and new topics make the client log retried errors
@@ -81,18 +92,26 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
     # SIGTERM (a time limit, a CI runner) ends the run like Ctrl-C: the private broker is stopped too
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
     machine = _load("bench.controlplane.machine")
+    observer = _load("bench.controlplane.observe").OBSERVER
     before = machine.CpuTimes.now()
     try:
-        if profile is None:
-            text = asyncio.run(module.main(**options))
-        else:
-            import cProfile
-
-            with cProfile.Profile() as profiler:
+        with TerminalProgress(progress_wanted(progress)) as bars:
+            observer.reset(name, bars.update if bars.enabled else None)
+            if profile is None:
                 text = asyncio.run(module.main(**options))
-            profiler.dump_stats(profile)
+            else:
+                import cProfile
+
+                with cProfile.Profile() as profiler:
+                    text = asyncio.run(module.main(**options))
+                profiler.dump_stats(profile)
     finally:
         signal.signal(signal.SIGTERM, previous)
     click.echo(text)
+    if plot_path is not None:
+        if not observer.series:
+            raise click.ClickException(f"{name} recorded no scenarios to plot; {plot_path} not written")
+        _load("bench.controlplane.plots").write_plot(observer.series, plot_path, f"muster bench {name}")
+        click.echo(f"  plot: {plot_path}")
     # the figures move with the rest of the machine: say how busy it was and how much the host took
     click.echo("  " + machine.describe(before, machine.CpuTimes.now()))

@@ -7,13 +7,20 @@ import json
 import logging
 import sys
 import tempfile
+from collections.abc import Callable
 from pathlib import Path
 
 import click
 
+from services.simulator.progress import TerminalProgress, progress_wanted
+
+
+def _styled(message: str) -> str:
+    return click.style("» ", fg="cyan") + message
+
 
 def _step(message: str) -> None:
-    click.echo(click.style("» ", fg="cyan") + message, err=True)
+    click.echo(_styled(message), err=True)
 
 
 @click.command()
@@ -31,7 +38,10 @@ def _step(message: str) -> None:
                    "the leader of most partitions and the active controller")
 @click.option("--state-dir", type=click.Path(file_okay=False, path_type=Path), default=None,
               help="keep the broker data and service logs here (default: a temporary directory, removed)")
-def chaos(quick: bool, seed: int, jobs: int, kills: int, nodes: int, brokers: int, state_dir: Path | None) -> None:
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="progress bars with ETA on stderr (only drawn on a terminal)")
+def chaos(quick: bool, seed: int, jobs: int, kills: int, nodes: int, brokers: int, state_dir: Path | None,
+          progress: bool) -> None:
     """Run every service as its own process on Apache Kafka and a simulated cluster, inject faults, and
     check that every job ended exactly once with nothing lost, duplicated, over-committed or orphaned.
 
@@ -44,12 +54,14 @@ def chaos(quick: bool, seed: int, jobs: int, kills: int, nodes: int, brokers: in
     logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
 
     plan = ChaosPlan.quick(seed, brokers) if quick else ChaosPlan.sized(seed, jobs, kills, nodes, brokers)
-    if state_dir is not None:
-        state_dir.mkdir(parents=True, exist_ok=True)
-        report = asyncio.run(run_chaos(plan, state_dir.resolve(), _step))
-    else:
-        with tempfile.TemporaryDirectory(prefix="muster-chaos-") as tmp:
-            report = asyncio.run(run_chaos(plan, Path(tmp), _step))
+    with TerminalProgress(progress_wanted(progress)) as bars:
+        step: Callable[[str], None] = (lambda message: bars.log(_styled(message))) if bars.enabled else _step
+        if state_dir is not None:
+            state_dir.mkdir(parents=True, exist_ok=True)
+            report = asyncio.run(run_chaos(plan, state_dir.resolve(), step, bars.update))
+        else:
+            with tempfile.TemporaryDirectory(prefix="muster-chaos-") as tmp:
+                report = asyncio.run(run_chaos(plan, Path(tmp), step, bars.update))
     click.echo(json.dumps(report.as_json(), indent=2))
     if not report.ok:
         _step(click.style(f"{len(report.violations)} violations", fg="red"))

@@ -23,6 +23,12 @@ from rich.text import Text
 from muster.client import Client, JobsChanged, MusterError, StreamOpened
 from schemas.api import RecurringAccepted
 from schemas.status import TERMINAL_STATES
+from services.cli.completion import (
+    complete_active_job_ids,
+    complete_job_ids,
+    complete_queues,
+    complete_recurring,
+)
 from services.cli.output import console, emit, emit_change, is_machine, output_option
 from services.cli.render import (
     change_line,
@@ -104,7 +110,7 @@ _watch_option = click.option("-w", "--watch", is_flag=True,
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_job_ids)
 @output_option
 @_watch_option
 def get(job_id: str, output: str, watch: bool) -> None:
@@ -125,7 +131,7 @@ def get(job_id: str, output: str, watch: bool) -> None:
 
 
 @click.command("list")
-@click.option("--queue", default=None)
+@click.option("--queue", default=None, shell_complete=complete_queues)
 @click.option("--state", default=None, help="pending, running, succeeded, ... or submitted")
 @click.option("--tenant", default=None, help="administrators: another tenant's jobs")
 @click.option("--all", "show_all", is_flag=True, help="include finished jobs")
@@ -157,7 +163,7 @@ def list_jobs(queue: str | None, state: str | None, tenant: str | None, show_all
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_job_ids)
 @output_option
 def describe(job_id: str, output: str) -> None:
     """Why a job is where it is: history, reason, queue position, estimated start (text and wide alike)."""
@@ -170,7 +176,7 @@ def describe(job_id: str, output: str) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_active_job_ids)
 @click.option("--reason", default="", help="recorded with the cancellation")
 def cancel(job_id: str, reason: str) -> None:
     """Cancel a job (a running one is stopped)."""
@@ -180,7 +186,7 @@ def cancel(job_id: str, reason: str) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_active_job_ids)
 def suspend(job_id: str) -> None:
     """Suspend a job: it keeps its place in the queue but does not run."""
     with gateway() as client:
@@ -189,7 +195,7 @@ def suspend(job_id: str) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_active_job_ids)
 def resume(job_id: str) -> None:
     """Resume a suspended job."""
     with gateway() as client:
@@ -198,7 +204,7 @@ def resume(job_id: str) -> None:
 
 
 @click.command("set-priority")
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_active_job_ids)
 @click.argument("priority_class")
 def set_priority(job_id: str, priority_class: str) -> None:
     """Move a job to another priority class."""
@@ -208,7 +214,7 @@ def set_priority(job_id: str, priority_class: str) -> None:
 
 
 @click.command()
-@click.argument("job_id")
+@click.argument("job_id", shell_complete=complete_active_job_ids)
 @click.argument("replicas", type=click.IntRange(1, 4096))
 def scale(job_id: str, replicas: int) -> None:
     """Ask for a new gang size of an elastic job."""
@@ -273,7 +279,7 @@ def recurring_list(output: str, tenant: str | None = None) -> None:
 
 
 @recurring.command("get")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_recurring)
 @output_option
 def recurring_get(name: str, output: str) -> None:
     """Show one recurring job: next firings and the jobs recent firings submitted (text and wide alike)."""
@@ -297,21 +303,21 @@ def _recurring_action(name: str, action: Literal["suspend", "resume", "delete"],
 
 
 @recurring.command("suspend")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_recurring)
 def recurring_suspend(name: str) -> None:
     """Stop firing NAME (jobs it already submitted are not touched)."""
     _recurring_action(name, "suspend", "suspended")
 
 
 @recurring.command("resume")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_recurring)
 def recurring_resume(name: str) -> None:
     """Fire NAME again (a firing missed while suspended fires only within the starting deadline)."""
     _recurring_action(name, "resume", "resumed")
 
 
 @recurring.command("delete")
-@click.argument("name")
+@click.argument("name", shell_complete=complete_recurring)
 def recurring_delete(name: str) -> None:
     """Delete NAME (jobs it already submitted are not touched)."""
     _recurring_action(name, "delete", "deleted")

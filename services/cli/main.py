@@ -31,6 +31,9 @@ SUBCOMMANDS: dict[str, str] = {
     "chaos": "services.cli.chaos:chaos",
     "k8s": "services.kubereal.cli:k8s",
     "config": "services.cli.contexts:config",
+    "apply": "services.cli.configure:apply",
+    "delete": "services.cli.configure:delete",
+    "completion": "services.cli.completion:completion",
 }
 
 

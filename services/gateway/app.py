@@ -18,6 +18,7 @@ from services.gateway.errors import ApiError, api_error_handler, request_validat
 from services.gateway.routes_config import router as config_router
 from services.gateway.routes_jobs import router as jobs_router
 from services.gateway.routes_recurring import router as recurring_router
+from services.runtime.metrics_access import MetricsAccess
 
 ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
     401: {"model": ErrorBody, "description": "missing or unknown bearer token"},
@@ -29,8 +30,11 @@ ERROR_RESPONSES: dict[int | str, dict[str, object]] = {
 }
 
 
-def create_app(ctx: GatewayContext, registry: CollectorRegistry) -> FastAPI:
-    """The API wired to ``ctx``; ``registry`` is served at /metrics."""
+def create_app(ctx: GatewayContext, registry: CollectorRegistry,
+               metrics_access: MetricsAccess | None = None) -> FastAPI:
+    """The API wired to ``ctx``; ``registry`` is served at /metrics to whom ``metrics_access`` allows (None: as
+    the environment says, ``services.runtime.metrics_access``)."""
+    access = metrics_access or MetricsAccess.from_env()
     app = FastAPI(
         title="Muster gateway",
         version="1",
@@ -69,7 +73,11 @@ def create_app(ctx: GatewayContext, registry: CollectorRegistry) -> FastAPI:
         return {"service": "gateway", "status": "ok", "views_caught_up": views}
 
     @app.get("/metrics", include_in_schema=False)
-    async def metrics() -> Response:
+    async def metrics(request: Request) -> Response:
+        verdict = access.check(request.client.host if request.client else None, request.headers.get("Authorization"))
+        if not verdict.allowed:
+            return Response(verdict.reason + "\n", status_code=verdict.status, media_type="text/plain",
+                            headers=dict(verdict.headers or {}))
         return Response(generate_latest(registry), media_type=CONTENT_TYPE_LATEST)
 
     return app

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
+from schemas.api import JobView
 from schemas.config import (
     CohortConfig,
     CohortDefined,
@@ -18,6 +21,7 @@ from schemas.config import (
     TenantDefined,
 )
 from schemas.envelope import Message
+from schemas.status import TERMINAL_STATES
 from services.gateway.errors import ApiError
 from services.gateway.views import ConfigItem, ConfigKind, ConfigView
 
@@ -64,8 +68,14 @@ def check_definition(kind: ConfigKind, name: str, item: ConfigItem, config: Conf
             raise ApiError(422, "unknown_cohort", f"no cohort named {item.parent!r}", field="item.parent")
 
 
-def check_deletion(kind: ConfigKind, name: str, config: ConfigView) -> None:
-    """404 for an unknown item, 409 while other items still refer to it."""
+#: at most this many job ids are named when a deletion is refused because of unfinished jobs
+NAMED_JOBS = 5
+
+
+def check_deletion(kind: ConfigKind, name: str, config: ConfigView, jobs: Sequence[JobView] = ()) -> None:
+    """404 for an unknown item; 409 while other items still refer to it, or while unfinished ``jobs`` (every
+    tenant's) are in the queue or of the priority class: deleting those would orphan them (their queue's
+    quota, or their priority, would no longer resolve), so they must finish or be cancelled first."""
     if config.item(kind, name) is None:
         raise ApiError(404, "not_found", f"no {kind} named {name!r}", field="name")
     users: list[str] = []
@@ -75,5 +85,20 @@ def check_deletion(kind: ConfigKind, name: str, config: ConfigView) -> None:
                   if isinstance(c, CohortConfig) and c.parent == name]
     if kind == "tenant":
         users += [f"queue/{q.name}" for q in config.queues() if q.tenant == name]
+    if kind == "queue":
+        users += [f"recurring-job/{r.name}" for r in config.recurring_jobs() if r.spec.queue == name]
     if users:
         raise ApiError(409, "in_use", f"{kind} {name!r} is still used by {', '.join(sorted(users))}", field="name")
+    if kind not in ("queue", "priority-class"):
+        return
+    holding = sorted((j for j in jobs if (j.queue if kind == "queue" else j.priority_class) == name
+                      and j.state not in TERMINAL_STATES), key=lambda j: j.job_id)
+    if holding:
+        states: dict[str, int] = {}
+        for job in holding:
+            states[job.state] = states.get(job.state, 0) + 1
+        counts = ", ".join(f"{n} {state}" for state, n in sorted(states.items()))
+        named = ", ".join(j.job_id for j in holding[:NAMED_JOBS]) + (", ..." if len(holding) > NAMED_JOBS else "")
+        raise ApiError(409, "has_unfinished_jobs",
+                       f"{kind} {name!r} still has unfinished jobs ({counts}: {named}); deleting it would orphan "
+                       "them: let them finish or cancel them first", field="name")

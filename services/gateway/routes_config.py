@@ -15,6 +15,7 @@ from schemas.config import (
     QueueConfig,
     TenantConfig,
 )
+from services.gateway.auth import Principal
 from services.gateway.configs import check_definition, check_deletion
 from services.gateway.context import GatewayContext
 from services.gateway.deps import Admin, Caller, Context
@@ -68,8 +69,8 @@ async def _define(ctx: GatewayContext, kind: ConfigKind, name: str, item: Config
     return ConfigChange(kind=kind, name=name, changed=True, event_id=envelope.event_id)
 
 
-async def _delete(ctx: GatewayContext, kind: ConfigKind, name: str) -> ConfigChange:
-    check_deletion(kind, name, ctx.config)
+async def _delete(ctx: GatewayContext, kind: ConfigKind, name: str, caller: Principal) -> ConfigChange:
+    check_deletion(kind, name, ctx.config, ctx.visible_jobs(caller))
     envelope = await ctx.undefine(kind, name)
     return ConfigChange(kind=kind, name=name, changed=True, event_id=envelope.event_id)
 
@@ -116,6 +117,7 @@ _PATHS: dict[str, ConfigKind] = {"queues": "queue", "cohorts": "cohort", "priori
 
 @router.delete("/v1/config/{collection}/{name}", **_DELETE)  # type: ignore[arg-type]
 async def delete_item(collection: Annotated[str, Path(pattern="^(" + "|".join(_PATHS) + ")$")], name: ItemName,
-                      ctx: Context, _: Admin) -> ConfigChange:
-    """Delete an item no other item refers to (409 otherwise)."""
-    return await _delete(ctx, _PATHS[collection], name)
+                      ctx: Context, caller: Admin) -> ConfigChange:
+    """Delete an item no other item refers to and, for a queue or a priority class, no unfinished job is in
+    or of (409 otherwise: `in_use`, `has_unfinished_jobs`)."""
+    return await _delete(ctx, _PATHS[collection], name, caller)

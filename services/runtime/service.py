@@ -20,6 +20,7 @@ from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from services.runtime.kafka.loop import ConsumerLoop
+from services.runtime.metrics_access import MetricsAccess
 
 log = logging.getLogger(__name__)
 
@@ -54,6 +55,8 @@ class ServiceRunner:
     http_host: str = "127.0.0.1"
     http_port: int | None = 0  # None: no HTTP endpoint
     extra_routes: Sequence[web.RouteDef] = ()
+    #: who may read /metrics; None: from the environment (``MUSTER_METRICS_EXPOSE``, ``MUSTER_METRICS_TOKEN``)
+    metrics_access: MetricsAccess | None = None
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     url: str | None = None
 
@@ -64,7 +67,12 @@ class ServiceRunner:
         if self.http_port is None:
             return None
 
-        async def metrics(_: web.Request) -> web.Response:
+        access = self.metrics_access or MetricsAccess.from_env()
+
+        async def metrics(request: web.Request) -> web.Response:
+            verdict = access.check(request.remote, request.headers.get("Authorization"))
+            if not verdict.allowed:
+                return web.Response(status=verdict.status, text=verdict.reason + "\n", headers=verdict.headers)
             return web.Response(body=generate_latest(self.registry), headers={"Content-Type": CONTENT_TYPE_LATEST})
 
         async def health(_: web.Request) -> web.Response:
@@ -78,7 +86,7 @@ class ServiceRunner:
         await site.start()
         port = runner.addresses[0][1] if runner.addresses else self.http_port
         self.url = f"http://{self.http_host}:{port}"
-        log.info("%s serving /metrics and /healthz at %s", self.name, self.url)
+        log.info("%s serving /metrics (%s) and /healthz at %s", self.name, access.describe(), self.url)
         return runner
 
     async def run(self, *, handle_signals: bool = True) -> None:

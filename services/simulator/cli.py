@@ -12,6 +12,7 @@ from schemas.config import MusterConfig
 from services.simulator.engine import SimOptions, simulate
 from services.simulator.plots import write_plot
 from services.simulator.policies import POLICIES, policy_config
+from services.simulator.progress import TerminalProgress, progress_wanted
 from services.simulator.report import build_report
 from services.simulator.sources import parse_window, resolve
 from services.simulator.traces.common import TRACES_ENV, default_traces_dir
@@ -65,7 +66,7 @@ def load_subset(
     help="Repeat to compare policies in one report and one plot.",
 )
 @click.option("--report", "report_path", required=True, type=click.Path(dir_okay=False), help="Report JSON to write.")
-@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="PNG with allocation and delay CDF.")
+@click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="PNG: allocation, delay and JCT CDFs.")
 @click.option("--seed", default=0, show_default=True, help="Seed of the simulator's random choices.")
 @click.option("--limit", type=int, help="Replay only the first N jobs (after --window).")
 @click.option("--window", help="Replay jobs submitted in START:END after the first arrival, e.g. 0:14d.")
@@ -89,6 +90,8 @@ def load_subset(
     help="Pending jobs per queue whose status the core computes each cycle (default: the policy's).",
 )
 @click.option("--write-workload", type=click.Path(dir_okay=False), help="Also write the replayed workload as CSV.")
+@click.option("--progress/--no-progress", default=True, show_default=True,
+              help="Progress bars with ETA on stderr (only drawn on a terminal).")
 def sim(
     workload_spec: str,
     cluster: str | None,
@@ -107,6 +110,7 @@ def sim(
     traces_dir: Path | None,
     status_depth: int | None,
     write_workload: str | None,
+    progress: bool,
 ) -> None:
     """Replay a workload through the scheduling core in virtual time and write a report."""
     try:
@@ -133,10 +137,18 @@ def sim(
         write_workload_csv(workload, write_workload)
     unique = tuple(dict.fromkeys(policies))
     results = []
-    for name in unique:
-        result = simulate(workload, config, policy_config(name), seed=seed, options=options, policy_name=name)
-        results.append(result)
-        click.echo(_summary_line(build_report(result)))
+    with TerminalProgress(progress_wanted(progress)) as bars:
+        for name in unique:
+            def told(done: int, total: int, now: float, name: str = name) -> None:
+                bars.update(f"{name}: jobs finished", done, total)
+
+            results.append(simulate(workload, config, policy_config(name), seed=seed, options=options,
+                                    policy_name=name, on_progress=told if bars.enabled else None))
+            if not bars.enabled:
+                click.echo(_summary_line(build_report(results[-1])))
+    if bars.enabled:  # on stdout, after the bars (on stderr) are done with the terminal
+        for result in results:
+            click.echo(_summary_line(build_report(result)))
     reports = [build_report(r) for r in results]
     payload: dict[str, Any] = (
         reports[0]

@@ -34,7 +34,7 @@ from __future__ import annotations
 import heapq
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from types import MappingProxyType
@@ -56,6 +56,11 @@ from services.simulator.workload import Workload, WorkloadJob, min_replicas, pod
 from services.spec.cluster_file import core_cohorts, core_nodes, core_queues, queue_node_selectors
 
 _NO_SELECTOR: Mapping[str, str] = MappingProxyType({})
+
+JobsProgress = Callable[[int, int, float], None]
+"""Told ``(jobs finished, jobs in the workload, virtual time)`` during a run (at most every
+``PROGRESS_EVERY_S`` of wall time, and once at the end); the simulator itself draws nothing."""
+PROGRESS_EVERY_S = 0.25
 
 
 class EventKind(IntEnum):
@@ -143,8 +148,11 @@ class Simulator:
         seed: int = 0,
         options: SimOptions | None = None,
         policy_name: str | None = None,
+        on_progress: JobsProgress | None = None,
     ) -> None:
         self._opts = options or SimOptions()
+        self._on_progress = on_progress
+        self._finished = 0
         if self._opts.status_depth is not None:
             config = replace(config, status_depth=self._opts.status_depth)
         self._config = config
@@ -246,6 +254,7 @@ class Simulator:
         rec.remaining = 0.0
         rec.end = now
         rec.stopping = False
+        self._finished += 1
         self._set_rate(rec, 0, now)
         self._running -= 1
         self._state.job_finished(rec.spec.job_id, now, succeeded=True)
@@ -266,6 +275,7 @@ class Simulator:
         if not rec.requeue_on_stop:
             rec.killed = True
             rec.end = now
+            self._finished += 1
         return True
 
     # ------------------------------------------------------------------ decisions
@@ -295,6 +305,8 @@ class Simulator:
             wait = min(decision.grace_period_s, self._opts.checkpoint_s)
             self._push(now + wait, EventKind.STOP, rec.spec.job_id, rec.run)
         elif isinstance(decision, Reject):
+            if rec.rejected is None:
+                self._finished += 1
             rec.rejected = decision.reason
 
     def _cycle(self, now: float) -> int:
@@ -322,10 +334,17 @@ class Simulator:
         idle_limit = self._opts.idle_ticks_limit
         if rounds:
             idle_limit *= max(1, int(self._opts.max_tick_s // (self._opts.round_s or 1.0)))
+        total = len(self._result.records)
+        told_at = started
         while self._heap:
             now = self._heap[0][0]
             if limit is not None and now > limit:
                 break
+            if self._on_progress is not None:
+                wall = time.perf_counter()
+                if wall - told_at >= PROGRESS_EVERY_S:
+                    told_at = wall
+                    self._on_progress(self._finished, total, now)
             changed = False
             ticked = False
             while self._heap and self._heap[0][0] == now:
@@ -370,6 +389,8 @@ class Simulator:
                 self._tick_token += 1  # nothing pending: no tick until the next event
         self._result.end_time = now
         self._result.wall_s += time.perf_counter() - started
+        if self._on_progress is not None:
+            self._on_progress(self._finished, total, now)
         return self._result
 
     @property
@@ -385,9 +406,11 @@ def simulate(
     seed: int = 0,
     options: SimOptions | None = None,
     policy_name: str | None = None,
+    on_progress: JobsProgress | None = None,
 ) -> SimResult:
     """Run one policy over a workload; a convenience around ``Simulator``."""
-    return Simulator(workload, cluster, config, seed=seed, options=options, policy_name=policy_name).run()
+    return Simulator(workload, cluster, config, seed=seed, options=options, policy_name=policy_name,
+                     on_progress=on_progress).run()
 
 
 def queue_names(result: SimResult) -> list[str]:

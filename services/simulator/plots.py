@@ -1,7 +1,8 @@
 """Figures of simulation runs (matplotlib, Agg backend, written straight to a file).
 
-One figure per call: a stacked GPU-allocation-over-time panel per queue for each run, and one
-panel with the queueing-delay CDF of every run, so several policies compare side by side.
+One figure per call: a stacked GPU-allocation-over-time panel per queue for each run, then one panel
+with the queueing-delay CDF and one with the job-completion-time (JCT) CDF of every run, so several
+policies compare side by side.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ from pathlib import Path
 import numpy as np
 
 from services.simulator.engine import SimResult, queue_names
-from services.simulator.report import queue_delays
+from services.simulator.report import completed, jct, queue_delays
 
 
 def allocation_series(result: SimResult) -> tuple[list[float], dict[str, list[int]]]:
@@ -40,9 +41,9 @@ def write_plot(results: Sequence[SimResult], path: str | Path) -> None:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    rows = len(results) + 1
+    rows = len(results) + 2
     fig, axes = plt.subplots(rows, 1, figsize=(11, 3.2 * rows), squeeze=False)
-    for ax, result in zip(axes[:-1, 0], results, strict=True):
+    for ax, result in zip(axes[:-2, 0], results, strict=True):
         times, series = allocation_series(result)
         if times:
             hours = np.asarray(times) / 3600.0
@@ -53,19 +54,24 @@ def write_plot(results: Sequence[SimResult], path: str | Path) -> None:
         ax.set_xlabel("time (h)")
         ax.set_ylabel("GPUs")
         ax.legend(loc="upper right", fontsize="x-small", ncol=4)
-    cdf = axes[-1, 0]
-    for result in results:
-        delays = np.sort(np.asarray(queue_delays(result), dtype=float))
-        if delays.size == 0:
-            continue
-        fraction = np.arange(1, delays.size + 1) / delays.size
-        cdf.step(np.maximum(delays, 1.0), fraction, where="post", label=result.policy)
-    cdf.set_xscale("log")
-    cdf.set_title("Queueing delay CDF (delays under 1 s drawn at 1 s)")
-    cdf.set_xlabel("queueing delay (s)")
-    cdf.set_ylabel("fraction of jobs")
-    cdf.set_ylim(0.0, 1.0)
-    cdf.legend(loc="lower right")
+    cdfs = (
+        (axes[-2, 0], queue_delays, "Queueing delay CDF (delays under 1 s drawn at 1 s)", "queueing delay (s)"),
+        (axes[-1, 0], lambda r: [jct(rec) for rec in completed(list(r.records.values()))],
+         "Job completion time CDF, completed jobs (under 1 s drawn at 1 s)", "job completion time (s)"),
+    )
+    for cdf, values_of, title, label in cdfs:
+        for result in results:
+            values = np.sort(np.asarray(values_of(result), dtype=float))
+            if values.size == 0:
+                continue
+            fraction = np.arange(1, values.size + 1) / values.size
+            cdf.step(np.maximum(values, 1.0), fraction, where="post", label=result.policy)
+        cdf.set_xscale("log")
+        cdf.set_title(title)
+        cdf.set_xlabel(label)
+        cdf.set_ylabel("fraction of jobs")
+        cdf.set_ylim(0.0, 1.0)
+        cdf.legend(loc="lower right")
     fig.tight_layout()
     fig.savefig(str(path), dpi=110)
     plt.close(fig)

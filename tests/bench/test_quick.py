@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
@@ -12,8 +13,8 @@ from services.cli.bench import bench
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(120)]
 
 
-def run_quick(name: str) -> str:
-    result = CliRunner().invoke(bench, [name, "--quick"], catch_exceptions=False)
+def run_quick(name: str, *extra: str) -> str:
+    result = CliRunner().invoke(bench, [name, "--quick", *extra], catch_exceptions=False)
     assert result.exit_code == 0, result.output
     return result.output
 
@@ -24,8 +25,10 @@ def rows(output: str) -> list[list[str]]:
     return [[c.strip() for c in ln.strip("|").split("|")] for ln in lines[1:]]
 
 
-def test_throughput_admits_every_submission_of_every_scenario() -> None:
-    table = rows(run_quick("throughput"))
+def test_throughput_admits_every_submission_of_every_scenario(tmp_path: Path) -> None:
+    plot = tmp_path / "throughput.png"
+    table = rows(run_quick("throughput", "--plot", str(plot)))
+    assert plot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n" and plot.stat().st_size > 20_000
     assert [r[0] for r in table] == ["100/s", "500/s", "2000/s", "burst"]
     for scenario, jobs, admitted, per_s, *_ in table:
         assert admitted == jobs, scenario

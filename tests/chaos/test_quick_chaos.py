@@ -17,7 +17,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 async def test_quick_run_keeps_every_invariant(tmp_path: Path) -> None:
     plan = ChaosPlan.quick(seed=1)
-    report = await run_chaos(plan, tmp_path, lambda message: print(message))
+    told: list[tuple[str, float, float | None]] = []
+    report = await run_chaos(plan, tmp_path, lambda message: print(message), lambda *a: told.append(a))
+
+    submitted = [done for what, done, total in told if what == "jobs submitted" and total == plan.jobs]
+    assert submitted == list(range(1, plan.jobs + 1))
+    assert [a for a in told if a[0] == "jobs ended"][-1] == ("jobs ended", plan.jobs, plan.jobs)
 
     assert report.violations == [], json.dumps(report.as_json()["violations"], indent=1)
     assert report.jobs_submitted == plan.jobs

@@ -27,6 +27,7 @@ from services.queue_manager.metrics import QueueMetrics
 from services.queue_manager.state import QueueState
 from services.quota_accountant.metrics import AccountantMetrics
 from services.runtime.kafka.settings import KafkaSettings
+from services.runtime.metrics_access import MetricsAccess
 from services.runtime.options import SERVICES
 from services.runtime.service import ServiceRunner
 from services.spec.cluster_file import parse_cluster_yaml
@@ -200,6 +201,23 @@ def test_deployments_reference_only_defined_configmaps_and_secrets() -> None:
             refs += [("Secret", source["secretRef"]["name"])] if "secretRef" in source else []
         missing = [ref for ref in refs if ref not in defined]
         assert not missing, f"{dep['metadata']['name']} references undefined {missing}"
+
+
+def test_every_deployment_chooses_its_metrics_exposure_so_prometheus_can_scrape_it() -> None:
+    """The services' default (localhost only) would refuse a scraper on another pod: the manifests choose
+    `public` deliberately, from one ConfigMap, with the optional token Secret next to it."""
+    everything = objects()
+    settings = {o["metadata"]["name"]: o.get("data", {}) | o.get("stringData", {})
+                for o in of_kind(everything, "ConfigMap") + of_kind(everything, "Secret")}
+    for dep in of_kind(everything, "Deployment"):
+        sources = dep["spec"]["template"]["spec"]["containers"][0]["envFrom"]
+        config_maps = [s["configMapRef"]["name"] for s in sources if "configMapRef" in s]
+        secrets = {s["secretRef"]["name"]: s["secretRef"].get("optional", False) for s in sources if "secretRef" in s}
+        env = {k: v for name in config_maps for k, v in settings[name].items()}
+        access = MetricsAccess.from_env(env)
+        assert access.expose == "public", dep["metadata"]["name"]
+        assert secrets.get("muster-metrics-token") is True, dep["metadata"]["name"]
+    assert set(settings["muster-metrics-token"]) == {"MUSTER_METRICS_TOKEN"}
 
 
 def test_singletons_recreate_and_gateway_is_replicated_behind_a_service_and_pdb() -> None:

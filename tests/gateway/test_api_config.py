@@ -6,12 +6,12 @@ from pathlib import Path
 
 import httpx
 
-from schemas.config import CohortDefined, ConfigItemDeleted, QueueDefined, TenantDefined
+from schemas.config import CohortDefined, ConfigItemDeleted, QueueDefined, RecurringJobDefined, TenantDefined
 from schemas.topics import CONFIG_TOPIC
 from schemas.usage import QueueUsageReported
 from services.gateway.main import seed_config
 from services.runtime.options import ServeOptions
-from tests.gateway.builders import T0, Harness, auth, feed, muster_config, status_changed
+from tests.gateway.builders import T0, Harness, auth, feed, muster_config, recurring_job, status_changed
 
 
 async def test_queue_view_joins_quota_usage_and_job_counts(client: httpx.AsyncClient, gw: Harness) -> None:
@@ -83,3 +83,36 @@ async def test_seeding_publishes_only_items_that_differ(gw: Harness, tmp_path: P
     assert published == 2 == len(sent)
     assert {type(m) for m in sent} == {TenantDefined, CohortDefined}
     assert await seed_config(gw.ctx, ServeOptions(config_file=path)) == 0
+
+
+async def test_deleting_a_queue_or_class_with_unfinished_jobs_is_refused(client: httpx.AsyncClient,
+                                                                          gw: Harness) -> None:
+    """Their jobs would be orphaned: no queue to hold their quota, no priority to order them."""
+    feed(gw.ctx.status, status_changed("p1", queue="team-a-ops", state="pending"))
+    feed(gw.ctx.status, status_changed("s1", queue="team-a-ops", state="suspended"))
+    r = await client.delete("/v1/config/queues/team-a-ops", headers=auth("root"))
+    assert (r.status_code, r.json()["error"], r.json()["field"]) == (409, "has_unfinished_jobs", "name")
+    assert "1 pending, 1 suspended: p1, s1" in r.json()["detail"]
+    r = await client.delete("/v1/config/priority-classes/normal", headers=auth("root"))
+    assert (r.status_code, r.json()["error"]) == (409, "has_unfinished_jobs")
+    assert (await client.delete("/v1/config/priority-classes/high", headers=auth("root"))).status_code == 202
+    feed(gw.ctx.status, status_changed("p1", queue="team-a-ops", state="cancelled"))
+    feed(gw.ctx.status, status_changed("s1", queue="team-a-ops", state="failed"))
+    assert (await client.delete("/v1/config/queues/team-a-ops", headers=auth("root"))).status_code == 202
+    assert gw.publisher.on(CONFIG_TOPIC) == [ConfigItemDeleted(kind="priority-class", name="high"),
+                                             ConfigItemDeleted(kind="queue", name="team-a-ops")]
+
+
+async def test_a_queue_that_recurring_jobs_fire_into_is_in_use(client: httpx.AsyncClient, gw: Harness) -> None:
+    feed(gw.ctx.config, RecurringJobDefined(item=recurring_job("nightly", queue="team-a-ops")))
+    r = await client.delete("/v1/config/queues/team-a-ops", headers=auth("root"))
+    assert (r.status_code, r.json()["error"]) == (409, "in_use")
+    assert "recurring-job/team-a.nightly" in r.json()["detail"]
+
+
+async def test_members_may_not_change_or_delete_configuration(client: httpx.AsyncClient, gw: Harness) -> None:
+    r = await client.put("/v1/config/cohorts/mine", json={"name": "mine"}, headers=auth("alice"))
+    assert (r.status_code, r.json()["error"]) == (403, "admin_required")
+    r = await client.delete("/v1/config/queues/team-a-ops", headers=auth("alice"))
+    assert (r.status_code, r.json()["error"]) == (403, "admin_required")
+    assert gw.publisher.on(CONFIG_TOPIC) == []

@@ -224,3 +224,23 @@ async def test_metrics_count_requests_by_route_and_code_and_status_view_size(
     assert 'muster_gateway_requests_total{code="401",method="GET",route="/v1/jobs/{job_id}"} 1.0' in text
     assert "muster_gateway_status_view_jobs 1.0" in text
     assert STATUS_TOPIC not in text
+
+
+async def test_metrics_exposure_is_a_setting(gw: Harness) -> None:
+    """The gateway's /metrics follows MUSTER_METRICS_EXPOSE like every service's; the API's routes do not."""
+    from services.gateway.app import create_app
+    from services.runtime.metrics_access import MetricsAccess
+
+    async def status(access: MetricsAccess, client_host: str, headers: dict[str, str] | None = None) -> int:
+        app = create_app(gw.ctx, gw.registry, access)
+        transport = httpx.ASGITransport(app=app, client=(client_host, 40000))
+        async with httpx.AsyncClient(transport=transport, base_url="http://gateway") as client:
+            assert (await client.get("/healthz")).status_code == 200
+            return (await client.get("/metrics", headers=headers)).status_code
+
+    assert await status(MetricsAccess(), "127.0.0.1") == 200
+    assert await status(MetricsAccess(), "10.1.2.3") == 403
+    assert await status(MetricsAccess("public"), "10.1.2.3") == 200
+    assert await status(MetricsAccess("off"), "127.0.0.1") == 404
+    assert await status(MetricsAccess("public", "t"), "10.1.2.3") == 401
+    assert await status(MetricsAccess("public", "t"), "10.1.2.3", {"Authorization": "Bearer t"}) == 200

@@ -25,6 +25,8 @@ from tests.integration.builders import eventually, read_all
 
 pytestmark = pytest.mark.integration
 
+EXAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "config" / "team-c.yaml"
+
 
 @pytest.fixture
 def options(registry_settings: KafkaSettings, tmp_path: Path) -> ServeOptions:
@@ -107,3 +109,41 @@ async def test_gateway_end_to_end_on_kafka(options: ServeOptions) -> None:
         again = await client.post("/v1/jobs", json=spec_json(), headers={**auth("alice"), "Idempotency-Key": "it-1"})
         assert (again.status_code, again.json()["job_id"]) == (200, job_id)
     assert len(await config_messages(options.kafka)) == before
+
+
+async def test_apply_on_kafka_sends_a_cohort_before_the_queue_that_names_it(options: ServeOptions) -> None:
+    """The gateway checks a queue's cohort against the configuration it has read back from the config topic:
+    ``muster apply`` waits for the new cohort to show there before it sends the queue."""
+    from click.testing import CliRunner
+
+    from services.cli.configure import apply, delete
+
+    example = EXAMPLE_CONFIG
+    assert options.config_file is not None
+
+    def write(text: str, n: int) -> Path:
+        path = options.config_file.parent / f"fresh-{n}.yaml"  # type: ignore[union-attr]
+        path.write_text(text, encoding="utf-8")
+        return path
+
+    async with running(options) as (server, _):
+        env = {"MUSTER_URL": server.url or "", "MUSTER_TOKEN": TOKENS["root"], "MUSTER_CLI_CONFIG": ""}
+
+        def cli(command: object, args: list[str]) -> tuple[int, str]:
+            result = CliRunner().invoke(command, args, env=env)  # type: ignore[arg-type]
+            return result.exit_code, result.output
+
+        code, out = await asyncio.to_thread(cli, apply, ["-f", str(example)])
+        assert code == 0, out
+        assert out.splitlines()[-1] == "queue/team-c created"
+        code, out = await asyncio.to_thread(cli, apply, ["-f", str(example)])
+        assert code == 0 and out.count("unchanged") == 4, out
+        code, out = await asyncio.to_thread(cli, delete, ["queue", "team-c"])
+        assert (code, out.strip()) == (0, "queue/team-c deleted")
+        # a queue right after the new cohort it names (nothing else in between to give the gateway time)
+        for n in range(3):
+            text = f"kind: Cohort\nname: fresh-{n}\n---\nkind: Queue\nname: q-{n}\ncohort: fresh-{n}\n"
+            code, out = await asyncio.to_thread(cli, apply, ["-f", str(write(text, n))])
+            assert code == 0 and out.splitlines() == [f"cohort/fresh-{n} created", f"queue/q-{n} created"], out
+        await eventually(lambda: server.context is not None and server.context.config.queue("team-c") is None,
+                         within=20)

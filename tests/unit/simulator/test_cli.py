@@ -37,6 +37,11 @@ def test_sim_compares_several_policies_in_one_report(tmp_path: Path) -> None:
     assert set(data["runs"]) == {"fifo", "muster"}
     assert all(r["jobs_completed"] == 120 for r in data["runs"].values())
     assert plot.stat().st_size > 10_000
+    from PIL import Image
+
+    with Image.open(plot) as image:  # one allocation panel per policy, the delay CDF and the JCT CDF
+        assert image.format == "PNG" and image.size == (1210, 1408)
+        image.verify()
 
 
 def test_sim_replays_a_named_trace_with_limit_and_exports_it(tmp_path: Path) -> None:
