@@ -192,7 +192,8 @@ async def test_the_page_is_served_with_its_own_files_only(client: httpx.AsyncCli
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert "http" not in page.text.replace('name="viewport"', "")  # nothing from elsewhere
-    for path in ("/ui/static/app.js", "/ui/static/api.js", "/ui/static/live.js", "/ui/static/style.css",
+    for path in ("/ui/static/app.js", "/ui/static/api.js", "/ui/static/live.js", "/ui/static/views.js",
+                 "/ui/static/style.css",
                  "/ui/static/vendor/htm-preact-standalone.js"):
         r = await client.get(path)
         assert r.status_code == 200, path
