@@ -117,6 +117,8 @@ class RunLog:
         if isinstance(message, JobDispatched):
             attempt.namespace = message.namespace
             attempt.name(message.object_name)
+            if attempt.pods and attempt.pods_of != message.object_name:
+                attempt.pods, attempt.pods_of = [], None  # a restart's new Job: those pods are gone
             attempt.dispatched_at = attempt.dispatched_at or message.observed_at
         elif isinstance(message, RunAllPodsReady) and message.pods:
             attempt.pods = list(message.pods)

@@ -464,6 +464,18 @@ def test_the_run_log_is_bounded_and_forgets_deleted_jobs(busy: Harness, feeds: D
     assert "a-0" not in runs and isinstance(busy.ctx.status, StatusView)
 
 
+def test_a_restarted_attempt_shows_its_new_job_and_planned_pods(busy: Harness, feeds: DashboardFeeds) -> None:
+    from schemas.runs import JobDispatched
+
+    for message in run_reports()[:3]:
+        send(feeds.runs, message)
+    send(feeds.runs, JobDispatched(job_id="a-0", attempt=0, cluster="east", observed_at=T0 + timedelta(minutes=5),
+                                   namespace="team-a", object_name="a-0-a0-r1"))
+    [attempt] = busy.ctx.job_events("a-0").attempts
+    assert (attempt.job_name, attempt.job_names) == ("a-0-a0-r1", ["a-0-a0", "a-0-a0-r1"])
+    assert attempt.pods_source == "planned" and {p.name for p in attempt.pods} == {None}
+
+
 def test_the_events_endpoint_is_documented() -> None:
     from tests.gateway.builders import harness
 

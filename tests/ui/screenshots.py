@@ -124,7 +124,8 @@ NOTES = [
     "`muster.dispatches` and `muster.runs`, not from the Kubernetes API, so a page view costs no cluster "
     "request; the reports last as long as those topics keep them (a week by default), and pods are named "
     "once the node-state watcher has seen the whole gang ready (until then the page shows the planned node "
-    "of each pod).", "",
+    "of each pod; the watcher names an attempt's pods once, so after a restart of the gang in a new Job the "
+    "page shows that Job's pods at their planned nodes).", "",
 ]
 
 
