@@ -10,19 +10,20 @@ recently reported forgotten first), and a job is forgotten when its status is de
 
 from __future__ import annotations
 
-from collections import OrderedDict, deque
+import sys
+from collections import OrderedDict
 from dataclasses import dataclass, field
 from datetime import datetime
 
-from schemas.api import AttemptObjects, JobEvent, JobEvents, PodView
+from schemas.api import AttemptObjects, EventKind, EventSource, JobEvent, JobEvents, PodView
 from schemas.decisions import PlacementPlan
 from schemas.envelope import Envelope
 from schemas.jobs import JobRecorded
 from schemas.runs import (
     DispatchFailed,
+    FailureClass,
     JobDispatched,
     JobStopped,
-    PodBound,
     RunAllPodsReady,
     RunDeleted,
     RunEvicted,
@@ -39,14 +40,42 @@ MAX_JOBS = 200_000
 NAMES_PER_ATTEMPT = 16
 
 
-@dataclass
+@dataclass(slots=True)
+class _Report:
+    """One report, compactly (a gateway holds hundreds of thousands); a ``JobEvent`` once asked for."""
+
+    at: datetime
+    attempt: int
+    cluster: str
+    source: EventSource
+    kind: EventKind
+    reason: str
+    message: str
+    object_name: str | None = None
+    pod: str | None = None
+    nodes: tuple[str, ...] = ()
+    exit_code: int | None = None
+    classification: FailureClass | None = None
+    warning: bool = False
+
+    def event(self) -> JobEvent:
+        return JobEvent(at=self.at, attempt=self.attempt, source=self.source, kind=self.kind, reason=self.reason,
+                        message=self.message, cluster=self.cluster, object_name=self.object_name, pod=self.pod,
+                        nodes=list(self.nodes), exit_code=self.exit_code, classification=self.classification,
+                        warning=self.warning)
+
+
+Pod = tuple[int, str, str]  # (completion index, pod name, node)
+
+
+@dataclass(slots=True)
 class _Attempt:
     cluster: str = ""
     namespace: str | None = None
     names: list[str] = field(default_factory=list)
     dispatched_at: datetime | None = None
-    placement: PlacementPlan | None = None
-    pods: list[PodBound] = field(default_factory=list)
+    placement: PlacementPlan | None = None  # the record's own object, shared with RecordView
+    pods: tuple[Pod, ...] = ()
     pods_of: str | None = None  # the Job the observed pods belong to
 
     def name(self, object_name: str) -> None:
@@ -55,10 +84,10 @@ class _Attempt:
             del self.names[:-NAMES_PER_ATTEMPT]
 
 
-@dataclass
+@dataclass(slots=True)
 class _Job:
     attempts: dict[int, _Attempt] = field(default_factory=dict)
-    events: deque[JobEvent] = field(default_factory=lambda: deque(maxlen=EVENTS_PER_JOB))
+    reports: list[_Report] = field(default_factory=list)
 
     def attempt(self, number: int) -> _Attempt:
         found = self.attempts.get(number)
@@ -67,6 +96,11 @@ class _Job:
             while len(self.attempts) > ATTEMPTS_PER_JOB:
                 del self.attempts[min(self.attempts)]
         return found
+
+    def report(self, report: _Report) -> None:
+        self.reports.append(report)
+        if len(self.reports) > EVENTS_PER_JOB:
+            del self.reports[0]
 
 
 class RunLog:
@@ -108,8 +142,8 @@ class RunLog:
     def apply(self, envelope: Envelope | None) -> str | None:
         """Fold one ``muster.dispatches`` or ``muster.runs`` message; the job id it concerns, or None."""
         message = envelope.payload if envelope is not None else None
-        event = _event(message)
-        if event is None or not isinstance(message, _REPORTS):
+        report = _report(message)
+        if report is None or not isinstance(message, _REPORTS):
             return None
         job = self._job(message.job_id)
         attempt = job.attempt(message.attempt)
@@ -118,14 +152,14 @@ class RunLog:
             attempt.namespace = message.namespace
             attempt.name(message.object_name)
             if attempt.pods and attempt.pods_of != message.object_name:
-                attempt.pods, attempt.pods_of = [], None  # a restart's new Job: those pods are gone
+                attempt.pods, attempt.pods_of = (), None  # a restart's new Job: those pods are gone
             attempt.dispatched_at = attempt.dispatched_at or message.observed_at
         elif isinstance(message, RunAllPodsReady) and message.pods:
-            attempt.pods = list(message.pods)
+            attempt.pods = tuple((p.index, p.name, sys.intern(p.node)) for p in message.pods)
             attempt.pods_of = message.object_name
             if message.object_name:
                 attempt.name(message.object_name)
-        job.events.append(event)
+        job.report(report)
         return message.job_id
 
     def events(self, job_id: str, history: list[HistoryEntry], gpus_per_pod: int) -> JobEvents:
@@ -136,7 +170,7 @@ class RunLog:
                            reason=h.reason, message=h.message,
                            warning=h.state in ("failed", "rejected"))
                   for h in history]
-        events = sorted([*states, *job.events], key=lambda e: e.at)
+        events = sorted([*states, *(r.event() for r in job.reports)], key=lambda e: e.at)
         attempts = [_objects(n, a, gpus_per_pod) for n, a in sorted(job.attempts.items(), reverse=True)]
         return JobEvents(job_id=job_id, attempts=attempts, events=events)
 
@@ -154,9 +188,9 @@ def _objects(number: int, attempt: _Attempt, gpus_per_pod: int) -> AttemptObject
                         for i in range(node.pods)]
     pods: list[PodView]
     if attempt.pods:
-        pods = [PodView(index=p.index, name=p.name, node=p.node, gpus=gpus_per_pod,
-                        nvlink_group=planned[p.index][1] if p.index < len(planned) and planned[p.index][0] == p.node
-                        else None) for p in attempt.pods]
+        pods = [PodView(index=index, name=name, node=node, gpus=gpus_per_pod,
+                        nvlink_group=planned[index][1] if index < len(planned) and planned[index][0] == node else None)
+                for index, name, node in attempt.pods]
     else:
         pods = [PodView(index=i, name=None, node=node, gpus=gpus_per_pod, nvlink_group=group)
                 for i, (node, group) in enumerate(planned)]
@@ -166,42 +200,39 @@ def _objects(number: int, attempt: _Attempt, gpus_per_pod: int) -> AttemptObject
                           dispatched_at=attempt.dispatched_at, pods=pods, pods_source=source)
 
 
-def _event(message: object) -> JobEvent | None:
+def _report(message: object) -> _Report | None:
     """The timeline entry of one dispatch or run report."""
     if not isinstance(message, _REPORTS):
         return None
-    base = {"at": message.observed_at, "attempt": message.attempt, "cluster": message.cluster}
+    at, attempt, cluster = message.observed_at, message.attempt, sys.intern(message.cluster)
     if isinstance(message, JobDispatched):
-        return JobEvent(**base, source="dispatcher", kind="dispatched", reason="Created",
-                        message=f"created Job {message.namespace}/{message.object_name}",
-                        object_name=message.object_name)
+        return _Report(at, attempt, cluster, "dispatcher", "dispatched", "Created",
+                       f"created Job {message.namespace}/{message.object_name}", object_name=message.object_name)
     if isinstance(message, DispatchFailed):
         retry = "; the dispatcher retries" if message.retryable else ""
-        return JobEvent(**base, source="dispatcher", kind="dispatch_failed", reason=message.reason,
-                        message=message.message + retry, warning=True)
+        return _Report(at, attempt, cluster, "dispatcher", "dispatch_failed", message.reason, message.message + retry,
+                       warning=True)
     if isinstance(message, JobStopped):
         what = "requeued" if message.requeue else "not requeued"
         saved = ", checkpointed" if message.checkpointed else ""
-        return JobEvent(**base, source="dispatcher", kind="stopped", reason=message.reason,
-                        message=f"stopped ({what}{saved})")
+        return _Report(at, attempt, cluster, "dispatcher", "stopped", message.reason, f"stopped ({what}{saved})")
     if isinstance(message, RunStarted):
-        return JobEvent(**base, source="node_watcher", kind="started", reason="Started",
-                        message=f"{message.pods_running} of {message.pods_total} pods running")
+        return _Report(at, attempt, cluster, "node_watcher", "started", "Started",
+                       f"{message.pods_running} of {message.pods_total} pods running")
     if isinstance(message, RunAllPodsReady):
-        return JobEvent(**base, source="node_watcher", kind="pods_ready", reason="AllPodsReady",
-                        message=f"all {message.pods_total} pods ready", object_name=message.object_name,
-                        nodes=sorted({p.node for p in message.pods}))
+        return _Report(at, attempt, cluster, "node_watcher", "pods_ready", "AllPodsReady",
+                       f"all {message.pods_total} pods ready", object_name=message.object_name,
+                       nodes=tuple(sorted({sys.intern(p.node) for p in message.pods})))
     if isinstance(message, RunSucceeded):
-        return JobEvent(**base, source="node_watcher", kind="succeeded", reason="Completed",
-                        message="the Job completed")
+        return _Report(at, attempt, cluster, "node_watcher", "succeeded", "Completed", "the Job completed")
     if isinstance(message, RunFailed):
-        return JobEvent(**base, source="node_watcher", kind="failed", reason=message.reason, message=message.message,
-                        pod=message.pod, nodes=list(message.nodes), exit_code=message.exit_code,
-                        classification=message.classification, warning=True)
+        return _Report(at, attempt, cluster, "node_watcher", "failed", message.reason, message.message,
+                       pod=message.pod, nodes=tuple(message.nodes), exit_code=message.exit_code,
+                       classification=message.classification, warning=True)
     if isinstance(message, RunEvicted):
-        return JobEvent(**base, source="node_watcher", kind="evicted", reason=message.reason,
-                        message=f"evicted from {message.node}" if message.node else "evicted",
-                        nodes=[message.node] if message.node else [], classification="infrastructure", warning=True)
-    return JobEvent(**base, source="node_watcher", kind="deleted", reason="Deleted",
-                    message=f"the Job's objects were deleted ({'by Muster' if message.by == 'muster' else message.by})",
-                    warning=message.by == "external")
+        return _Report(at, attempt, cluster, "node_watcher", "evicted", message.reason,
+                       f"evicted from {message.node}" if message.node else "evicted",
+                       nodes=(message.node,) if message.node else (), classification="infrastructure", warning=True)
+    by = "by Muster" if message.by == "muster" else message.by
+    return _Report(at, attempt, cluster, "node_watcher", "deleted", "Deleted",
+                   f"the Job's objects were deleted ({by})", warning=message.by == "external")
