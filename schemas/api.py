@@ -103,6 +103,64 @@ class Explanation(_Body):
     history: list[HistoryItem]
 
 
+PodsSource = Literal["observed", "planned"]
+EventSource = Literal["queue_manager", "dispatcher", "node_watcher"]
+EventKind = Literal["state", "dispatched", "dispatch_failed", "stopped", "started", "pods_ready", "succeeded",
+                    "failed", "evicted", "deleted"]
+
+
+class PodView(_Body):
+    index: int = Field(description="the pod's completion index in the gang")
+    name: str | None = Field(description="the pod's name; null while only planned (the node-state watcher names "
+                                         "the pods once the whole gang is ready)")
+    node: str
+    gpus: int = Field(description="GPUs the pod holds")
+    nvlink_group: int | None = Field(default=None, description="the NVLink group planned for the pod, when any")
+
+
+class AttemptObjects(_Body):
+    """The Kubernetes objects of one attempt: its ``batch/v1`` Job(s) and their pods."""
+
+    attempt: int
+    cluster: str
+    namespace: str | None = Field(description="null until the dispatcher reports the Job")
+    job_name: str | None = Field(description="the attempt's current Job (a restart or rescale creates another)")
+    job_names: list[str] = Field(description="every Job of the attempt, oldest first")
+    dispatched_at: datetime | None
+    pods: list[PodView]
+    pods_source: PodsSource | None = Field(description="`observed`: pods as the node-state watcher saw them ready; "
+                                                       "`planned`: the placement the queue manager chose")
+
+
+class JobEvent(_Body):
+    """One event of a job: a state Muster gave it, or what the dispatcher or node-state watcher reported."""
+
+    at: datetime
+    attempt: int
+    source: EventSource
+    kind: EventKind
+    state: str | None = Field(default=None, description="the job's state (`kind` = `state`)")
+    reason: str = ""
+    message: str = ""
+    cluster: str | None = None
+    object_name: str | None = Field(default=None, description="the Kubernetes Job concerned")
+    pod: str | None = None
+    nodes: list[str] = Field(default_factory=list, description="nodes concerned (a failure's blamed nodes)")
+    exit_code: int | None = None
+    classification: Literal["job", "infrastructure"] | None = Field(
+        default=None, description="whose fault a failure is: the job's own or the node's / the platform's")
+    warning: bool = Field(default=False, description="a failure, eviction, external deletion or refused dispatch")
+
+
+class JobEvents(_Body):
+    """A job's Kubernetes objects per attempt and its events, oldest first, as Muster's topics reported them
+    (the run and dispatch reports are kept for the topics' retention, a week by default)."""
+
+    job_id: str
+    attempts: list[AttemptObjects]
+    events: list[JobEvent]
+
+
 class ActionAccepted(_Body):
     job_id: str
     action: Action

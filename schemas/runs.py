@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from schemas.capacity import NodeName
 from schemas.envelope import JobId, Message, Name, Text
@@ -55,9 +55,27 @@ class RunStarted(_RunEvent):
     pods_total: int = Field(ge=1)
 
 
+#: at most this many pods are named in one message (a gang's largest size)
+MAX_NAMED_PODS = 4096
+
+
+class PodBound(BaseModel):
+    """One pod of a gang: its name, completion index and the node it runs on."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: Annotated[str, Field(min_length=1, max_length=253)]
+    index: int = Field(ge=0)
+    node: NodeName
+
+
 class RunAllPodsReady(_RunEvent):
+    """Every pod of the attempt is ready; ``pods`` names them and their nodes (empty from older watchers)."""
+
     TYPE: ClassVar[str] = "RunAllPodsReady"
     pods_total: int = Field(ge=1)
+    #: the Job object whose pods these are (a restart of the attempt creates another)
+    object_name: Annotated[str, Field(max_length=63)] | None = None
+    pods: list[PodBound] = Field(default_factory=list, max_length=MAX_NAMED_PODS)
 
 
 class RunSucceeded(_RunEvent):

@@ -31,6 +31,7 @@ from schemas.api import (
     ConfigChange,
     ConfigDocument,
     Explanation,
+    JobEvents,
     JobList,
     JobView,
     QueueView,
@@ -124,6 +125,10 @@ class AsyncClient:
     async def describe(self, job_id: str) -> Explanation:
         """Why the job is where it is: reason, message, queue position, estimated start, history."""
         return await self.send(ops.describe(job_id))
+
+    async def events(self, job_id: str) -> JobEvents:
+        """The job's Kubernetes objects per attempt and its events, oldest first."""
+        return await self.send(ops.events(job_id))
 
     async def cancel(self, job_id: str, reason: str = "") -> ActionAccepted:
         return await self.send(ops.cancel(job_id, reason))

@@ -16,6 +16,7 @@ from schemas.api import (
     ConfigChange,
     ConfigDocument,
     Explanation,
+    JobEvents,
     JobList,
     JobView,
     QueueList,
@@ -96,6 +97,10 @@ def list_jobs(*, queue: str | None = None, state: str | None = None, tenant: str
 
 def describe(job_id: str) -> Call[Explanation]:
     return Call("GET", f"/v1/jobs/{_segment(job_id)}/explain", Explanation.model_validate)
+
+
+def events(job_id: str) -> Call[JobEvents]:
+    return Call("GET", f"/v1/jobs/{_segment(job_id)}/events", JobEvents.model_validate)
 
 
 def cancel(job_id: str, reason: str = "") -> Call[ActionAccepted]:

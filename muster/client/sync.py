@@ -29,6 +29,7 @@ from schemas.api import (
     ConfigChange,
     ConfigDocument,
     Explanation,
+    JobEvents,
     JobList,
     JobView,
     QueueView,
@@ -133,6 +134,10 @@ class Client:
     def describe(self, job_id: str) -> Explanation:
         """Why the job is where it is: reason, message, queue position, estimated start, history."""
         return self.send(ops.describe(job_id))
+
+    def events(self, job_id: str) -> JobEvents:
+        """The job's Kubernetes objects per attempt and its events, oldest first."""
+        return self.send(ops.events(job_id))
 
     def cancel(self, job_id: str, reason: str = "") -> ActionAccepted:
         return self.send(ops.cancel(job_id, reason))

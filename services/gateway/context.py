@@ -6,7 +6,7 @@ import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
-from schemas.api import JobView
+from schemas.api import JobEvents, JobView
 from schemas.codec import MAX_MESSAGE_BYTES, encode
 from schemas.config import ConfigItemDeleted
 from schemas.envelope import Envelope, Message, make_envelope
@@ -79,6 +79,15 @@ class GatewayContext:
             if entry is not None and principal.owns(entry.submission.tenant):
                 return job_from_submission(entry)
         raise ApiError(404, "not_found", f"no job {job_id!r}", field="job_id")
+
+    def job_events(self, job_id: str, spec: JobSpec | None = None) -> JobEvents:
+        """The job's Kubernetes objects and events (the caller has checked that the job is visible)."""
+        if spec is None:
+            record = self.dashboard.records.get(job_id)
+            entry = self.recent.get(job_id)
+            spec = record.submission.spec if record is not None else (entry.submission.spec if entry else None)
+        gpus = spec.template.resources.gpus if spec is not None else 0
+        return self.dashboard.runs.events(job_id, self.status.history(job_id), gpus)
 
     def visible_jobs(self, principal: Principal) -> list[JobView]:
         """Every job the caller may see: the status view, plus recent submissions it does not show yet."""

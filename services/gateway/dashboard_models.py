@@ -7,7 +7,7 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from schemas.api import Action, HistoryItem, JobRow
+from schemas.api import Action, AttemptObjects, HistoryItem, JobEvent, JobRow
 from schemas.decisions import PlacementPlan
 from schemas.jobspec import JobSpec
 from services.gateway.auth import Role
@@ -161,4 +161,7 @@ class JobDetail(_Body):
     charges: list[Charge]
     gpu_hours: float
     actions: list[Action] = Field(description="what the caller may do to the job now")
+    attempts: list[AttemptObjects] = Field(default_factory=list, description="the Kubernetes objects of each "
+                                           "attempt, newest first (as `GET /v1/jobs/{job_id}/events`)")
+    events: list[JobEvent] = Field(default_factory=list, description="state changes and run reports, oldest first")
 

@@ -4,6 +4,7 @@
 - ``RecordView``: each job's durable record (``muster.jobs``): its spec, user and placement.
 - ``LedgerView``: chargeback records per job and the GPU-hour budget per tenant (``muster.usage``).
 - ``Admissions``: when jobs were admitted, for the admissions-per-minute chart.
+- ``RunLog`` (``job_runs``): each job's Kubernetes objects and run events (``muster.dispatches``, ``muster.runs``).
 
 ``DashboardFeeds`` wraps the gateway's change callbacks of the compacted tables: each folds the change
 into its view, then publishes what changed to the ``LiveHub``. Pure: no I/O.
@@ -22,6 +23,7 @@ from schemas.envelope import Envelope
 from schemas.jobs import JobRecord, JobRecorded
 from schemas.status import JobStatusChanged
 from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from services.gateway.job_runs import RunLog
 from services.gateway.live import Change, LiveHub
 from services.gateway.presenters import job_from_status
 
@@ -156,6 +158,7 @@ class DashboardState:
     records: RecordView = field(default_factory=RecordView)
     ledger: LedgerView = field(default_factory=LedgerView)
     admissions: Admissions = field(default_factory=Admissions)
+    runs: RunLog = field(default_factory=RunLog)
 
 
 def job_row(status: JobStatusChanged, user: str | None) -> JobRow:
@@ -188,6 +191,8 @@ class DashboardFeeds:
         current = self.status_of(key)
         if current is not None:
             self.state.admissions.observe(current)
+        if current is None and envelope is None:
+            self.state.runs.forget(key)
         hub = self.state.hub
         if not hub.listening:
             return
@@ -214,4 +219,15 @@ class DashboardFeeds:
 
     def jobs(self, key: str, envelope: Envelope | None) -> None:
         self.state.records.apply(key, envelope)
+        self.state.runs.apply_record(envelope)
+
+    def runs(self, key: str, envelope: Envelope | None) -> None:
+        """A report of ``muster.dispatches`` or ``muster.runs``: folded into the run log; the job's row is sent
+        again so an open job page reads its objects and events anew."""
+        job_id = self.state.runs.apply(envelope)
+        if job_id is None or not self.state.hub.listening:
+            return
+        current = self.status_of(job_id)
+        if current is not None:
+            self.state.hub.publish(job_change(current, self.state.records.user(job_id)))
 

@@ -11,7 +11,15 @@ import os
 from prometheus_client import CollectorRegistry
 
 from schemas.envelope import Envelope
-from schemas.topics import CAPACITY_TOPIC, CONFIG_TOPIC, JOBS_TOPIC, STATUS_TOPIC, USAGE_TOPIC
+from schemas.topics import (
+    CAPACITY_TOPIC,
+    CONFIG_TOPIC,
+    DISPATCHES_TOPIC,
+    JOBS_TOPIC,
+    RUNS_TOPIC,
+    STATUS_TOPIC,
+    USAGE_TOPIC,
+)
 from services.gateway.app import create_app
 from services.gateway.auth import TokenTable
 from services.gateway.configs import file_items
@@ -92,7 +100,11 @@ class GatewayMain(ServiceMain):
                   CompactedTable(options.kafka, CONFIG_TOPIC, on_change=config_changed),
                   CompactedTable(options.kafka, USAGE_TOPIC, on_change=feeds.usage),
                   CompactedTable(options.kafka, CAPACITY_TOPIC, on_change=feeds.capacity),
-                  CompactedTable(options.kafka, JOBS_TOPIC, on_change=feeds.jobs)]
+                  CompactedTable(options.kafka, JOBS_TOPIC, on_change=feeds.jobs),
+                  # the run and dispatch reports (delete-policy topics) folded from their start: the job page's
+                  # Kubernetes objects and events
+                  CompactedTable(options.kafka, DISPATCHES_TOPIC, on_change=feeds.runs, keep_rows=False),
+                  CompactedTable(options.kafka, RUNS_TOPIC, on_change=feeds.runs, keep_rows=False)]
         sock = bind(options.http_host, options.http_port)
         app = create_app(ctx, self.registry)
 

@@ -114,8 +114,10 @@ async def dashboard_job(job_id: Annotated[str, Path(max_length=48)], ctx: Contex
     spec = record.submission.spec if record is not None else (entry.submission.spec if entry is not None else None)
     history = [HistoryItem(state=h.state, reason=h.reason, message=h.message, attempt=h.attempt, at=h.at)
                for h in ctx.status.history(job_id)]
-    return job_detail(job, user_of(ctx, job_id), summary(job), spec, record, history,
-                      ctx.dashboard.ledger.charges(job_id), caller)
+    detail = job_detail(job, user_of(ctx, job_id), summary(job), spec, record, history,
+                        ctx.dashboard.ledger.charges(job_id), caller)
+    activity = ctx.job_events(job_id, spec)
+    return detail.model_copy(update={"attempts": activity.attempts, "events": activity.events})
 
 
 _STREAM_DOC = """Server-Sent Events (`text/event-stream`) of every change the caller may see, batched every

@@ -10,6 +10,7 @@ from schemas.api import (
     ActionAccepted,
     CancelRequest,
     Explanation,
+    JobEvents,
     JobList,
     JobView,
     PriorityPatch,
@@ -89,6 +90,16 @@ async def explain_job(job_id: JobPath, ctx: Context, caller: Caller) -> Explanat
     """Why the job is where it is: reason, message, queue position, estimated start, states seen."""
     job = ctx.visible_job(job_id, caller)
     return explanation(job, ctx.status.history(job_id))
+
+
+@router.get("/{job_id}/events", response_model=JobEvents)
+async def job_events(job_id: JobPath, ctx: Context, caller: Caller) -> JobEvents:
+    """The job's Kubernetes objects per attempt (cluster, namespace, Job names, pods and their nodes) and its
+    events, oldest first: the states Muster gave it and what the dispatcher and the node-state watcher
+    reported (dispatches, starts, failures with their classification, evictions, deletions). Read from
+    Muster's topics, not from the Kubernetes API; run reports are kept for the topics' retention."""
+    ctx.visible_job(job_id, caller)
+    return ctx.job_events(job_id)
 
 
 @router.post("/{job_id}/cancel", status_code=202, response_model=ActionAccepted,

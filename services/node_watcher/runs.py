@@ -18,6 +18,8 @@ from schemas.envelope import Message
 from schemas.kube import ATTEMPT, DELETE_REASON, DELETED_BY, GANG_SIZE, JOB_ID, PREEMPT_REQUESTED, RESTARTS
 from schemas.runs import (
     MAX_FAILED_NODES,
+    MAX_NAMED_PODS,
+    PodBound,
     RunAllPodsReady,
     RunDeleted,
     RunEvicted,
@@ -187,6 +189,16 @@ def _failure(ref: JobRef, job: KubeObject, pods: list[KubeObject], base: dict[st
     return None
 
 
+def bound_pods(pods: Iterable[KubeObject]) -> list[PodBound]:
+    """The running or finished pods that have a node, by completion index (what the dashboard shows)."""
+    bound = []
+    for i, pod in enumerate(pods):
+        name, node, index = (pod.get("metadata") or {}).get("name"), _node(pod), _index(pod, str(i))
+        if name and node and index.isdigit() and _phase(pod) in ("Running", "Succeeded"):
+            bound.append(PodBound(name=str(name), index=int(index), node=node))
+    return sorted(bound, key=lambda p: (p.index, p.name))[:MAX_NAMED_PODS]
+
+
 def observe(job: KubeObject, pods: Iterable[KubeObject], cluster: str, now: datetime,
             node_down: NodeDown = no_node_down) -> list[Observation]:
     """Every observation that holds for ``job`` given its ``pods`` (the caller drops repeats by key);
@@ -207,7 +219,8 @@ def observe(job: KubeObject, pods: Iterable[KubeObject], cluster: str, now: date
     ready = {_index(p, str(i)) for i, p in enumerate(owned)
              if (_phase(p) == "Running" and condition_true(p, "Ready")) or _phase(p) == "Succeeded"}
     if len(ready) >= ref.gang:
-        result.append(Observation((*attempt_key, RunAllPodsReady.TYPE), RunAllPodsReady(**base, pods_total=ref.gang)))
+        result.append(Observation((*attempt_key, RunAllPodsReady.TYPE), RunAllPodsReady(
+            **base, pods_total=ref.gang, object_name=ref.name, pods=bound_pods(owned))))
     if condition_true(job, "Complete"):
         result.append(Observation((*attempt_key, RunSucceeded.TYPE), RunSucceeded(**base)))
     elif not stopping_by_muster(job):

@@ -19,7 +19,7 @@ from muster.client import (
     Unavailable,
     Unprocessable,
 )
-from schemas.api import Explanation, JobView
+from schemas.api import Explanation, JobEvents, JobView
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC
 from tests.builders.clock import T0
@@ -50,6 +50,20 @@ async def test_describe_gives_reason_position_estimate_and_history(alice: AsyncC
     assert (explained.reason, explained.position, explained.estimated_start) == ("waiting_for_reservation", 1, start)
     assert explained.message == "reserved on node-3" and "position 1 in queue team-a" in explained.summary
     assert [h.reason for h in explained.history] == ["quota_exhausted", "waiting_for_reservation"]
+
+
+async def test_events_give_the_kubernetes_objects_and_the_timeline(alice: AsyncClient, gw: Harness) -> None:
+    from schemas.envelope import make_envelope
+    from schemas.runs import JobDispatched
+
+    feed(gw.ctx.status, status_changed("j1", state="running"))
+    dispatched = JobDispatched(job_id="j1", attempt=0, cluster="east", observed_at=T0 + timedelta(seconds=30),
+                               namespace="team-a", object_name="j1-a0")
+    gw.ctx.dashboard.runs.apply(make_envelope(dispatched, "test"))
+    events = await alice.events("j1")
+    assert isinstance(events, JobEvents)
+    assert [(a.cluster, a.namespace, a.job_name) for a in events.attempts] == [("east", "team-a", "j1-a0")]
+    assert [e.kind for e in events.events] == ["state", "dispatched"]
 
 
 async def test_list_filters_and_pages_newest_first(alice: AsyncClient, gw: Harness) -> None:

@@ -185,3 +185,42 @@ async def test_labelled_suspended_kube_job_becomes_a_muster_job(system: System) 
     assert "Admitted" in [e["reason"] for e in told]
     assert all(e["involvedObject"]["kind"] == "Job" for e in told)
 
+
+
+async def test_job_events_name_its_kubernetes_objects_and_survive_a_gateway_restart(system: System) -> None:
+    import httpx
+
+    from tests.e2e.builders import member_token
+
+    job_id = await system.api.submit(job_spec("traced", gpus=2, replicas=2, duration_s=1.0))
+    await system.api.wait_state(job_id, "succeeded", within=60)
+    [dispatched] = system.log.messages(JobDispatched, job_id=job_id)
+    pods = {(p["metadata"]["name"], p["spec"]["nodeName"]) for p in await system.first_cluster().pods(job_id)}
+
+    async def events_once_succeeded() -> dict[str, Any]:
+        assert system.gateway_url is not None
+        async with httpx.AsyncClient(base_url=system.gateway_url, timeout=10) as http, asyncio.timeout(20):
+            while True:
+                r = await http.get(f"/v1/jobs/{job_id}/events",
+                                   headers={"Authorization": f"Bearer {member_token('team-a')}"})
+                body: dict[str, Any] = r.json()
+                if {"dispatched", "succeeded"} <= {e["kind"] for e in body["events"]}:  # both topics read
+                    return body
+                await asyncio.sleep(0.1)
+
+    seen = await events_once_succeeded()
+    [attempt] = seen["attempts"]
+    assert (attempt["cluster"], attempt["namespace"], attempt["job_name"], attempt["pods_source"]) == (
+        "east", dispatched.namespace, dispatched.object_name, "observed")
+    assert {(p["name"], p["node"]) for p in attempt["pods"]} == pods and len(pods) == 2
+    reports = [(e["source"], e["kind"]) for e in seen["events"] if e["source"] != "queue_manager"]
+    assert reports == [("dispatcher", "dispatched"), ("node_watcher", "started"), ("node_watcher", "pods_ready"),
+                       ("node_watcher", "succeeded")]
+
+    # a new gateway reads the run and dispatch reports again from the topics
+    await system.stop("gateway")
+    await system.start_gateway()
+    again = await events_once_succeeded()
+    assert again["attempts"] == seen["attempts"]
+    assert [e for e in again["events"] if e["source"] != "queue_manager"] == [
+        e for e in seen["events"] if e["source"] != "queue_manager"]

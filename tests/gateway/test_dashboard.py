@@ -192,7 +192,8 @@ async def test_the_page_is_served_with_its_own_files_only(client: httpx.AsyncCli
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert "http" not in page.text.replace('name="viewport"', "")  # nothing from elsewhere
-    for path in ("/ui/static/app.js", "/ui/static/api.js", "/ui/static/live.js", "/ui/static/style.css",
+    for path in ("/ui/static/app.js", "/ui/static/api.js", "/ui/static/live.js", "/ui/static/views.js",
+                 "/ui/static/style.css",
                  "/ui/static/vendor/htm-preact-standalone.js"):
         r = await client.get(path)
         assert r.status_code == 200, path
@@ -359,3 +360,126 @@ async def test_cli_watch_prints_each_change_in_the_chosen_format(
         lines = result.output.splitlines()
         assert "CLUSTER" in lines[0]
         assert lines[-1].endswith("  a-1  team-a  succeeded  attempt 0  cluster east  exit 0"), lines[-1]
+
+
+# ---------------------------------------------------------------- Kubernetes objects and events
+
+
+def run_reports(job_id: str = "a-0") -> list[Message]:
+    """What the dispatcher and the node-state watcher report about attempt 0 of ``job_id`` on node-1, then
+    an infrastructure failure and the stop of attempt 0, and attempt 1 dispatched elsewhere."""
+    from schemas.runs import JobDispatched, JobStopped, PodBound, RunAllPodsReady, RunFailed, RunStarted
+
+    base = {"job_id": job_id, "cluster": "east"}
+    at = [T0 + timedelta(seconds=s) for s in range(10)]
+    return [
+        JobDispatched(**base, attempt=0, observed_at=at[1], namespace="team-a", object_name=f"{job_id}-a0"),
+        RunStarted(**base, attempt=0, observed_at=at[2], pods_running=1, pods_total=2),
+        RunAllPodsReady(**base, attempt=0, observed_at=at[3], pods_total=2, object_name=f"{job_id}-a0",
+                        pods=[PodBound(name=f"{job_id}-a0-0-x1", index=0, node="node-1"),
+                              PodBound(name=f"{job_id}-a0-1-x2", index=1, node="node-1")]),
+        RunFailed(**base, attempt=0, observed_at=at[4], reason="NodeLost", message="node went away",
+                  pod=f"{job_id}-a0-1-x2", classification="infrastructure", nodes=["node-1"]),
+        JobStopped(**base, attempt=0, observed_at=at[5], reason="infrastructure_failure", requeue=True),
+        JobDispatched(**base, attempt=1, observed_at=at[6], namespace="team-a", object_name=f"{job_id}-a1"),
+    ]
+
+
+async def test_job_events_show_the_kubernetes_objects_and_the_timeline(
+    client: httpx.AsyncClient, busy: Harness, feeds: DashboardFeeds
+) -> None:
+    for message in run_reports():
+        send(feeds.runs, message)
+    body = (await client.get("/v1/jobs/a-0/events", headers=auth("alice"))).json()
+    assert body["job_id"] == "a-0"
+    newest, first = body["attempts"]
+    assert (newest["attempt"], newest["job_name"], newest["namespace"], newest["pods"]) == (1, "a-0-a1", "team-a", [])
+    assert (first["cluster"], first["namespace"], first["job_name"], first["pods_source"]) == (
+        "east", "team-a", "a-0-a0", "observed")
+    assert [(p["index"], p["name"], p["node"], p["gpus"]) for p in first["pods"]] == [
+        (0, "a-0-a0-0-x1", "node-1", 4), (1, "a-0-a0-1-x2", "node-1", 4)]
+    kinds = [(e["source"], e["kind"]) for e in body["events"]]
+    assert kinds == [("queue_manager", "state"), ("dispatcher", "dispatched"), ("node_watcher", "started"),
+                     ("node_watcher", "pods_ready"), ("node_watcher", "failed"), ("dispatcher", "stopped"),
+                     ("dispatcher", "dispatched")]
+    failed = body["events"][4]
+    assert (failed["classification"], failed["nodes"], failed["pod"], failed["warning"]) == (
+        "infrastructure", ["node-1"], "a-0-a0-1-x2", True)
+    assert body["events"][0]["state"] == "running"
+
+    # the job page carries the same, and an open stream is told so the page reads it again
+    detail = (await client.get("/v1/dashboard/jobs/a-0", headers=auth("alice"))).json()
+    assert detail["attempts"] == body["attempts"] and detail["events"] == body["events"]
+    viewer = await client.get("/v1/jobs/a-0/events", headers={"Authorization": f"Bearer {VIEWER}"})
+    assert viewer.status_code == 200
+    root = await client.get("/v1/jobs/a-0/events", headers=auth("root"))
+    assert root.json() == body
+
+
+async def test_another_tenants_job_events_are_not_found(client: httpx.AsyncClient, busy: Harness,
+                                                        feeds: DashboardFeeds) -> None:
+    for message in run_reports():
+        send(feeds.runs, message)
+    for path in ("/v1/jobs/a-0/events", "/v1/dashboard/jobs/a-0"):
+        r = await client.get(path, headers=auth("bob"))
+        assert (r.status_code, r.json()["error"]) == (404, "not_found"), path
+        assert "a-0-a0" not in r.text
+    assert (await client.get("/v1/jobs/nope/events", headers=auth("root"))).status_code == 404
+    assert (await client.get("/v1/jobs/a-0/events")).status_code == 401
+
+
+async def test_pods_are_planned_until_the_watcher_names_them(client: httpx.AsyncClient, busy: Harness) -> None:
+    body = (await client.get("/v1/jobs/a-0/events", headers=auth("alice"))).json()
+    [attempt] = body["attempts"]
+    assert (attempt["cluster"], attempt["namespace"], attempt["job_name"], attempt["pods_source"]) == (
+        "east", None, None, "planned")
+    assert [(p["index"], p["name"], p["node"]) for p in attempt["pods"]] == [(0, None, "node-1"), (1, None, "node-1")]
+    pending = (await client.get("/v1/jobs/a-1/events", headers=auth("alice"))).json()
+    assert pending["attempts"] == [] and [e["state"] for e in pending["events"]] == ["pending"]
+
+
+async def test_run_reports_reach_an_open_job_page(busy: Harness, feeds: DashboardFeeds) -> None:
+    hub = busy.ctx.dashboard.hub
+    with hub.subscribe(principal(), StreamFilter(job_id="a-0")) as sub:  # type: ignore[arg-type]
+        send(feeds.runs, run_reports()[0])
+        [change] = await sub.next_batch(window_s=0)
+    assert (change.kind, change.key) == ("job", "a-0")
+
+
+def test_the_run_log_is_bounded_and_forgets_deleted_jobs(busy: Harness, feeds: DashboardFeeds) -> None:
+    from services.gateway.job_runs import EVENTS_PER_JOB, RunLog
+    from services.gateway.views import StatusView
+
+    log = RunLog(max_jobs=2)
+    for job_id in ("j-1", "j-2", "j-3"):
+        log.apply(make_envelope(run_reports(job_id)[0], "test"))
+    assert len(log) == 2 and "j-1" not in log
+    for _ in range(EVENTS_PER_JOB + 5):
+        log.apply(make_envelope(run_reports("j-3")[1], "test"))
+    assert len(log.events("j-3", [], 1).events) == EVENTS_PER_JOB
+    runs = busy.ctx.dashboard.runs
+    send(feeds.runs, run_reports()[0])
+    assert "a-0" in runs
+    feeds.status("a-0", None)  # the job's status is deleted: its reports are forgotten
+    assert "a-0" not in runs and isinstance(busy.ctx.status, StatusView)
+
+
+def test_a_restarted_attempt_shows_its_new_job_and_planned_pods(busy: Harness, feeds: DashboardFeeds) -> None:
+    from schemas.runs import JobDispatched
+
+    for message in run_reports()[:3]:
+        send(feeds.runs, message)
+    send(feeds.runs, JobDispatched(job_id="a-0", attempt=0, cluster="east", observed_at=T0 + timedelta(minutes=5),
+                                   namespace="team-a", object_name="a-0-a0-r1"))
+    [attempt] = busy.ctx.job_events("a-0").attempts
+    assert (attempt.job_name, attempt.job_names) == ("a-0-a0-r1", ["a-0-a0", "a-0-a0-r1"])
+    assert attempt.pods_source == "planned" and {p.name for p in attempt.pods} == {None}
+
+
+def test_the_events_endpoint_is_documented() -> None:
+    from tests.gateway.builders import harness
+
+    operation = harness().app.openapi()["paths"]["/v1/jobs/{job_id}/events"]["get"]
+    schema = operation["responses"]["200"]["content"]["application/json"]["schema"]
+    assert schema == {"$ref": "#/components/schemas/JobEvents"}
+    assert {"401", "404"} <= set(operation["responses"]) and "node-state watcher" in operation["description"]

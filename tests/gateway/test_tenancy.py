@@ -56,7 +56,7 @@ async def test_submitting_to_another_tenants_queue_is_403(client: httpx.AsyncCli
 
 async def test_another_tenants_job_is_invisible(client: httpx.AsyncClient, with_b_job: Harness) -> None:
     assert (await client.get(f"/v1/jobs/{JOB_OF_B}", headers=auth("bob"))).status_code == 200
-    for path in (f"/v1/jobs/{JOB_OF_B}", f"/v1/jobs/{JOB_OF_B}/explain"):
+    for path in (f"/v1/jobs/{JOB_OF_B}", f"/v1/jobs/{JOB_OF_B}/explain", f"/v1/jobs/{JOB_OF_B}/events"):
         r = await client.get(path, headers=auth("alice"))
         assert r.status_code == 404  # not 403: existence is not revealed
     listed = (await client.get("/v1/jobs", headers=auth("alice"))).json()

@@ -35,6 +35,16 @@ def test_all_pods_ready_needs_every_index_ready() -> None:
     assert isinstance(ready[1].message, RunAllPodsReady) and ready[1].message.pods_total == 2
 
 
+def test_all_pods_ready_names_the_pods_and_their_nodes() -> None:
+    owner = job(gang=2)
+    pods = [pod(owner, 1, "Running", node="east-a100-1"), pod(owner, 0, "Running")]
+    [_, ready] = observe(owner, pods, CLUSTER, NOW)
+    assert isinstance(ready.message, RunAllPodsReady)
+    assert ready.message.object_name == "train-1-a0"
+    assert [(p.index, p.name, p.node) for p in ready.message.pods] == [
+        (0, "train-1-a0-0-abcd0", "east-a100-0"), (1, "train-1-a0-1-abcd1", "east-a100-1")]
+
+
 def test_complete_job_succeeds() -> None:
     owner = job(gang=2, conditions=complete())
     result = observe(owner, [pod(owner, 0, "Succeeded"), pod(owner, 1, "Succeeded")], CLUSTER, NOW)

@@ -1,6 +1,7 @@
 """The web dashboard in a real browser (Debian's headless Chromium) against the whole running system:
 sign in, see jobs appear and change state live, read why a job waits and when it should start, cancel
-it from its page, tenant isolation, keyboard use and a phone-sized screen; any console error fails."""
+it from its page, read a running job's Kubernetes Job, pods, nodes and events, save, pick and delete a
+view of the jobs table, tenant isolation, keyboard use and a phone-sized screen; any console error fails."""
 
 from __future__ import annotations
 
@@ -64,6 +65,55 @@ async def test_member_follows_jobs_live_reads_why_pending_and_cancels(system: Sy
         await page.wait_for_selector("[role=alert]")
         assert "404" in await page.inner_text("[role=alert]")
         console.problems = [p for p in console.problems if "404" not in p]  # the refused read, as expected
+
+        # the blocker runs: its page names its Kubernetes Job, its pods and their nodes, and its events
+        await page.goto(f"{url}/ui#/jobs/{blocker}")
+        await page.wait_for_selector(".attempt[data-attempt='0'] tr[data-pod]:not([data-pod=''])", timeout=WAIT_MS)
+        cluster = system.first_cluster()
+        [kube_job] = await cluster.jobs(blocker)
+        assert await page.inner_text("[data-testid=kube-job]") == kube_job["metadata"]["name"]
+        assert await page.inner_text("[data-testid=kube-namespace]") == kube_job["metadata"]["namespace"]
+        assert await page.inner_text("[data-testid=kube-cluster]") == cluster.name
+        shown = await page.eval_on_selector_all(
+            ".attempt[data-attempt='0'] tr[data-pod]", "rows => rows.map(r => [r.dataset.pod, r.dataset.node])")
+        kube_pods = await cluster.pods(blocker)
+        assert sorted(map(tuple, shown)) == sorted((p["metadata"]["name"], p["spec"]["nodeName"]) for p in kube_pods)
+        await page.wait_for_selector("[data-testid=events] li[data-kind=pods_ready]", timeout=WAIT_MS)
+        kinds = await page.eval_on_selector_all("[data-testid=events] li", "items => items.map(i => i.dataset.kind)")
+        assert {"state", "dispatched", "started", "pods_ready"} <= set(kinds), kinds
+        assert "running" in await page.inner_text("[data-testid=events]")
+        api_events = (await system.api.http.get(f"/v1/jobs/{blocker}/events",
+                                                headers={"Authorization": f"Bearer {member_token('team-a')}"})).json()
+        assert api_events["attempts"][0]["job_name"] == kube_job["metadata"]["name"]
+
+        # saved views: the table's filters, sort and grouping under a name, kept across a reload, picked, deleted
+        await page.goto(f"{url}/ui#/jobs?state=running&sort=name&descending=false&group=queue")
+        await page.wait_for_selector(f"tr[data-job='{blocker}']", timeout=WAIT_MS)
+        await page.get_by_role("button", name="Save view…").click()
+        await page.fill("input[name=view-name]", "running by name")
+        await page.keyboard.press("Enter")
+        await page.wait_for_selector("select[name=view] option[value='running by name']", state="attached")
+        await page.goto(f"{url}/ui#/jobs")
+        before = len(console.problems)
+        await page.reload()
+        await page.wait_for_selector(f"tr[data-job='{waiter}']", timeout=WAIT_MS)  # every job, the cancelled one too
+        # a read of the table still on its way when the page reloaded was aborted by the reload, as expected
+        console.problems[before:] = [p for p in console.problems[before:] if not p.endswith("net::ERR_ABORTED")]
+        await page.select_option("select[name=view]", "running by name")
+        await page.wait_for_function("location.hash.includes('state=running')")
+        await page.wait_for_selector(f"tr[data-job='{waiter}']", state="detached", timeout=WAIT_MS)
+        view = await page.evaluate("new URLSearchParams(location.hash.split('?')[1]).toString()")
+        assert view == "descending=false&group=queue&sort=name&state=running"  # the address carries the view
+        assert await page.eval_on_selector("select[name=group]", "s => s.value") == "queue"
+        states = await page.eval_on_selector_all("tr[data-job]", "rows => rows.map(r => r.dataset.state)")
+        assert states and set(states) == {"running"}
+        share = await page.get_attribute("a.share", "href")
+        assert share == f"#/jobs?{view}"
+        await page.get_by_role("button", name="Delete view").click()
+        await page.wait_for_selector("select[name=view] option[value='running by name']", state="detached")
+        stored = await page.evaluate("Object.entries(localStorage).filter(([k]) => k.startsWith('muster.views'))")
+        assert stored == [["muster.views.v1:team-a/" + (await page.inner_text("[data-testid=who]")).split(" · ")[0],
+                           "[]"]]
     assert console.problems == []
 
 
@@ -91,6 +141,12 @@ async def test_admin_tours_every_page_by_keyboard_on_a_phone(system: System) -> 
             await page.wait_for_selector(ready, timeout=WAIT_MS)
             width = await page.evaluate("document.documentElement.scrollWidth")
             assert width <= PHONE["width"] + 1, f"{label} overflows a phone's width: {width}px"
+        # the running job's page, with its Kubernetes objects and events, fits a phone's width too
+        await page.goto(f"{url}/ui#/jobs/{job_id}")
+        await page.wait_for_selector("[data-testid=kube-job] code", timeout=WAIT_MS)
+        await page.wait_for_selector("[data-testid=events] li[data-kind=dispatched]", timeout=WAIT_MS)
+        width = await page.evaluate("document.documentElement.scrollWidth")
+        assert width <= PHONE["width"] + 1, f"the job page overflows a phone's width: {width}px"
         await page.goto(f"{url}/ui#/cluster")
         await page.wait_for_selector(f".gpu[href='#/jobs/{job_id}']")
         titles = await page.eval_on_selector_all(".gpu.busy[title]", "els => els.map(e => e.title)")

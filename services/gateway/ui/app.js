@@ -5,6 +5,7 @@
 import { html, render, useCallback, useEffect, useMemo, useRef, useState } from "./vendor/htm-preact-standalone.js";
 import { ApiError, get, onSignedOut, patch, post, qs, request, setToken, token } from "./api.js";
 import * as live from "./live.js";
+import { MAX_NAME, deleteView, loadViews, saveView, viewKey, viewQuery } from "./views.js";
 
 // ------------------------------------------------------------------ helpers
 
@@ -221,7 +222,53 @@ function setParams(params, changes) {
   location.hash = `#/jobs${next.toString() ? `?${next}` : ""}`;
 }
 
-function Jobs({ params }) {
+function SavedViews({ who, params }) {
+  const [views, setViews] = useState(() => loadViews(who));
+  const [naming, setNaming] = useState(false);
+  const [name, setName] = useState("");
+  const nameInput = useRef(null);
+  const current = viewQuery(params);
+  const selected = views.find((v) => v.query === current)?.name || "";
+  useEffect(() => { if (naming && nameInput.current) nameInput.current.focus(); }, [naming]);
+  useEffect(() => {  // views saved or deleted in another tab
+    const changed = (event) => { if (event.key === viewKey(who)) setViews(loadViews(who)); };
+    addEventListener("storage", changed);
+    return () => removeEventListener("storage", changed);
+  }, [who.tenant, who.user]);
+  const pick = (chosen) => {
+    const view = views.find((v) => v.name === chosen);
+    if (view) location.hash = `#/jobs${view.query ? `?${view.query}` : ""}`;
+  };
+  const save = (event) => {
+    event.preventDefault();
+    if (!name.trim()) return;
+    setViews(saveView(who, name.trim(), params));
+    setNaming(false);
+    setName("");
+  };
+  return html`
+    <div class="views" role="group" aria-label="saved views">
+      <label>Saved view
+        <select name="view" value=${selected} onChange=${(e) => pick(e.target.value)}>
+          <option value="">${views.length ? (selected ? "" : "choose…") : "none saved"}</option>
+          ${views.map((v) => html`<option value=${v.name}>${v.name}</option>`)}
+        </select></label>
+      ${selected && html`
+        <button type="button" class="danger" onClick=${() => setViews(deleteView(who, selected))}>Delete view</button>`}
+      ${naming ? html`
+        <form class="inline" onSubmit=${save}>
+          <label>Name <input name="view-name" ref=${nameInput} value=${name} maxlength=${MAX_NAME} required
+                             onInput=${(e) => setName(e.target.value)} /></label>
+          <button type="submit" disabled=${!name.trim()}>Save</button>
+          <button type="button" onClick=${() => setNaming(false)}>Cancel</button>
+        </form>`
+        : html`<button type="button" onClick=${() => setNaming(true)}>Save view…</button>`}
+      <a class="share" href=${`#/jobs${current ? `?${current}` : ""}`}
+         title="this view's address: copy it to share the view">Link to this view</a>
+    </div>`;
+}
+
+function Jobs({ params, who }) {
   const path = jobsPath(params);
   const [text, setText] = useState(params.get("text") || "");
   useEffect(() => setText(params.get("text") || ""), [params.get("text")]);
@@ -274,6 +321,7 @@ function Jobs({ params }) {
   }
   return html`
     <h1>Jobs</h1>
+    <${SavedViews} who=${who} params=${params} />
     <form class="filters" role="search" onSubmit=${(e) => e.preventDefault()}>
       <label>Search <input type="search" value=${text} placeholder="id, name, reason"
                            onInput=${(e) => setText(e.target.value)} /></label>
@@ -387,11 +435,66 @@ function JobPage({ jobId, who }) {
           <p>Total ${detail.gpu_hours} GPU-hours</p>` : html`<p class="muted">No finished attempt charged yet.</p>`}
       </section>
     </div>
+    <section aria-labelledby="kube">
+      <h2 id="kube">Kubernetes objects</h2>
+      <${KubeObjects} attempts=${detail.attempts} />
+    </section>
+    <section aria-labelledby="events">
+      <h2 id="events">Events</h2>
+      ${detail.events.length ? html`<${Events} events=${detail.events} />` : html`<p class="muted">No events yet.</p>`}
+    </section>
     <section aria-labelledby="spec">
       <h2 id="spec">Spec</h2>
       ${detail.spec ? html`<pre class="spec" tabindex="0">${JSON.stringify(detail.spec, null, 2)}</pre>`
         : html`<p class="muted">Not known to the gateway.</p>`}
     </section>`;
+}
+
+function KubeObjects({ attempts }) {
+  if (!attempts.length) return html`<p class="muted">None yet: the job has not been placed on a cluster.</p>`;
+  return html`<div class="attempts">${attempts.map((a) => html`
+    <div class="attempt" data-attempt=${a.attempt}>
+      <h3>Attempt ${a.attempt}</h3>
+      <dl>
+        <dt>Cluster</dt><dd data-testid="kube-cluster">${a.cluster}</dd>
+        <dt>Namespace</dt><dd data-testid="kube-namespace">${a.namespace || "–"}</dd>
+        <dt>Job</dt><dd data-testid="kube-job">${a.job_name ? html`<code>${a.job_name}</code>` : "not created yet"}
+          ${a.job_names.length > 1 && html`<br /><small class="muted">before: ${a.job_names.slice(0, -1).join(", ")}</small>`}</dd>
+        ${a.dispatched_at && html`<dt>Created</dt><dd>${stamp(a.dispatched_at)}</dd>`}
+      </dl>
+      ${a.pods.length > 0 && html`
+        <div class="scroll"><table class="pods">
+          <caption class="sr-only">Pods of attempt ${a.attempt}</caption>
+          <thead><tr><th scope="col">Index</th><th scope="col">Pod</th><th scope="col">Node</th><th scope="col">GPUs</th></tr></thead>
+          <tbody>${a.pods.map((p) => html`
+            <tr data-pod=${p.name || ""} data-node=${p.node}>
+              <td class="num">${p.index}</td>
+              <td>${p.name ? html`<code>${p.name}</code>` : html`<span class="muted">not named yet</span>`}</td>
+              <td>${p.node}</td>
+              <td>${p.gpus}${p.nvlink_group !== null && p.nvlink_group !== undefined ? html` <small class="muted">NVLink group ${p.nvlink_group}</small>` : ""}</td>
+            </tr>`)}</tbody>
+        </table></div>
+        <p class="muted small">${a.pods_source === "observed" ? "Pods as the node-state watcher saw them, all ready."
+          : "The planned placement: pods are named once the node-state watcher sees the whole gang ready."}</p>`}
+    </div>`)}</div>`;
+}
+
+const SOURCES = { queue_manager: "Muster", dispatcher: "dispatcher", node_watcher: "node watcher" };
+
+function Events({ events }) {
+  return html`
+    <ol class="timeline events" data-testid="events">${events.map((e) => html`
+      <li class=${e.warning ? "warning" : ""} data-kind=${e.kind} data-source=${e.source}>
+        <time datetime=${e.at}>${stamp(e.at)}</time>${" "}
+        ${e.kind === "state" ? html`<${Badge} state=${e.state} />${e.reason ? ` ${e.reason}` : ""}` : html`<strong>${e.reason || e.kind}</strong>`}
+        ${e.classification && html` <span class=${`badge fault-${e.classification}`} title="whose fault the failure is">${e.classification}</span>`}
+        ${" "}<small class="muted">${SOURCES[e.source] || e.source}${e.attempt ? ` · attempt ${e.attempt}` : ""}</small>
+        ${e.message && html`<br /><span class=${e.warning ? "warn" : "muted"}>${e.message}</span>`}
+        ${(e.pod || e.nodes.length > 0 || (e.exit_code !== null && e.exit_code !== undefined)) && html`<br /><small class="muted">${[
+          e.pod && `pod ${e.pod}`, e.nodes.length > 0 && `node${e.nodes.length > 1 ? "s" : ""} ${e.nodes.join(", ")}`,
+          e.exit_code !== null && e.exit_code !== undefined && `exit code ${e.exit_code}`].filter(Boolean).join(" · ")}</small>`}
+      </li>`)}
+    </ol>`;
 }
 
 function Actions({ detail }) {
@@ -551,7 +654,7 @@ function App() {
   const [section, id] = route.parts;
   let page;
   if (section === "jobs" && id) page = html`<${JobPage} jobId=${id} who=${who} key=${id} />`;
-  else if (section === "jobs") page = html`<${Jobs} params=${route.params} />`;
+  else if (section === "jobs") page = html`<${Jobs} params=${route.params} who=${who} />`;
   else if (section === "queues") page = html`<${Queues} />`;
   else if (section === "cluster") page = html`<${Cluster} />`;
   else page = html`<${Overview} />`;

@@ -2,7 +2,8 @@
 
 Not a consumer-group member and never commits: every replica of a service builds the whole table
 (status views, capacity, configuration, usage). ``wait_caught_up`` returns once everything that was
-in the topic when the table started has been folded in.
+in the topic when the table started has been folded in. With ``keep_rows=False`` it keeps nothing itself
+and only calls ``on_change`` for every record: a way to fold a whole delete-policy topic from its start.
 """
 
 from __future__ import annotations
@@ -36,11 +37,13 @@ class CompactedTable(Mapping[str, Envelope]):
         *,
         on_change: ChangeCallback | None = None,
         poll_timeout_ms: int = 200,
+        keep_rows: bool = True,
     ) -> None:
         self._settings = settings
         self.topic = topic
         self._on_change = on_change
         self._poll_timeout_ms = poll_timeout_ms
+        self._keep_rows = keep_rows
         self._rows: dict[str, Envelope] = {}
         self._consumer: AIOKafkaConsumer | None = None
         self._targets: dict[TopicPartition, int] = {}
@@ -99,7 +102,8 @@ class CompactedTable(Mapping[str, Envelope]):
                 self.skipped += 1
                 log.warning("%s: skipping undecodable record for key %r: %s", self.topic, key, exc)
                 return
-            self._rows[key] = envelope
+            if self._keep_rows:
+                self._rows[key] = envelope
         if self._on_change is not None:
             result = self._on_change(key, envelope)
             if result is not None:
