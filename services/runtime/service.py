@@ -21,6 +21,7 @@ from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
 from services.runtime.kafka.lag import ConsumerLagMetrics
 from services.runtime.kafka.loop import ConsumerLoop, collect_loops
+from services.runtime.logs import set_service
 from services.runtime.metrics_access import MetricsAccess
 
 log = logging.getLogger(__name__)
@@ -98,6 +99,7 @@ class ServiceRunner:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
                 installed.append(sig)
+        set_service(self.name)  # for this task and those it starts: log lines and spans name the service
         up = Gauge("muster_service_up", "1 while the service runs", ["service"], registry=self.registry)
         up.labels(self.name).set(1)
         # the loops given here and those the service's tasks start count themselves into this set

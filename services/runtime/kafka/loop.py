@@ -16,11 +16,13 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 from schemas.codec import DecodeError, decode
 from schemas.topics import dlq_topic
+from services.runtime import tracing
 from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, TombstoneHandler
 from services.runtime.kafka.headers import dead_letter_headers, dead_letter_key, dead_letter_value
 from services.runtime.kafka.producer import EnvelopeProducer
 from services.runtime.kafka.settings import KafkaSettings
 from services.runtime.kafka.settle import BatchSettler, OutputOrder
+from services.runtime.logs import message_context
 
 log = logging.getLogger(__name__)
 
@@ -269,7 +271,8 @@ class ConsumerLoop:
         except DecodeError as exc:
             await self._dead_letter(record, exc.reason, exc.detail, attempts=0)
             return
-        await self._with_retries(record, lambda delivery: self._handler(envelope, delivery))
+        with message_context(envelope), tracing.handling(envelope, record.topic):
+            await self._with_retries(record, lambda delivery: self._handler(envelope, delivery))
 
     async def _with_retries(self, record: Record, call: Callable[[Delivery], Awaitable[None]]) -> None:
         for attempt in range(1, self._retry.attempts + 1):
