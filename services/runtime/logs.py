@@ -39,14 +39,23 @@ def current_service() -> str | None:
     return _SERVICE.get()
 
 
+def enter_message(envelope: Envelope) -> contextvars.Token[Envelope | None]:
+    """From now on (until ``leave_message``), log lines carry ``envelope``'s job id, attempt and chain."""
+    return _MESSAGE.set(envelope)
+
+
+def leave_message(token: contextvars.Token[Envelope | None]) -> None:
+    _MESSAGE.reset(token)
+
+
 @contextlib.contextmanager
 def message_context(envelope: Envelope) -> Iterator[None]:
     """Log lines written while ``envelope`` is handled carry its job id, attempt and correlation id."""
-    token = _MESSAGE.set(envelope)
+    token = enter_message(envelope)
     try:
         yield
     finally:
-        _MESSAGE.reset(token)
+        leave_message(token)
 
 
 def message_fields(envelope: Envelope) -> dict[str, Any]:

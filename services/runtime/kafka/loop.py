@@ -22,7 +22,7 @@ from services.runtime.kafka.headers import dead_letter_headers, dead_letter_key,
 from services.runtime.kafka.producer import EnvelopeProducer
 from services.runtime.kafka.settings import KafkaSettings
 from services.runtime.kafka.settle import BatchSettler, OutputOrder
-from services.runtime.logs import message_context
+from services.runtime.logs import enter_message, leave_message
 
 log = logging.getLogger(__name__)
 
@@ -271,8 +271,15 @@ class ConsumerLoop:
         except DecodeError as exc:
             await self._dead_letter(record, exc.reason, exc.detail, attempts=0)
             return
-        with message_context(envelope), tracing.handling(envelope, record.topic):
-            await self._with_retries(record, lambda delivery: self._handler(envelope, delivery))
+        token = enter_message(envelope)  # log lines name the message's job, attempt and chain
+        try:
+            if tracing.enabled():
+                with tracing.handling(envelope, record.topic):
+                    await self._with_retries(record, lambda delivery: self._handler(envelope, delivery))
+            else:
+                await self._with_retries(record, lambda delivery: self._handler(envelope, delivery))
+        finally:
+            leave_message(token)
 
     async def _with_retries(self, record: Record, call: Callable[[Delivery], Awaitable[None]]) -> None:
         for attempt in range(1, self._retry.attempts + 1):
