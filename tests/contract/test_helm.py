@@ -245,10 +245,11 @@ async def test_alerts_cover_lag_dead_letters_and_stuck_admissions_over_registere
     assert {"MusterConsumerLagHigh", "MusterDeadLettersGrowing", "MusterAdmissionsNotDispatched"} <= set(alerts)
     assert "muster_kafka_consumer_lag" in alerts["MusterConsumerLagHigh"]["expr"]
     assert "muster_kafka_dead_letters_total" in alerts["MusterDeadLettersGrowing"]["expr"]
+    assert alerts["MusterServiceDown"]["expr"] == 'up{job="muster-metrics"} == 0'  # the ServiceMonitor's job
     known = await registered_metric_names()
     for alert in alerts.values():
         used = set(re.findall(r"\bmuster_[a-z0-9_]+", alert["expr"]))
-        assert used and used <= known, f"{alert['alert']} queries unregistered metrics {sorted(used - known)}"
+        assert used <= known, f"{alert['alert']} queries unregistered metrics {sorted(used - known)}"
         assert alert["annotations"]["summary"] and alert["labels"]["severity"] in {"warning", "critical"}
 
 
