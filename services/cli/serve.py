@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import asyncio
 import importlib
-import logging
 from pathlib import Path
 
 import click
@@ -37,8 +36,12 @@ def serve(service: str, bootstrap: str | None, http_host: str, http_port: int, c
           cluster: str, kube_server: str | None, kubeconfig: Path | None, tokens_file: Path | None, instance: str,
           pools: tuple[str, ...], log_level: str) -> None:
     """Run one Muster service (gateway, queue-manager, quota-accountant, dispatcher, node-watcher)."""
-    logging.basicConfig(level=log_level.upper(), format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     name = service.replace("-", "_")
+    from services.runtime import tracing
+    from services.runtime.logs import configure_logging
+
+    configure_logging(log_level, service=name)  # MUSTER_LOG_FORMAT: text (default) or json
+    tracing.configure_from_environment()  # OTEL_EXPORTER_OTLP_ENDPOINT: traces; none by default
     from services.runtime.kafka.settings import KafkaSettings
 
     kafka = KafkaSettings() if bootstrap is None else KafkaSettings(bootstrap=bootstrap)

@@ -13,6 +13,10 @@ from services.runtime.kafka import EnvelopeProducer
 log = logging.getLogger(__name__)
 
 PRODUCER = "node_watcher"
+#: a message with the correlation id and causation id its envelope carries (None, None: a chain of its own)
+Chain = tuple[str | None, str | None]
+Queued = tuple[Message, Chain]
+NO_CHAIN: Chain = (None, None)
 
 
 class Outbox:
@@ -25,7 +29,7 @@ class Outbox:
     def __init__(self, producer: EnvelopeProducer, *, on_sent: Callable[[Message], None] | None = None,
                  retry_pause_s: float = 1.0, batch_size: int = 500) -> None:
         self._producer = producer
-        self._queue: asyncio.Queue[Message] = asyncio.Queue()
+        self._queue: asyncio.Queue[Queued] = asyncio.Queue()
         self._on_sent = on_sent
         self._retry_pause_s = retry_pause_s
         self._batch_size = batch_size
@@ -37,9 +41,11 @@ class Outbox:
     def backlog(self) -> int:
         return self._queue.qsize()
 
-    def put(self, messages: Iterable[Message]) -> None:
+    def put(self, messages: Iterable[Message], *, chain: Chain = NO_CHAIN) -> None:
+        """Queue ``messages``; ``chain``: the correlation and causation ids their envelopes carry (a run
+        observation continues the chain of the decision that made its Job)."""
         for message in messages:
-            self._queue.put_nowait(message)
+            self._queue.put_nowait((message, chain))
             self._idle.clear()
 
     async def drained(self) -> None:
@@ -67,7 +73,7 @@ class Outbox:
                 self._idle.set()
 
     async def _flush_remaining(self) -> None:
-        batch: list[Message] = []
+        batch: list[Queued] = []
         while not self._queue.empty():
             batch.append(self._queue.get_nowait())
         if batch:
@@ -77,7 +83,7 @@ class Outbox:
                 log.exception("could not flush %d messages on shutdown", len(batch))
         self._idle.set()
 
-    async def _send_until_acknowledged(self, batch: list[Message], stop: asyncio.Event) -> None:
+    async def _send_until_acknowledged(self, batch: list[Queued], stop: asyncio.Event) -> None:
         while True:
             try:
                 await self._send(batch)
@@ -88,13 +94,13 @@ class Outbox:
                     return
                 await asyncio.sleep(self._retry_pause_s)
 
-    async def _send(self, batch: list[Message]) -> None:
+    async def _send(self, batch: list[Queued]) -> None:
         futures = []
-        for message in batch:
-            envelope = make_envelope(message, PRODUCER)
+        for message, (correlation, causation) in batch:
+            envelope = make_envelope(message, PRODUCER, correlation_id=correlation, causation_id=causation)
             futures.append(await self._producer.send(TOPIC_OF[message.TYPE], envelope))
         await asyncio.gather(*futures)
         self.sent += len(batch)
         if self._on_sent is not None:
-            for message in batch:
+            for message, _ in batch:
                 self._on_sent(message)

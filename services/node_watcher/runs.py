@@ -15,7 +15,17 @@ from datetime import datetime
 from typing import Any
 
 from schemas.envelope import Message
-from schemas.kube import ATTEMPT, DELETE_REASON, DELETED_BY, GANG_SIZE, JOB_ID, PREEMPT_REQUESTED, RESTARTS
+from schemas.kube import (
+    ATTEMPT,
+    CORRELATION,
+    DECISION_EVENT,
+    DELETE_REASON,
+    DELETED_BY,
+    GANG_SIZE,
+    JOB_ID,
+    PREEMPT_REQUESTED,
+    RESTARTS,
+)
 from schemas.runs import (
     MAX_FAILED_NODES,
     MAX_NAMED_PODS,
@@ -88,6 +98,15 @@ def job_ref(job: KubeObject) -> JobRef | None:
     return JobRef(job_id=job_id, attempt=int(attempt), namespace=str(meta.get("namespace") or ""),
                   name=str(meta["name"]), uid=str(meta.get("uid") or ""), gang=max(1, size),
                   restarts=int(restarts) if restarts and restarts.isdigit() else None)
+
+
+def chain_of(job: KubeObject | None) -> tuple[str | None, str | None]:
+    """The correlation id and the causing decision's event id the dispatcher wrote on a Muster Job, so the
+    run observations about it continue the job's chain of messages (and its trace)."""
+    if job is None:
+        return None, None
+    annotations = _annotations(job)
+    return annotations.get(CORRELATION) or None, annotations.get(DECISION_EVENT) or None
 
 
 def owner_job(pod: KubeObject) -> tuple[str, str] | None:

@@ -14,7 +14,16 @@ from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
 from schemas.envelope import Message
 from schemas.kube import JOB_ID
 from services.node_watcher.nodes import node_state, ready_condition
-from services.node_watcher.runs import DedupKey, NodeDown, job_ref, no_node_down, observe, observe_deleted, owner_job
+from services.node_watcher.runs import (
+    DedupKey,
+    NodeDown,
+    chain_of,
+    job_ref,
+    no_node_down,
+    observe,
+    observe_deleted,
+    owner_job,
+)
 
 KubeObject = dict[str, Any]
 DELETED = "DELETED"
@@ -121,6 +130,11 @@ class RunTracker:
             return messages
         self.jobs[key] = job
         return self._evaluate(key, now)
+
+    def chain_of_pod(self, pod: KubeObject) -> tuple[str | None, str | None]:
+        """The chain (correlation id, causing decision) of the Job that owns ``pod``, when it is known."""
+        owner = owner_job(pod)
+        return chain_of(self.jobs.get(owner) if owner is not None else None)
 
     def on_pod(self, event_type: str, pod: KubeObject, now: datetime) -> list[Message]:
         if JOB_ID not in (_meta(pod).get("labels") or {}):

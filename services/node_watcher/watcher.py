@@ -12,6 +12,7 @@ from schemas.capacity import NodeRemoved
 from schemas.kube import JOB_ID
 from services.node_watcher.metrics import WatcherMetrics
 from services.node_watcher.publisher import Outbox
+from services.node_watcher.runs import chain_of
 from services.node_watcher.tracker import NodeTracker, RunTracker
 from services.runtime.clock import Clock, utc_now
 from services.runtime.kube import Backoff, Informer, KubeObject, KubeRest, job_cache, node_cache, pod_cache
@@ -46,14 +47,14 @@ class NodeWatcher:
 
     def _on_pod(self, event_type: str, obj: KubeObject) -> None:
         now = self.clock()
-        self.outbox.put(self.runs.on_pod(event_type, obj, now))
+        self.outbox.put(self.runs.on_pod(event_type, obj, now), chain=self.runs.chain_of_pod(obj))
         capacity = self.nodes.on_pod(event_type, obj, now)
         self.outbox.put(capacity)
         if capacity:
             self.metrics.capacity(self.nodes.published.values())
 
     def _on_job(self, event_type: str, obj: KubeObject) -> None:
-        self.outbox.put(self.runs.on_job(event_type, obj, self.clock()))
+        self.outbox.put(self.runs.on_job(event_type, obj, self.clock()), chain=chain_of(obj))
 
     async def run(self, stop: asyncio.Event) -> None:
         """Keep the three caches until ``stop`` is set."""

@@ -126,6 +126,9 @@ class QueueManager:
         self.ready = asyncio.Event()
         self.cycles = 0
         self._lock = asyncio.Lock()  # the state: folding inputs, deciding
+        # job id -> (correlation id, event id of its JobRecorded): what a cycle's decision about the job is
+        # chained to, so the job's messages (and its trace) stay one chain from submission to its runs
+        self._chains: dict[str, tuple[str, str]] = {}
         #: producing: a cycle's turn lasts until its decisions are handed to the producer; the input loop
         #: takes turns to hand over its batches' outputs, so messages keep the order of the changes
         self._order = OutputOrder()
@@ -172,6 +175,9 @@ class QueueManager:
         records = [
             (env.payload.record, env.causation_id) for env in jobs.values() if isinstance(env.payload, JobRecorded)
         ]
+        for env in jobs.values():
+            if isinstance(env.payload, JobRecorded):
+                self._chains[env.payload.job_id] = (env.correlation_id or env.event_id, env.event_id)
         seed_statuses(self.state, (e.payload for e in statuses.values() if isinstance(e.payload, JobStatusChanged)))
         async with self._lock:
             republish = rebuild(self.state, records)
@@ -190,7 +196,10 @@ class QueueManager:
             outs = on_input(self.state, envelope.payload, envelope.event_id, self.clock(),
                             retry=delivery.attempt > 1)
             for out in outs:
-                await delivery.emit(out.topic, self._wrap(out.message, envelope))
+                wrapped = self._wrap(out.message, envelope)
+                if isinstance(out.message, JobRecorded):
+                    self._chains[out.message.job_id] = (wrapped.correlation_id or wrapped.event_id, wrapped.event_id)
+                await delivery.emit(out.topic, wrapped)
         if outs:
             self.metrics.decisions(outs)
             self._mark_changed()
@@ -298,7 +307,11 @@ class QueueManager:
 
     def _wrap(self, message: Message, cause: Envelope | None = None) -> Envelope:
         if cause is None:
-            return make_envelope(message, PRODUCER)
+            job_id = getattr(message, "job_id", None)
+            known = self._chains.get(job_id) if isinstance(job_id, str) else None
+            if known is None:
+                return make_envelope(message, PRODUCER)
+            return make_envelope(message, PRODUCER, correlation_id=known[0], causation_id=known[1])
         chain = caused_by(cause)
         return make_envelope(message, PRODUCER, correlation_id=chain["correlation_id"],
                              causation_id=chain["causation_id"])
@@ -313,4 +326,6 @@ class QueueManager:
         """Hand ``outs`` to the producer, in order, as record batches; returns their deliveries."""
         if not outs:
             return []
+        if len(self._chains) > 2 * len(self.state.jobs) + 1024:  # forget the chains of jobs long gone
+            self._chains = {job: chain for job, chain in self._chains.items() if job in self.state.jobs}
         return await self.producer.send_many(Outgoing(o.topic, self._wrap(o.message)) for o in outs)

@@ -19,7 +19,9 @@ from aiohttp import web
 from prometheus_client import CollectorRegistry, Gauge, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
 
-from services.runtime.kafka.loop import ConsumerLoop
+from services.runtime.kafka.lag import ConsumerLagMetrics
+from services.runtime.kafka.loop import ConsumerLoop, collect_loops
+from services.runtime.logs import set_service
 from services.runtime.metrics_access import MetricsAccess
 
 log = logging.getLogger(__name__)
@@ -57,6 +59,7 @@ class ServiceRunner:
     extra_routes: Sequence[web.RouteDef] = ()
     #: who may read /metrics; None: from the environment (``MUSTER_METRICS_EXPOSE``, ``MUSTER_METRICS_TOKEN``)
     metrics_access: MetricsAccess | None = None
+    lag_interval_s: float = 15.0  # how often muster_kafka_consumer_lag is refreshed
     _stop: asyncio.Event = field(default_factory=asyncio.Event)
     url: str | None = None
 
@@ -96,8 +99,11 @@ class ServiceRunner:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self.stop)
                 installed.append(sig)
+        set_service(self.name)  # for this task and those it starts: log lines and spans name the service
         up = Gauge("muster_service_up", "1 while the service runs", ["service"], registry=self.registry)
         up.labels(self.name).set(1)
+        # the loops given here and those the service's tasks start count themselves into this set
+        lag = ConsumerLagMetrics(self.registry, self.name, collect_loops(), interval_s=self.lag_interval_s)
         http = await self._serve_http()
         try:
             async with asyncio.TaskGroup() as group:
@@ -105,6 +111,7 @@ class ServiceRunner:
                     group.create_task(consumer.run(), name=f"{self.name}:loop")
                 for task in self.tasks:
                     group.create_task(task(self._stop), name=f"{self.name}:task")
+                group.create_task(lag.run(self._stop), name=f"{self.name}:consumer-lag")
 
                 async def _stopper() -> None:
                     await self._stop.wait()

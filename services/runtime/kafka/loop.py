@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import contextvars
 import logging
 import signal
 from collections.abc import Awaitable, Callable, Collection, Sequence
@@ -15,17 +16,31 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 from schemas.codec import DecodeError, decode
 from schemas.topics import dlq_topic
+from services.runtime import tracing
 from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, TombstoneHandler
 from services.runtime.kafka.headers import dead_letter_headers, dead_letter_key, dead_letter_value
 from services.runtime.kafka.producer import EnvelopeProducer
 from services.runtime.kafka.settings import KafkaSettings
 from services.runtime.kafka.settle import BatchSettler, OutputOrder
+from services.runtime.logs import enter_message, leave_message
 
 log = logging.getLogger(__name__)
 
 Record: TypeAlias = "ConsumerRecord[bytes, bytes]"
 #: records handled between two turns of the event loop
 YIELD_EVERY = 32
+
+
+#: the loops of the service whose runner is current (``collect_loops``): a loop started inside one of the
+#: service's tasks counts itself there while it runs, for the consumer-lag gauge (``lag.py``)
+_LOOPS: contextvars.ContextVar[set[ConsumerLoop] | None] = contextvars.ContextVar("muster_loops", default=None)
+
+
+def collect_loops() -> set[ConsumerLoop]:
+    """A fresh set that the loops run from this context (and the tasks it starts) add themselves to."""
+    loops: set[ConsumerLoop] = set()
+    _LOOPS.set(loops)
+    return loops
 
 
 @dataclass(frozen=True)
@@ -129,6 +144,7 @@ class ConsumerLoop:
         self._consumer: AIOKafkaConsumer | None = None
         self._owned: set[TopicPartition] = set()
         self._processed: dict[TopicPartition, int] = {}
+        self._committed: dict[TopicPartition, int] = {}  # what this member last committed (for the lag)
         self._batch = (BatchSettler(producer, self._processed, self._commit, order, name=group)
                        if settle == "batch" else None)
         self._work_lock = asyncio.Lock()
@@ -165,6 +181,9 @@ class ConsumerLoop:
             isolation_level=self.ISOLATION_LEVEL,
         )
         self._consumer = consumer
+        registry = _LOOPS.get()
+        if registry is not None:
+            registry.add(self)
         try:
             await consumer.start()
             consumer.subscribe(self._topics, listener=_Rebalance(self))
@@ -192,6 +211,8 @@ class ConsumerLoop:
                 if self._batch is not None:
                     async with self._work_lock:
                         await self._batch.wait_settled()
+            if registry is not None:
+                registry.discard(self)
             await consumer.stop()
             self._consumer = None
             for sig in installed:
@@ -250,7 +271,15 @@ class ConsumerLoop:
         except DecodeError as exc:
             await self._dead_letter(record, exc.reason, exc.detail, attempts=0)
             return
-        await self._with_retries(record, lambda delivery: self._handler(envelope, delivery))
+        token = enter_message(envelope)  # log lines name the message's job, attempt and chain
+        try:
+            if tracing.enabled():
+                with tracing.handling(envelope, record.topic):
+                    await self._with_retries(record, lambda delivery: self._handler(envelope, delivery))
+            else:
+                await self._with_retries(record, lambda delivery: self._handler(envelope, delivery))
+        finally:
+            leave_message(token)
 
     async def _with_retries(self, record: Record, call: Callable[[Delivery], Awaitable[None]]) -> None:
         for attempt in range(1, self._retry.attempts + 1):
@@ -324,7 +353,28 @@ class ConsumerLoop:
         if consumer is None or not offsets:
             return
         await consumer.commit({tp: OffsetAndMetadata(offset, "") for tp, offset in offsets.items()})
+        self._committed.update(offsets)
         self.stats.commits += 1
+
+    async def lag(self) -> dict[TopicPartition, int]:
+        """Per owned partition, the records not yet handled: the partition's end offset (asked of the broker
+        now) minus the offset after the last record handled, or the group's committed offset before any."""
+        consumer = self._consumer
+        owned = sorted(self._owned)
+        if consumer is None or not owned:
+            return {}
+        ends = await consumer.end_offsets(owned)
+        lags: dict[TopicPartition, int] = {}
+        for tp in owned:
+            done = max(self._processed.get(tp, -1), self._committed.get(tp, -1))
+            if done < 0:
+                committed = await consumer.committed(tp)
+                if committed is None:
+                    committed = (await consumer.beginning_offsets([tp]))[tp]
+                done = self._committed[tp] = committed
+            if tp in ends:
+                lags[tp] = max(0, ends[tp] - done)
+        return lags
 
     async def _on_revoked(self, revoked: Collection[TopicPartition]) -> None:
         async with self._work_lock:
@@ -338,6 +388,7 @@ class ConsumerLoop:
             self._owned.difference_update(revoked)
             for tp in revoked:
                 self._processed.pop(tp, None)
+                self._committed.pop(tp, None)
         if self._on_revoked_cb is not None:
             await self._on_revoked_cb(revoked)
 

@@ -13,6 +13,7 @@ from aiokafka.structs import RecordMetadata
 
 from schemas.codec import encode
 from schemas.envelope import Envelope
+from services.runtime import tracing
 from services.runtime.kafka.headers import Headers, envelope_headers
 from services.runtime.kafka.settings import KafkaSettings
 
@@ -90,6 +91,7 @@ class EnvelopeProducer:
     async def send(self, topic: str, envelope: Envelope, *, key: str | None = None) -> DeliveryFuture:
         """Buffer one envelope (key defaults to ``envelope.key()``); returns its delivery future."""
         record_key, value, headers = _record(envelope, key)
+        tracing.sent(topic, envelope)
         return await self.send_raw(topic, value, key=record_key, headers=headers)
 
     async def send_and_wait(self, topic: str, envelope: Envelope, *, key: str | None = None) -> RecordMetadata:
@@ -128,6 +130,7 @@ class EnvelopeProducer:
         futures: list[BatchFuture] = []
         for item in items:
             key, value, headers = _record(item.envelope, item.key)
+            tracing.sent(item.topic, item.envelope)
             all_partitions = partitions.get(item.topic)
             if all_partitions is None:
                 all_partitions = partitions[item.topic] = sorted(await producer.partitions_for(item.topic))
