@@ -70,11 +70,21 @@ async def read_until(source: AIOKafkaConsumer, count: int, *, within: float = 20
 async def read_all(
     settings: KafkaSettings, topic: str, *, idle_s: float = 1.0, isolation_level: str = "read_uncommitted"
 ) -> list[Record]:
-    """Every record currently readable in ``topic`` (no group), stopping after ``idle_s`` without news."""
+    """Every record in ``topic`` up to its end offsets when called (however slow the first fetches are
+    on a busy machine), then any that arrive until ``idle_s`` passes without news. No group."""
     reader = consumer(settings, topic, isolation_level=isolation_level)
     await reader.start()
     try:
         received: list[Record] = []
+        async with asyncio.timeout(30):
+            while not reader.assignment():  # the topic's partitions, once its metadata is in
+                batch = await reader.getmany(timeout_ms=100)
+                received.extend(record for records in batch.values() for record in records)
+            ends = await reader.end_offsets(list(reader.assignment()))
+            for tp, end in ends.items():
+                while await reader.position(tp) < end:
+                    batch = await reader.getmany(tp, timeout_ms=200)
+                    received.extend(record for records in batch.values() for record in records)
         idle = 0.0
         while idle < idle_s:
             batch = await reader.getmany(timeout_ms=200)
