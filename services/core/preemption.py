@@ -235,6 +235,8 @@ def find_plan(cycle: Cycle, job: Job, min_runtime: float | None = None) -> Plan 
     chosen: list[Candidate] = []
     placement: Placement | None = None
     for c in candidates(cycle, job, min_runtime):
+        if c.reason is PreemptReason.RECLAIM and not cycle.book.over_nominal(c.run.job.queue):
+            continue  # with the victims before it gone its queue is within nominal: it borrows nothing
         release(cycle, c, +1)
         chosen.append(c)
         placement = fits(cycle, job)
@@ -301,6 +303,19 @@ def hold(cycle: Cycle, job: Job, chosen: Iterable[Candidate], placement: Placeme
         mem = max(0, a.pods * job.memory_mb - f[2])
         if gpus or cpu or mem:
             cycle.cap.take(gpus, cpu, mem, NodeAssignment(a.node, 1, (-1,)))
+
+
+def hold_nominal(cycle: Cycle, job: Job) -> None:
+    """Count, on the cycle's quota book, the request of a job that waits for its victims' minimum runtime
+    to reclaim its own queue's nominal quota, so that no later job of the cycle borrows that quota
+    again (a borrower admitted now would start a new minimum runtime and push the reclaim back)."""
+    pods = max(job.min_size, 1)
+    for t in candidate_gpu_types(cycle.cap, job):
+        req = job_request(job, t, pods)
+        if cycle.book.within_nominal(job.queue, req):
+            cycle.book.add(job.queue, req, job.user, +1)
+            cycle.shares.pop(job.queue, None)
+            return
 
 
 def protected_until(cycle: Cycle, job: Job) -> float | None:

@@ -21,7 +21,7 @@ from .model import (
 )
 from .pending import ordered
 from .policy import resolve
-from .preemption import find_plan, hold, hold_for_preemptor, protected_until
+from .preemption import find_plan, hold, hold_for_preemptor, hold_nominal, protected_until
 from .state import SchedulerState
 
 _QUOTA_BLOCKED = (
@@ -271,6 +271,8 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
         elif cfg.min_runtime_s > 0:
             until = protected_until(cycle, job)
             if until is not None:
+                if reason in _QUOTA_BLOCKED:
+                    hold_nominal(cycle, job)
                 reason = PendingReason.PROTECTED
                 start = until
     reason = cycle.lent_out(job, reason)

@@ -4,7 +4,16 @@ from __future__ import annotations
 
 from dataclasses import replace
 
-from services.core import Admit, CycleResult, PendingReason, Preempt, PreemptReason, Reject, SchedulerConfig
+from services.core import (
+    Admit,
+    CycleResult,
+    PendingReason,
+    Preempt,
+    PreemptReason,
+    Reject,
+    SchedulerConfig,
+    SchedulerState,
+)
 
 from .builders import admitted, check_invariants, cycle, job, node, queue, state
 
@@ -202,3 +211,58 @@ def test_young_victims_make_the_preemptor_wait_with_a_precise_reason_and_estimat
     assert info.estimated_start == 100.0 + 300.0 + 30.0  # protection ends, then the victim's grace
     later = schedule(state, 401.0, cfg)
     assert [type(d) for d in later.decisions] == [Preempt]
+
+
+# ---------------------------------------------------------------------- reclaiming nominal quota
+
+
+def _reclaim_setup() -> tuple[SchedulerState, SchedulerConfig]:
+    """One 4-GPU node, a cohort of three queues: q0 (nominal 0) borrows 1 GPU with a young job; q1
+    (nominal 1) runs 3 GPUs, 2 of them borrowed (``low``, 2 GPUs, priority 0, and ``high``, 1 GPU,
+    priority 1); q2 (nominal 3) then wants its 3 GPUs back for a job that may not borrow."""
+    cfg = SchedulerConfig(min_runtime_s=100.0, backfill=False, fair_share=False)
+    qs = [queue("q0", 0, cohort="c"), queue("q1", 1, cohort="c"), queue("q2", 3, cohort="c")]
+    st = state(qs, [node("n0", 4)], [job("low", "q1", gpus_per_pod=2)])
+    cycle(st, 0, cfg)
+    st.submit(job("high", "q1", gpus_per_pod=1, priority=1, submit=10))
+    cycle(st, 10, cfg)  # admitted on borrowed quota: its queue already used 2 of its nominal 1
+    st.submit(job("young", "q0", gpus_per_pod=1, submit=150))
+    cycle(st, 150, cfg)
+    st.submit(job("target", "q2", gpus_per_pod=3, preemptible=False, submit=160))
+    return st, cfg
+
+
+def test_reclaim_victims_are_only_jobs_still_borrowing_once_the_earlier_victims_go() -> None:
+    """Without ``low`` its queue is back within its nominal quota, so ``high`` borrows nothing and is
+    no victim (it would come straight back, ahead of the reclaimer); the reclaim waits for ``young``."""
+    st, cfg = _reclaim_setup()
+    waiting = cycle(st, 200, cfg)
+    assert preempts(waiting) == {}
+    assert waiting.pending["target"].reason is PendingReason.PROTECTED
+    assert waiting.pending["target"].estimated_start == 280.0  # young's minimum runtime ends, then its grace
+    due = cycle(st, 250, cfg)
+    assert set(preempts(due)) == {"low", "young"}
+    st.job_stopped("low", 250)
+    st.job_stopped("young", 250)
+    assert admitted(cycle(st, 251, cfg)) == {"target"}
+    check_invariants(st)
+
+
+def test_a_reclaimer_waiting_for_minimum_runtimes_keeps_its_quota_from_new_borrowers() -> None:
+    """While the reclaimer waits for its victims' minimum runtime, a borrower of another queue is not
+    admitted into the quota it reclaims: it would start a new minimum runtime and push the reclaim back."""
+    cfg = SchedulerConfig(min_runtime_s=100.0, backfill=False, fair_share=False)
+    qs = [queue("q0", 0, cohort="c"), queue("q1", 1, cohort="c"), queue("q2", 3, cohort="c")]
+    st = state(qs, [node("n0", 4)], [job("young-a", "q0", gpus_per_pod=1), job("young-b", "q1", gpus_per_pod=2)])
+    cycle(st, 150, cfg)  # 3 of the cohort's 4 GPUs run, 2 of them borrowed, all protected until 250
+    st.submit(job("target", "q2", gpus_per_pod=3, preemptible=False, submit=160))
+    st.submit(job("borrower", "q0", gpus_per_pod=1, submit=170))
+    waiting = cycle(st, 200, cfg)
+    assert waiting.pending["target"].reason is PendingReason.PROTECTED
+    assert "borrower" not in admitted(waiting)  # the free GPU is part of the quota target reclaims
+    assert waiting.pending["borrower"].reason is PendingReason.COHORT_QUOTA
+    due = cycle(st, 250, cfg)
+    assert set(preempts(due)) == {"young-b"}  # with the free GPU that makes 3
+    st.job_stopped("young-b", 250)
+    assert "target" in admitted(cycle(st, 251, cfg))
+    check_invariants(st)
