@@ -36,7 +36,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Literal
+from typing import Any, Literal
 
 from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
 from schemas.config import (
@@ -53,7 +53,7 @@ from schemas.config import (
     TopologyConfig,
 )
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected
-from schemas.envelope import Envelope
+from schemas.envelope import Envelope, Message
 from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec
 from schemas.kube import NODE_GROUP
@@ -70,6 +70,7 @@ from schemas.runs import (
 from schemas.status import JobStatusChanged
 from services.core.model import ANY_GPU
 from services.simulator.workload import Workload, WorkloadJob, sort_jobs
+from services.spec.config_items import ConfigItems
 
 Outcome = Literal["succeeded", "failed", "cancelled", "running", "pending", "rejected"]
 
@@ -187,29 +188,26 @@ def _ends_attempt(message: object) -> bool:
 
 @dataclass(slots=True)
 class _Config:
-    items: dict[str, dict[str, object]] = field(default_factory=dict)  # kind -> name -> item
-    deleted: dict[str, dict[str, object]] = field(default_factory=dict)  # last definition of deleted items
+    """The config topic folded as every service folds it, plus the last definition of each deleted item."""
 
-    def define(self, kind: str, name: str, item: object) -> None:
-        self.items.setdefault(kind, {})[name] = item
-        self.deleted.get(kind, {}).pop(name, None)
+    items: ConfigItems = field(default_factory=ConfigItems)
+    deleted: dict[str, dict[str, object]] = field(default_factory=dict)
 
-    def delete(self, kind: str, name: str) -> None:
-        item = self.items.get(kind, {}).pop(name, None)
-        if item is not None:
-            self.deleted.setdefault(kind, {})[name] = item
+    def fold(self, message: Message) -> None:
+        change = self.items.fold(message.key(), message)
+        if change is None:
+            return
+        if change.item is None:
+            self.deleted.setdefault(change.kind, {})[change.name] = change.previous
+        else:
+            self.deleted.get(change.kind, {}).pop(change.name, None)
 
-
-_DEFINED = {
-    QueueDefined: "queue", CohortDefined: "cohort", PriorityClassDefined: "priority-class",
-    GpuTypeDefined: "gpu-type", PoolDefined: "pool", TenantDefined: "tenant",
-}
+    def of(self, kind: str) -> dict[str, Any]:
+        return {item.name: item for item in self.items.of_kind(kind)}
 
 
 def _config_of(cfg: _Config, used_queues: Iterable[str], notes: list[str]) -> dict[str, list[object]]:
-    def of(kind: str) -> dict[str, object]:
-        return dict(cfg.items.get(kind, {}))
-
+    of = cfg.of
     queues = of("queue")
     cohorts = of("cohort")
     for name in sorted(set(used_queues) - set(queues)):
@@ -323,10 +321,8 @@ def reconstruct(
         if at > as_of:
             continue
         if isinstance(msg, QueueDefined | CohortDefined | PriorityClassDefined | GpuTypeDefined | PoolDefined
-                      | TenantDefined):
-            cfg.define(_DEFINED[type(msg)], msg.item.name, msg.item)
-        elif isinstance(msg, ConfigItemDeleted):
-            cfg.delete(msg.kind, msg.name)
+                      | TenantDefined | ConfigItemDeleted):
+            cfg.fold(msg)
         elif isinstance(msg, NodeStateObserved):
             key = (msg.state.cluster, msg.state.node)
             if at <= origin:
@@ -374,7 +370,7 @@ def reconstruct(
 
     notes: list[str] = []
     classes = {k: (getattr(v, "value", 0), getattr(v, "preemptible", True))
-               for k, v in cfg.items.get("priority-class", {}).items()}
+               for k, v in cfg.of("priority-class").items()}
     actual: dict[str, ActualJob] = {}
     replayed: list[WorkloadJob] = []
     for j in jobs.values():
