@@ -33,7 +33,11 @@ async def read_to_end(settings: KafkaSettings, partitions: Mapping[str, int], *,
     ``TimeoutError`` after ``within_s``, ``KafkaError`` when the broker fails."""
     consumer = AIOKafkaConsumer(**settings.client_options(), group_id=None, enable_auto_commit=False,
                                 auto_offset_reset="earliest")
-    await consumer.start()
+    try:
+        await consumer.start()
+    except BaseException:
+        await consumer.stop()  # a consumer that could not start still holds its client
+        raise
     try:
         tps = [TopicPartition(t, p) for t, count in partitions.items() for p in range(count)]
         consumer.assign(tps)
