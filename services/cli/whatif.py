@@ -31,12 +31,18 @@ def _replay(ctx: click.Context, params: dict[str, Any]) -> None:
     from services.simulator.logfile import read_export
     from services.simulator.replay import reconstruct
     from services.simulator.whatif import PatchError, load_patch, render_text, what_if, write_plot
+    from services.simulator.workload import write_workload_csv
     from services.spec.durations import parse_duration
 
     if params["from_kafka"] and params["from_file"]:
         raise click.UsageError("give --from-kafka or --from-file, not both")
     if params["workload_spec"]:
         raise click.UsageError("--workload replays a workload file; --from-kafka / --from-file replay the log")
+    for name in ("policies", "limit", "window", "sample", "cluster", "status_depth"):
+        if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
+            flag = {"policies": "--policy", "status_depth": "--status-depth"}.get(name, f"--{name}")
+            raise click.UsageError(f"{flag} does not apply to a replay of the log (the patch's scheduler: section "
+                                   "changes the policy)")
     tick = params["tick"]
     if ctx.get_parameter_source("tick") is click.core.ParameterSource.DEFAULT:
         tick = _REPLAY_TICK_S
@@ -63,6 +69,8 @@ def _replay(ctx: click.Context, params: dict[str, Any]) -> None:
         raise click.UsageError(f"--config-patch: {exc}") from exc
     except ValueError as exc:
         raise click.UsageError(str(exc)) from exc
+    if params["write_workload"]:
+        write_workload_csv(recon.workload, params["write_workload"])
     report = result.report | {"patch": list(result.changes), "undecodable_records": log.undecodable}
     if params["output"] == "json":
         click.echo(json.dumps(report, indent=2, sort_keys=True))

@@ -4,12 +4,14 @@ from __future__ import annotations
 
 import io
 import json
+from datetime import UTC, datetime, timedelta
 from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
 
 from schemas.codec import encode
+from services.cli.log import parse_since
 from services.cli.whatif import sim
 from services.simulator.logfile import write_export
 from tests.unit.simulator.builders import EXAMPLES
@@ -69,3 +71,32 @@ def test_usage_errors(tmp_path: Path, args: list[str], message: str) -> None:
     out = CliRunner().invoke(sim, [names.get(a, a) for a in args], env=ENV)
     assert out.exit_code == 2
     assert message in out.output
+
+
+def test_the_replayed_workload_can_be_written(tmp_path: Path) -> None:
+    csv = tmp_path / "w.csv"
+    out = CliRunner().invoke(sim, ["--from-file", str(_export(tmp_path)), "--write-workload", str(csv)], env=ENV)
+    assert out.exit_code == 0, out.output
+    assert csv.read_text().splitlines()[1:] == ["big,0,600,16,team-a,a100,100,,,true,false",
+                                               "eval,10,100,8,team-b,a100,100,,,true,false"]
+
+
+def test_options_of_a_workload_replay_are_refused(tmp_path: Path) -> None:
+    out = CliRunner().invoke(sim, ["--from-file", str(_export(tmp_path)), "--policy", "fifo"], env=ENV)
+    assert out.exit_code == 2 and "--policy does not apply to a replay of the log" in out.output
+
+
+@pytest.mark.parametrize(("text", "expected"), [
+    (None, None),
+    ("7d", at(0) - timedelta(days=7)),
+    ("90m", at(0) - timedelta(minutes=90)),
+    ("2026-10-01T00:00:00+00:00", datetime(2026, 10, 1, tzinfo=UTC)),
+    ("2026-10-01T00:00:00", datetime(2026, 10, 1, tzinfo=UTC)),
+])
+def test_since(text: str | None, expected: datetime | None) -> None:
+    assert parse_since(text, at(0)) == expected
+
+
+def test_since_that_is_neither() -> None:
+    with pytest.raises(ValueError, match="--since"):
+        parse_since("last week", at(0))
