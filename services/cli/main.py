@@ -11,9 +11,10 @@ import click
 # name -> "module:attribute" of a click command
 SUBCOMMANDS: dict[str, str] = {
     "up": "services.cli.up:up",
-    "sim": "services.simulator.cli:sim",
+    "sim": "services.cli.whatif:sim",
     "kubesim": "services.kubesim.cli:kubesim",
     "topics": "services.cli.topics:topics",
+    "log": "services.cli.log:log",
     "serve": "services.cli.serve:serve",
     "submit": "services.cli.jobs:submit",
     "get": "services.cli.jobs:get",

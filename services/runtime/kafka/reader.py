@@ -1,4 +1,5 @@
-"""Topics read once, from the beginning up to the end they had when the read started (no group, no commits)."""
+"""Topics read once, from the beginning (or from a time) up to the end they had when the read started (no
+group, no commits)."""
 
 from __future__ import annotations
 
@@ -25,18 +26,32 @@ class RawRecord:
 
 
 async def read_to_end(settings: KafkaSettings, partitions: Mapping[str, int], *,
-                      within_s: float = 120.0) -> list[RawRecord]:
+                      within_s: float = 120.0, from_ms: Mapping[str, int] | None = None) -> list[RawRecord]:
     """Every record of ``partitions`` (topic -> partition count) below the end offsets seen on entry, in
-    fetch order. Raises ``TimeoutError`` after ``within_s``, ``KafkaError`` when the broker fails."""
+    fetch order. A topic in ``from_ms`` (topic -> epoch milliseconds) is read from the first record whose
+    timestamp is at or after that time (``offsets_for_times``) instead of from the beginning. Raises
+    ``TimeoutError`` after ``within_s``, ``KafkaError`` when the broker fails."""
     consumer = AIOKafkaConsumer(**settings.client_options(), group_id=None, enable_auto_commit=False,
                                 auto_offset_reset="earliest")
-    await consumer.start()
+    try:
+        await consumer.start()
+    except BaseException:
+        await consumer.stop()  # a consumer that could not start still holds its client
+        raise
     try:
         tps = [TopicPartition(t, p) for t, count in partitions.items() for p in range(count)]
         consumer.assign(tps)
         await consumer.seek_to_beginning(*tps)
         ends = await consumer.end_offsets(tps)
-        todo = {tp for tp, end in ends.items() if end > 0}
+        starts = dict.fromkeys(tps, 0)
+        timed = {tp: (from_ms or {})[tp.topic] for tp in tps if tp.topic in (from_ms or {})}
+        if timed:
+            found = await consumer.offsets_for_times(timed)
+            for tp in timed:
+                at = found.get(tp)
+                starts[tp] = ends[tp] if at is None else at.offset  # None: nothing at or after that time
+                consumer.seek(tp, starts[tp])
+        todo = {tp for tp, end in ends.items() if end > starts[tp]}
         records: list[RawRecord] = []
         async with asyncio.timeout(within_s):
             while todo:
