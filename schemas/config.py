@@ -81,6 +81,17 @@ class TenantConfig(_Strict):
         description="whether the tenant's jobs may be non-preemptible (`preemptible: false`, or a priority class "
                     "that is not preemptible); such work still runs only within its queue's nominal quota",
     )
+    queue_quota: dict[ResourceName, Annotated[int, Field(ge=0)]] = Field(
+        default_factory=dict,
+        description="what the tenant's queues' nominal quotas may add up to, per resource, when a tenant "
+                    "administrator creates or changes one of them (a resource not named: 0, so tenant "
+                    "administrators may not give their queues any quota of it); administrators are not bound by it",
+    )
+    queue_cohorts: list[Name] = Field(
+        default_factory=list,
+        description="the cohorts a tenant administrator may put the tenant's queues in (none: only the cohort an "
+                    "administrator gave the queue, or no cohort)",
+    )
 
 
 class TopologyConfig(_Strict):

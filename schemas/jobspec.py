@@ -161,6 +161,11 @@ class JobSpec(_Spec):
     schedule: Annotated[str, Field(max_length=128)] | None = Field(
         default=None, description="cron expression: submit again on this schedule"
     )
+    after_previous: Literal["succeeded", "finished"] | None = Field(
+        default=None,
+        description="with schedule: each firing waits for the recurring job's previous firing to end so (it gets "
+                    "an `after` entry naming that job); `succeeded`: a failed firing cancels (or fails) every later "
+                    "one until the recurring job is defined afresh")
     labels: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=64)
     annotations: dict[LabelKey, Annotated[str, Field(max_length=4096)]] = Field(default_factory=dict, max_length=64)
     after: list[DependencySpec] = Field(
@@ -180,6 +185,10 @@ class JobSpec(_Spec):
             raise ValueError("after names a job more than once")
         if self.schedule is not None and not _CRON.match(self.schedule):
             raise ValueError(f"schedule is not a cron expression: {self.schedule!r}")
+        if self.after_previous is not None and self.schedule is None:
+            raise ValueError("after_previous needs schedule: only a recurring job has a previous firing")
+        if self.after_previous is not None and len(self.after) >= 64:
+            raise ValueError("after_previous adds a 65th entry to after (at most 64)")
         return self
 
     @property

@@ -1,6 +1,7 @@
 """``muster apply -f FILE`` and ``muster delete KIND NAME``: the configuration (queues, cohorts, priority
 classes, tenants, GPU types, pools) through the gateway's ``/v1/config`` API, which only administrators may
-change. The file format is in ``services.cli.manifests``; examples are in ``examples/config/``."""
+change; a tenant administrator may change its own tenant's queues (within the tenant's ``queue_quota``). The
+file format is in ``services.cli.manifests``; examples are in ``examples/config/``."""
 
 from __future__ import annotations
 
@@ -27,10 +28,13 @@ from services.cli.manifests import (
 
 
 def _admin_refusal(exc: Forbidden | Unauthorized, what: str) -> click.ClickException:
-    if isinstance(exc, Forbidden):
+    if isinstance(exc, Forbidden) and exc.error == "admin_required":
         return click.ClickException(
-            f"{what} needs an administrator's token: the gateway refused this one ({exc}). Use an admin token "
+            f"{what} needs an administrator's token (or a tenant administrator's, for its own tenant's queues): "
+            f"the gateway refused this one ({exc}). Use such a token "
             "(MUSTER_TOKEN, or a context made with `muster config set-context ... --token`)")
+    if isinstance(exc, Forbidden):  # a tenant administrator's change its role does not allow
+        return click.ClickException(f"{what}: refused ({exc})")
     return click.ClickException(f"{what}: the gateway did not accept the token ({exc})")
 
 
@@ -61,7 +65,8 @@ VISIBLE_WITHIN_S = 15.0
               help="YAML with one or more kind-tagged items (`-` reads stdin)")
 @click.option("--dry-run", is_flag=True, help="print what would change and change nothing")
 def apply(path: str, dry_run: bool) -> None:
-    """Create or update the configuration items in FILE (administrators).
+    """Create or update the configuration items in FILE (administrators; tenant administrators: their
+    tenant's queues).
 
     Each YAML document is one item: `kind: Queue | Cohort | PriorityClass | Tenant | GpuType | Pool` and the
     item's fields. Every item is validated first; nothing is sent when one is invalid. Cohorts and tenants go
@@ -86,7 +91,11 @@ def apply(path: str, dry_run: bool) -> None:
                     change = client.define(m.kind, m.item)
                     if change.changed and any(m.ref in refers_to(later) for later, _, _ in steps[index + 1:]):
                         _wait_visible(client, m)
-                except (Forbidden, Unauthorized):
+                except Forbidden as exc:
+                    if exc.error == "admin_required":
+                        raise
+                    raise click.ClickException(f"{m.ref}: {exc}") from None
+                except Unauthorized:
                     raise
                 except MusterError as exc:
                     raise click.ClickException(f"{m.ref}: {exc}") from None
@@ -108,7 +117,8 @@ def _wait_visible(client: Client, m: Manifest) -> None:
 @click.argument("kind", type=click.Choice(ORDER))
 @click.argument("name", shell_complete=complete_config_names)
 def delete(kind: str, name: str) -> None:
-    """Delete the configuration item NAME of KIND (administrators).
+    """Delete the configuration item NAME of KIND (administrators; tenant administrators: their tenant's
+    queues).
 
     Refused while other items refer to it (a cohort's queues, a tenant's queues, a queue's recurring jobs),
     and while unfinished jobs are in the queue or of the priority class: cancel them or let them finish first.

@@ -153,7 +153,7 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             click.echo(f"  kubeconfig           {config_path}   (KUBECONFIG={config_path} kubectl get pods -A)")
             click.echo(f"  CLI credentials      {creds['cli']} (admin; `muster list`, `muster submit FILE`)")
             click.echo(f"  CLI context          {LOCAL_CONTEXT!r} in {context_file} (the CLI works from any folder)")
-            click.echo(f"  tenant tokens        {creds['tenant_tokens']}")
+            click.echo(f"  tenant tokens        {creds['tenant_tokens']} (per tenant: a member, <tenant>:tenant-admin)")
             click.echo(f"  service logs         {state_dir / 'logs'}")
             click.echo("Press Ctrl-C to stop.")
             await supervise(children, stop_on_signals(), lambda m: _step(click.style(m, fg="yellow")),

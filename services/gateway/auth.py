@@ -13,7 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field, TypeAdapter, model_validator
 
 from schemas.envelope import Name
 
-Role = Literal["admin", "member", "viewer"]
+Role = Literal["admin", "tenant-admin", "member", "viewer"]
 #: roles that may only read: every request but GET / HEAD / OPTIONS answers 403 read_only
 READ_ONLY_ROLES: frozenset[str] = frozenset({"viewer"})
 
@@ -29,6 +29,12 @@ class Principal:
     @property
     def is_admin(self) -> bool:
         return self.role == "admin"
+
+    @property
+    def is_tenant_admin(self) -> bool:
+        """A tenant administrator: a member who may also create, change and delete its own tenant's queues,
+        within the tenant's ``queue_quota`` (``services.gateway.tenant_queues``)."""
+        return self.role == "tenant-admin"
 
     @property
     def may_act(self) -> bool:

@@ -23,6 +23,7 @@ from services.gateway.policy import SubmissionPlan, plan_submission
 from services.gateway.presenters import job_from_status, job_from_submission
 from services.gateway.publisher import Publisher
 from services.gateway.submissions import RecentSubmissions
+from services.gateway.tenant_queues import PendingQueues
 from services.gateway.views import ConfigItem, ConfigKind, ConfigView, StatusView, UsageView
 from services.runtime.clock import Clock, utc_now
 from services.spec.ids import random_job_id
@@ -49,6 +50,8 @@ class GatewayContext:
     dashboard: DashboardState = field(default_factory=DashboardState)
     now: Clock = utc_now
     fresh_id: Callable[[str], str] = random_job_id
+    #: tenant administrators' queue changes published and not yet read back (``services.gateway.tenant_queues``)
+    pending_queues: PendingQueues = field(default_factory=PendingQueues)
     #: told of every change of the status view after it is folded in (the kube-native Jobs' feedback)
     status_listeners: list[Callable[[str, Envelope | None], None]] = field(default_factory=list)
 

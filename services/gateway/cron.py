@@ -76,17 +76,23 @@ def firing_time_of(job_id: str, name: str, spec_name: str) -> datetime | None:
     return at if firing_job_id(name, spec_name, at) == job_id else None
 
 
-def fired_spec(config: RecurringJobConfig) -> JobSpec:
-    """The spec one firing submits: without ``schedule``, labelled with the recurring job's name."""
+def fired_spec(config: RecurringJobConfig, previous: str | None = None) -> JobSpec:
+    """The spec one firing submits: without ``schedule``, labelled with the recurring job's name; with
+    ``after_previous``, waiting for ``previous`` (the job id of the previous firing, None for none)."""
     labels = dict(config.spec.labels)
     if RECURRING_LABEL in labels or len(labels) < 64:
         labels[RECURRING_LABEL] = config.name
-    return JobSpec.model_validate({**config.spec.model_dump(), "schedule": None, "labels": labels})
+    data = {**config.spec.model_dump(), "schedule": None, "after_previous": None, "labels": labels}
+    on = config.spec.after_previous
+    if on is not None and previous is not None and all(dep["job"] != previous for dep in data["after"]):
+        data["after"] = [*data["after"], {"job": previous, "on": on}]
+    return JobSpec.model_validate(data)
 
 
-def firing_submission(config: RecurringJobConfig, at: datetime) -> SubmitJob:
-    """The ``SubmitJob`` of the firing of ``config`` at ``at`` (``submitted_at`` is the firing time)."""
+def firing_submission(config: RecurringJobConfig, at: datetime, previous: str | None = None) -> SubmitJob:
+    """The ``SubmitJob`` of the firing of ``config`` at ``at`` (``submitted_at`` is the firing time);
+    ``previous``: the previous firing's job id, which it waits for when the spec says ``after_previous``."""
     at = _utc(at)
     return SubmitJob(job_id=firing_job_id(config.name, config.spec.name, at), tenant=config.tenant,
-                     user=config.user, spec=fired_spec(config), submitted_at=at)
+                     user=config.user, spec=fired_spec(config, previous), submitted_at=at)
 

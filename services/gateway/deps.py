@@ -1,4 +1,4 @@
-"""The routes' dependencies: the gateway context, the authenticated caller, the administrator."""
+"""The routes' dependencies: the gateway context, the authenticated caller, the administrator, the queue editor."""
 
 from __future__ import annotations
 
@@ -41,8 +41,21 @@ Caller = Annotated[Principal, Depends(principal)]
 
 def admin(caller: Caller) -> Principal:
     if not caller.is_admin:
+        if caller.is_tenant_admin:
+            raise ApiError(403, "admin_required", "a tenant administrator may change only its tenant's queues; "
+                           "ask an administrator")
         raise ApiError(403, "admin_required", "only administrators may change the configuration")
     return caller
 
 
 Admin = Annotated[Principal, Depends(admin)]
+
+
+def queue_editor(caller: Caller) -> Principal:
+    """An administrator, or a tenant administrator (whose changes ``services.gateway.tenant_queues`` checks)."""
+    if not (caller.is_admin or caller.is_tenant_admin):
+        raise ApiError(403, "admin_required", "only administrators and tenant administrators may change queues")
+    return caller
+
+
+QueueEditor = Annotated[Principal, Depends(queue_editor)]

@@ -2,8 +2,9 @@
 
 Each firing becomes a ``SubmitJob`` whose id is derived from (recurring job, firing time), so several
 replicas, or a restart, firing the same time submit the same job, which the queue manager admits
-once. Between firings the loop sleeps until the next firing time (at most ``max_sleep`` seconds) or
-until ``wake()`` is called (a configuration change).
+once. A spec with ``after_previous`` waits for the latest earlier firing the gateway knows of (its status
+view, or its own recent submissions). Between firings the loop sleeps until the next firing time (at most
+``max_sleep`` seconds) or until ``wake()`` is called (a configuration change).
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from services.gateway.cron import firing_submission
 from services.gateway.errors import ApiError
 from services.gateway.firings import DEFAULT_STARTING_DEADLINE, Firing, FiringPlanner
 from services.gateway.policy import check_spec
+from services.gateway.recurring import previous_firing
 
 log = logging.getLogger(__name__)
 
@@ -68,7 +70,12 @@ class FiringLoop:
                         refusal)
             self._done(firing, "rejected")
             return None
-        submission = firing_submission(config, firing.at)
+        previous = None
+        if config.spec.after_previous is not None:
+            known = [*((s.job_id, s.tenant, s.name) for s in ctx.status.jobs()),
+                     *((e.submission.job_id, e.submission.tenant, e.submission.spec.name) for e in ctx.recent.all())]
+            previous = previous_firing(config, firing.at, known)
+        submission = firing_submission(config, firing.at, previous)
         if submission.job_id in ctx.status or ctx.recent.get(submission.job_id) is not None:
             self._done(firing, "already_submitted")
             return None

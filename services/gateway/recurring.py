@@ -90,6 +90,20 @@ def recent_firings(item: RecurringJobConfig, jobs: Iterable[JobStatusChanged],
     return found[:limit]
 
 
+def previous_firing(item: RecurringJobConfig, at: datetime, jobs: Iterable[tuple[str, str, str]]) -> str | None:
+    """The job id of the latest firing of ``item`` before ``at`` among ``jobs`` (job id, tenant, name), not
+    older than the recurring job's definition (defining it afresh starts a new series); None when there is
+    none (the first firing, or only missed ones before)."""
+    best: tuple[datetime, str] | None = None
+    for job_id, tenant, name in jobs:
+        if tenant != item.tenant or name != item.spec.name:
+            continue
+        fired = firing_time_of(job_id, item.name, item.spec.name)
+        if fired is not None and item.created_at <= fired < at and (best is None or fired > best[0]):
+            best = (fired, job_id)
+    return None if best is None else best[1]
+
+
 def recurring_view(item: RecurringJobConfig, jobs: Iterable[JobStatusChanged], now: datetime) -> RecurringView:
     return RecurringView(
         name=item.name, tenant=item.tenant, user=item.user, queue=item.spec.queue, schedule=item.spec.schedule or "",

@@ -1,4 +1,5 @@
-"""``/v1/queues`` (quotas and usage) and ``/v1/config`` (read; administrators change and delete items)."""
+"""``/v1/queues`` (quotas and usage) and ``/v1/config`` (read; administrators change and delete items, tenant
+administrators their own tenant's queues)."""
 
 from __future__ import annotations
 
@@ -18,9 +19,10 @@ from schemas.config import (
 from services.gateway.auth import Principal
 from services.gateway.configs import check_definition, check_deletion
 from services.gateway.context import GatewayContext
-from services.gateway.deps import Admin, Caller, Context
+from services.gateway.deps import Admin, Caller, Context, QueueEditor
 from services.gateway.errors import BODY_NAME_KEY, ApiError
 from services.gateway.presenters import queue_view
+from services.gateway.tenant_queues import check_queue_change, refuse_kind
 from services.gateway.views import ConfigItem, ConfigKind
 
 router = APIRouter(tags=["queues and configuration"])
@@ -75,13 +77,38 @@ async def _delete(ctx: GatewayContext, kind: ConfigKind, name: str, caller: Prin
     return ConfigChange(kind=kind, name=name, changed=True, event_id=envelope.event_id)
 
 
+async def _tenant_admin_change(ctx: GatewayContext, caller: Principal, name: str, item: QueueConfig | None,
+                               response: Response | None) -> ConfigChange:
+    """A tenant administrator's queue change: checked against the tenant's rules and quota, and published,
+    one at a time, with the changes this gateway has not read back yet taken into account."""
+    pending = ctx.pending_queues
+    async with pending.lock:
+        now = ctx.now().timestamp()
+        check_queue_change(caller, name, item, ctx.config, pending.current(ctx.config, now))
+        if item is None:
+            change = await _delete(ctx, "queue", name, caller)
+        else:
+            assert response is not None
+            change = await _define(ctx, "queue", name, item, response)
+        if change.changed:
+            pending.published(name, item, now)
+        return change
+
+
 _PUT = {"status_code": 202, "response_model": ConfigChange, "openapi_extra": _ITEM}
 _DELETE = {"status_code": 202, "response_model": ConfigChange}
 
 
 @router.put("/v1/config/queues/{name}", **_PUT)  # type: ignore[arg-type]
-async def put_queue(name: ItemName, item: QueueConfig, ctx: Context, _: Admin, response: Response) -> ConfigChange:
-    return await _define(ctx, "queue", name, item, response)
+async def put_queue(name: ItemName, item: QueueConfig, ctx: Context, caller: QueueEditor,
+                    response: Response) -> ConfigChange:
+    """Administrators define any queue; a tenant administrator its own tenant's, within the tenant's
+    ``queue_quota`` (422 `tenant_quota_exceeded`), in the cohorts its ``queue_cohorts`` lists (403
+    `cohort_not_allowed`), leaving `allow_privileged`, `weight` and `pool` as they are (403 `reserved_field`);
+    another tenant's queue: 403 `other_tenant`."""
+    if caller.is_admin:
+        return await _define(ctx, "queue", name, item, response)
+    return await _tenant_admin_change(ctx, caller, name, item, response)
 
 
 @router.put("/v1/config/cohorts/{name}", **_PUT)  # type: ignore[arg-type]
@@ -117,7 +144,13 @@ _PATHS: dict[str, ConfigKind] = {"queues": "queue", "cohorts": "cohort", "priori
 
 @router.delete("/v1/config/{collection}/{name}", **_DELETE)  # type: ignore[arg-type]
 async def delete_item(collection: Annotated[str, Path(pattern="^(" + "|".join(_PATHS) + ")$")], name: ItemName,
-                      ctx: Context, caller: Admin) -> ConfigChange:
+                      ctx: Context, caller: Caller) -> ConfigChange:
     """Delete an item no other item refers to and, for a queue or a priority class, no unfinished job is in
-    or of (409 otherwise: `in_use`, `has_unfinished_jobs`)."""
-    return await _delete(ctx, _PATHS[collection], name, caller)
+    or of (409 otherwise: `in_use`, `has_unfinished_jobs`). Administrators; a tenant administrator deletes
+    its own tenant's queues (403 `other_tenant` for another tenant's)."""
+    kind = _PATHS[collection]
+    if caller.is_admin:
+        return await _delete(ctx, kind, name, caller)
+    if caller.is_tenant_admin and kind == "queue":
+        return await _tenant_admin_change(ctx, caller, name, None, None)
+    raise refuse_kind(caller, kind)

@@ -21,12 +21,15 @@ def write_private(path: Path, text: str) -> None:
 
 
 def write_credentials(state_dir: Path, cfg: MusterConfig, gateway_url: str) -> dict[str, Path]:
-    """One admin token and one member token per tenant. The gateway gets only their SHA-256 digests;
-    the plain tokens go to files readable by the owner alone. Returns the paths written."""
+    """One admin token, and per tenant a member token (user ``<tenant>``) and a tenant administrator's
+    (user ``<tenant>:tenant-admin``, who may change the tenant's queues). The gateway gets only their SHA-256
+    digests; the plain tokens go to files readable by the owner alone. Returns the paths written."""
     tenants = sorted({q.tenant for q in cfg.queues} | {t.name for t in cfg.tenants}) or ["default"]
     plain: dict[str, tuple[str, str, str]] = {"admin": ("admin", tenants[0], secrets.token_urlsafe(24))}
     for tenant in tenants:
         plain[tenant] = ("member", tenant, secrets.token_urlsafe(24))
+    for tenant in tenants:  # a tenant's name never holds ":", so these names are nobody else's
+        plain[f"{tenant}:tenant-admin"] = ("tenant-admin", tenant, secrets.token_urlsafe(24))
     entries = [
         {"token_sha256": hashlib.sha256(token.encode()).hexdigest(), "tenant": tenant, "user": name, "role": role}
         for name, (role, tenant, token) in plain.items()

@@ -27,6 +27,13 @@ the queue manager does (``services.spec.cluster_file.queue_node_selectors``).
 The policy never sees a job's true duration: only a ``runtime_estimate`` the workload gives, or
 what the core learns from the jobs that finished before (``services.core.runtimes``; a trace job's
 name is its id).
+
+Dependencies (``WorkloadJob.after``) are judged by ``services.core.dependencies``, as the queue manager
+does: an arrived job whose conditions do not hold yet is held out of the core; it is submitted (with its
+own submit time) once they hold, and ends without running (``cancelled`` or ``failed``, as its
+``on_dependency_failure`` says) once one cannot hold any more, which may end its own dependants in turn.
+A job ends ``succeeded``, or ``failed`` when the workload says it ``fails`` (after its duration; the
+policy is not told) or a preemption killed it, or ``rejected``.
 """
 
 from __future__ import annotations
@@ -41,6 +48,7 @@ from types import MappingProxyType
 
 from schemas.config import MusterConfig
 from services.core import SchedulerState, queue_order, schedule
+from services.core.dependencies import After, verdict
 from services.core.model import (
     ANY_GPU,
     Admit,
@@ -111,6 +119,8 @@ class JobRecord:
     killed: bool = False
     stopping: bool = False
     requeue_on_stop: bool = True
+    outcome: str | None = None  # how it ended: succeeded, failed, cancelled or rejected
+    dependency_failed: str | None = None  # why it ended without running: a job it waited for ended otherwise
 
 
 @dataclass(slots=True)
@@ -173,6 +183,8 @@ class Simulator:
         self._round_due = False  # a tick at the next round boundary is in the heap
         self._arrivals_left = 0
         self._running = 0
+        self._held: set[str] = set()  # arrived jobs waiting for their dependencies, out of the core
+        self._dependants: dict[str, list[str]] = {}  # job id -> the held jobs that wait for it
         self._result = SimResult(
             policy=policy_name or config.policy,
             seed=seed,
@@ -245,7 +257,40 @@ class Simulator:
 
     def _on_arrival(self, rec: JobRecord) -> None:
         self._arrivals_left -= 1
-        self._state.submit(rec.job)
+        if not rec.spec.after:
+            self._state.submit(rec.job)
+            return
+        self._held.add(rec.spec.job_id)
+        for dep, _ in rec.spec.after:
+            self._dependants.setdefault(dep, []).append(rec.spec.job_id)
+        self._judge([rec.spec.job_id])
+
+    def _judge(self, job_ids: list[str]) -> None:
+        """Submit the held jobs among ``job_ids`` whose dependencies hold now, end those whose never will
+        (and judge their dependants in turn)."""
+        records = self._result.records
+        while job_ids:
+            job_id = job_ids.pop()
+            if job_id not in self._held:
+                continue
+            rec = records[job_id]
+            states = {dep: records[dep].outcome or "pending" for dep, _ in rec.spec.after if dep in records}
+            judged = verdict([After(dep, on) for dep, on in rec.spec.after], states)
+            if judged.ready:
+                self._held.discard(job_id)
+                self._state.submit(rec.job)
+            elif judged.broken is not None:
+                self._held.discard(job_id)
+                rec.dependency_failed = f"dependency not met: {judged.broken[1]}"
+                job_ids += self._ended(rec, "cancelled" if rec.spec.on_dependency_failure == "cancel" else "failed")
+
+    def _ended(self, rec: JobRecord, outcome: str) -> list[str]:
+        """Record how a job ended; the held jobs waiting for it, to judge again."""
+        if rec.outcome is None:
+            rec.outcome = outcome
+            if rec.dependency_failed is not None:
+                self._finished += 1
+        return self._dependants.pop(rec.spec.job_id, [])
 
     def _on_complete(self, rec: JobRecord, token: int, now: float) -> bool:
         if token != rec.version or rec.end is not None or rec.rate == 0:
@@ -257,7 +302,8 @@ class Simulator:
         self._finished += 1
         self._set_rate(rec, 0, now)
         self._running -= 1
-        self._state.job_finished(rec.spec.job_id, now, succeeded=True)
+        self._state.job_finished(rec.spec.job_id, now, succeeded=not rec.spec.fails)
+        self._judge(self._ended(rec, "failed" if rec.spec.fails else "succeeded"))
         return True
 
     def _on_stop(self, rec: JobRecord, token: int, now: float) -> bool:
@@ -276,6 +322,7 @@ class Simulator:
             rec.killed = True
             rec.end = now
             self._finished += 1
+            self._judge(self._ended(rec, "failed"))
         return True
 
     # ------------------------------------------------------------------ decisions
@@ -308,6 +355,7 @@ class Simulator:
             if rec.rejected is None:
                 self._finished += 1
             rec.rejected = decision.reason
+            self._judge(self._ended(rec, "rejected"))
 
     def _cycle(self, now: float) -> int:
         started = time.perf_counter()

@@ -144,6 +144,7 @@ def build_report(result: SimResult) -> dict[str, Any]:
     fairness_inputs = [s["avg_slowdown"] for s in per_queue.values() if s["jobs_completed"]]
     rejected = sum(1 for r in records if r.rejected is not None)
     killed = sum(1 for r in records if r.killed)
+    dependency_failed = sum(1 for r in records if r.dependency_failed is not None)
     return {
         "policy": result.policy,
         "seed": result.seed,
@@ -152,7 +153,8 @@ def build_report(result: SimResult) -> dict[str, Any]:
         "jobs_completed": len(done),
         "jobs_rejected": rejected,
         "jobs_killed": killed,
-        "jobs_unfinished": len(records) - len(done) - rejected - killed,
+        "jobs_dependency_failed": dependency_failed,
+        "jobs_unfinished": len(records) - len(done) - rejected - killed - dependency_failed,
         "avg_jct_s": _mean(jcts),
         "p50_jct_s": _pct(jcts, 50),
         "p99_jct_s": _pct(jcts, 99),

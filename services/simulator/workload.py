@@ -1,9 +1,16 @@
 """The workload representation every loader produces, and its CSV form.
 
 A workload CSV has the columns ``job_id,submit_time,duration,num_gpus,queue`` and, optionally,
-``gpu_type,priority,min_gpus,runtime_estimate,preemptible,checkpointable``. ``submit_time`` and
-``duration`` are seconds; ``duration`` is what the job really takes at its full size and is never
-shown to the scheduling policy, which sees only ``runtime_estimate``.
+``gpu_type,priority,min_gpus,runtime_estimate,preemptible,checkpointable,after,on_dependency_failure,
+fails``. ``submit_time`` and ``duration`` are seconds; ``duration`` is what the job really takes at its
+full size and is never shown to the scheduling policy, which sees only ``runtime_estimate``.
+
+Dependencies (a DAG, as ``spec.after`` of a submitted job): ``after`` lists the ids of the workload's jobs
+this one waits for, separated by ``;``, each optionally with ``:succeeded`` (the default), ``:finished``
+or ``:failed`` (``train;eval:finished``). ``on_dependency_failure`` (``cancel``, the default, or ``fail``)
+says how the job ends when a job it waits for ended otherwise; ``fails`` (a boolean) makes a job end
+failed after its duration, like ``duration``, unknown to the policy. An unknown id or a cycle is an error
+when the file is read.
 """
 
 from __future__ import annotations
@@ -15,6 +22,7 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, replace
 from pathlib import Path
 
+from services.core.dependencies import On, find_cycle
 from services.core.model import ANY_GPU
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time", "duration", "num_gpus", "queue")
@@ -25,7 +33,11 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "runtime_estimate",
     "preemptible",
     "checkpointable",
+    "after",
+    "on_dependency_failure",
+    "fails",
 )
+ON_DEPENDENCY_FAILURE = ("cancel", "fail")
 _TRUE = {"1", "true", "yes", "y", "t"}
 _FALSE = {"0", "false", "no", "n", "f"}
 
@@ -45,6 +57,9 @@ class WorkloadJob:
     runtime_estimate: float | None = None
     preemptible: bool = True
     checkpointable: bool = False
+    after: tuple[tuple[str, On], ...] = ()  # (job id, the outcome waited for)
+    on_dependency_failure: str = "cancel"  # or "fail": how the job ends when a dependency cannot hold
+    fails: bool = False  # the job ends failed after its duration (the policy is not told)
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,6 +91,23 @@ def _optional(row: dict[str, str], column: str) -> str | None:
     return value or None
 
 
+def _parse_after(value: str, line: int) -> tuple[tuple[str, On], ...]:
+    out: list[tuple[str, On]] = []
+    for part in value.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        job_id, _, on = part.partition(":")
+        try:
+            out.append((job_id.strip(), On(on.strip() or "succeeded")))
+        except ValueError:
+            raise ValueError(f"line {line}: after: {part!r} waits on {on!r}, not succeeded, finished or "
+                             "failed") from None
+    if len({j for j, _ in out}) != len(out):
+        raise ValueError(f"line {line}: after names a job more than once")
+    return tuple(out)
+
+
 def _job_from_row(row: dict[str, str], line: int) -> WorkloadJob:
     try:
         job = WorkloadJob(
@@ -91,6 +123,11 @@ def _job_from_row(row: dict[str, str], line: int) -> WorkloadJob:
         estimate = _optional(row, "runtime_estimate")
         preemptible = _optional(row, "preemptible")
         checkpointable = _optional(row, "checkpointable")
+        after = _optional(row, "after")
+        on_failure = _optional(row, "on_dependency_failure") or "cancel"
+        fails = _optional(row, "fails")
+        if on_failure not in ON_DEPENDENCY_FAILURE:
+            raise ValueError(f"on_dependency_failure must be cancel or fail, got {on_failure!r}")
         job = replace(
             job,
             gpu_type=gpu_type if gpu_type is not None else ANY_GPU,
@@ -101,6 +138,9 @@ def _job_from_row(row: dict[str, str], line: int) -> WorkloadJob:
             checkpointable=(
                 _parse_bool(checkpointable, "checkpointable", line) if checkpointable is not None else False
             ),
+            after=_parse_after(after, line) if after is not None else (),
+            on_dependency_failure=on_failure,
+            fails=_parse_bool(fails, "fails", line) if fails is not None else False,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"line {line}: {exc}") from exc
@@ -126,7 +166,24 @@ def read_workload_csv(path: str | Path) -> Workload:
     ids = [j.job_id for j in jobs]
     if len(set(ids)) != len(ids):
         raise ValueError(f"{p}: duplicate job_id values")
+    try:
+        check_dependencies(jobs)
+    except ValueError as exc:
+        raise ValueError(f"{p}: {exc}") from exc
     return Workload(name=p.stem, jobs=sort_jobs(jobs))
+
+
+def check_dependencies(jobs: Sequence[WorkloadJob]) -> None:
+    """``ValueError`` when a job waits for a job the workload has not got, or the jobs wait in a cycle."""
+    ids = {j.job_id for j in jobs}
+    for job in jobs:
+        unknown = [dep for dep, _ in job.after if dep not in ids]
+        if unknown:
+            raise ValueError(f"job {job.job_id!r} waits for {', '.join(map(repr, unknown))}, which the workload "
+                             "has not got (after names job ids of the same file)")
+    cycle = find_cycle({j.job_id: [dep for dep, _ in j.after] for j in jobs if j.after})
+    if cycle is not None:
+        raise ValueError(f"the jobs wait for each other in a cycle: {' -> '.join(cycle)}")
 
 
 def _fmt(value: float) -> str:
@@ -152,6 +209,9 @@ def write_workload_csv(workload: Workload, path: str | Path) -> None:
                     "" if j.runtime_estimate is None else _fmt(j.runtime_estimate),
                     str(j.preemptible).lower(),
                     str(j.checkpointable).lower(),
+                    ";".join(dep if on is On.SUCCEEDED else f"{dep}:{on.value}" for dep, on in j.after),
+                    j.on_dependency_failure,
+                    str(j.fails).lower(),
                 ]
             )
 
@@ -172,7 +232,7 @@ def subset(
     """Jobs submitted in ``window`` (seconds after the first arrival), optionally sampled, first ``limit``.
 
     Submit times are shifted so the first kept job arrives at 0. Sampling keeps each job with
-    probability ``sample`` using ``random.Random(seed)``.
+    probability ``sample`` using ``random.Random(seed)``. A kept job no longer waits for a job left out.
     """
     jobs: Sequence[WorkloadJob] = workload.jobs
     if not jobs:
@@ -189,7 +249,10 @@ def subset(
     if not jobs:
         return Workload(workload.name, ())
     shift = jobs[0].submit_time
-    return Workload(workload.name, tuple(replace(j, submit_time=j.submit_time - shift) for j in jobs))
+    kept = {j.job_id for j in jobs}  # a dependency left out counts as met: its condition is dropped
+    return Workload(workload.name, tuple(
+        replace(j, submit_time=j.submit_time - shift, after=tuple(a for a in j.after if a[0] in kept))
+        for j in jobs))
 
 
 def pod_shape(num_gpus: int, gpus_per_node: int) -> tuple[int, int]:

@@ -36,6 +36,7 @@ TOKENS = {
     "alice": "token-alice-team-a",  # member of team-a
     "bob": "token-bob-team-b",  # member of team-b
     "root": "token-root-admin",  # admin of the platform tenant
+    "tara": "token-tara-team-a-admin",  # tenant administrator of team-a
 }
 
 
@@ -44,6 +45,7 @@ def token_table() -> TokenTable:
         TokenEntry(token_sha256=token_digest(TOKENS["alice"]), tenant="team-a", user="alice", role="member"),
         TokenEntry(token=TOKENS["bob"], tenant="team-b", user="bob", role="member"),
         TokenEntry(token_sha256=token_digest(TOKENS["root"]), tenant="platform", user="root", role="admin"),
+        TokenEntry(token=TOKENS["tara"], tenant="team-a", user="tara", role="tenant-admin"),
     ])
 
 

@@ -8,10 +8,11 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-from schemas.config import CohortConfig, ConfigItemDeleted, QueueConfig, QueueDefined, TenantDefined
+from schemas.config import CohortConfig, ConfigItemDeleted, QueueConfig, QueueDefined, TenantConfig, TenantDefined
 from schemas.topics import CONFIG_TOPIC
 from services.cli.configure import apply, delete
 from services.cli.manifests import ManifestError, parse_manifests, plan
+from services.gateway.auth import TokenEntry, TokenTable
 from tests.gateway.builders import TOKENS, Harness, feed, status_changed
 
 EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "config" / "team-c.yaml"
@@ -157,3 +158,54 @@ def test_delete_refuses_a_queue_with_unfinished_jobs(served: tuple[Harness, dict
     feed(gw.ctx.status, status_changed("p1", queue="team-a-ops", state="cancelled"))
     feed(gw.ctx.status, status_changed("r1", queue="team-a-ops", state="succeeded"))
     assert run(delete, ["queue", "team-a-ops"], as_admin(env))[0] == 0
+
+
+# ---------------------------------------------------------------------------------------------- tenant administrators
+
+TENANT_ADMIN_EXAMPLE = EXAMPLE.with_name("team-c-queues.yaml")
+
+
+def as_tenant_admin(gw: Harness, env: dict[str, str]) -> dict[str, str]:
+    """tara's token (tenant administrator of team-a), team-a allowed 24 A100s and the cohort research."""
+    feed(gw.ctx.config, TenantDefined(item=TenantConfig(name="team-a", namespace="team-a",
+                                                        queue_quota={"gpu:a100": 24}, queue_cohorts=["research"])))
+    return {**env, "MUSTER_TOKEN": TOKENS["tara"]}
+
+
+def test_a_tenant_admin_applies_and_deletes_its_tenants_queues(served: tuple[Harness, dict[str, str]]) -> None:
+    gw, env = served
+    env = as_tenant_admin(gw, env)
+    text = "kind: Queue\nname: team-a-dev\ntenant: team-a\ncohort: research\nquotas: {gpu:a100: {nominal: 8}}\n"
+    code, out = run(apply, ["-f", "-"], env, stdin=text)
+    assert (code, out.strip()) == (0, "queue/team-a-dev created"), out
+    code, out = run(apply, ["-f", "-"], env, stdin=text.replace("nominal: 8", "nominal: 9"))
+    assert code == 1 and "queue/team-a-dev" in out and "tenant_quota_exceeded" in out, out
+    assert "may give its queues 24 gpu:a100" in out and "already take 16" in out, out
+    code, out = run(delete, ["queue", "team-a-dev"], env)
+    assert (code, out.strip()) == (0, "queue/team-a-dev deleted"), out
+    assert [type(m).__name__ for m in gw.publisher.on(CONFIG_TOPIC)] == ["QueueDefined", "ConfigItemDeleted"]
+
+
+def test_a_tenant_admin_is_refused_other_kinds_and_tenants(served: tuple[Harness, dict[str, str]]) -> None:
+    gw, env = served
+    env = as_tenant_admin(gw, env)
+    code, out = run(apply, ["-f", str(EXAMPLE)], env)  # a cohort, a tenant, a priority class, a queue
+    assert code == 1 and "needs an administrator's token (or a tenant administrator's" in out, out
+    code, out = run(apply, ["-f", "-"], env, stdin="kind: Queue\nname: team-b\ntenant: team-a\n")
+    assert code == 1 and "queue/team-b" in out and "403 other_tenant" in out, out
+    code, out = run(delete, ["queue", "team-b"], env)
+    assert code == 1 and "403 other_tenant" in out and "administrator's token" not in out, out
+    assert gw.publisher.on(CONFIG_TOPIC) == []
+
+
+def test_the_tenant_admin_example_fits_its_tenants_quota(served: tuple[Harness, dict[str, str]]) -> None:
+    gw, env = served
+    assert run(apply, ["-f", str(EXAMPLE)], as_admin(env))[0] == 0
+    gw.ctx.tokens = TokenTable([TokenEntry(token="token-of-team-c-admin", tenant="team-c", user="cora",
+                                           role="tenant-admin")])
+    env = {**env, "MUSTER_TOKEN": "token-of-team-c-admin"}
+    code, out = run(apply, ["-f", str(TENANT_ADMIN_EXAMPLE)], env)
+    assert (code, out.strip()) == (0, "queue/team-c-dev created"), out
+    text = TENANT_ADMIN_EXAMPLE.read_text(encoding="utf-8").replace("nominal: 8", "nominal: 9")
+    code, out = run(apply, ["-f", "-"], env, stdin=text)
+    assert code == 1 and "422 tenant_quota_exceeded" in out, out

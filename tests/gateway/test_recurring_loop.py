@@ -3,15 +3,29 @@
 from __future__ import annotations
 
 import asyncio
-from datetime import timedelta
+from datetime import datetime, timedelta
+
+import httpx
+import pytest
+from pydantic import ValidationError
 
 from schemas.config import ConfigItemDeleted, QueueConfig, QueueDefined, RecurringJobDefined
 from schemas.intents import SubmitJob
+from schemas.jobspec import DependencySpec, JobSpec
 from schemas.topics import INTENTS_TOPIC
 from services.gateway.cron import firing_job_id
 from services.gateway.firing_loop import FiringLoop
 from tests.builders.clock import T0, FakeClock
-from tests.gateway.builders import Harness, feed, harness, recurring_job, status_changed
+from tests.gateway.builders import (
+    Harness,
+    auth,
+    feed,
+    harness,
+    job_spec,
+    recurring_job,
+    spec_json,
+    status_changed,
+)
 from tests.integration.builders import eventually
 
 MINUTE = timedelta(minutes=1)
@@ -148,3 +162,68 @@ async def test_run_fires_on_wake_and_stops() -> None:
         async with asyncio.timeout(5):
             await task
     assert [s.job_id for s in submitted(gw)] == [expected_id(1)]
+
+
+# ---------------------------------------------------------------- after_previous: each firing waits for the one before
+
+
+def define_chained(gw: Harness, on: str = "finished", created_at: datetime = T0) -> None:
+    item = recurring_job(created_at=created_at)
+    spec = item.spec.model_copy(update={"after_previous": on})
+    feed(gw.ctx.config, RecurringJobDefined(item=item.model_copy(update={"spec": spec})))
+
+
+async def test_each_firing_waits_for_the_previous_one() -> None:
+    clock = FakeClock(T0 + timedelta(seconds=3))
+    gw = harness(clock=clock)
+    define_chained(gw, "succeeded")
+    loop = FiringLoop(gw.ctx)
+    [first] = await loop.tick()
+    assert first.spec.after == [] and first.spec.after_previous is None and first.spec.schedule is None
+    clock.advance(minutes=1)
+    [second] = await loop.tick()  # the first is only in this gateway's recent submissions
+    assert second.spec.after == [DependencySpec(job=expected_id(0), on="succeeded")]
+    clock.advance(minutes=1)
+    feed(gw.ctx.status, status_changed(expected_id(1), name="nightly", state="failed"))
+    [third] = await loop.tick()
+    assert third.spec.after == [DependencySpec(job=expected_id(1), on="succeeded")]
+
+
+async def test_the_latest_known_firing_is_waited_for_and_none_before_the_definition() -> None:
+    clock = FakeClock(T0 + timedelta(minutes=10, seconds=3))
+    gw = harness(clock=clock)
+    define_chained(gw, created_at=T0 + timedelta(minutes=2))
+    # firings of an earlier definition (before 12:02), one of this one (12:05), and a job of the same name
+    for minute in (0, 1, 5):
+        feed(gw.ctx.status, status_changed(expected_id(minute), name="nightly", state="succeeded"))
+    feed(gw.ctx.status, status_changed("nightly-by-hand", name="nightly", state="running"))
+    [fired] = await FiringLoop(gw.ctx).tick()  # 12:06 to 12:09 were missed (the gateway was down)
+    assert fired.job_id == expected_id(10)
+    assert fired.spec.after == [DependencySpec(job=expected_id(5), on="finished")]
+    # defined afresh at 12:10: nothing earlier is waited for
+    clock.advance(minutes=1)
+    restarted = harness(clock=clock)
+    define_chained(restarted, created_at=T0 + timedelta(minutes=11))
+    for minute in (5, 10):
+        feed(restarted.ctx.status, status_changed(expected_id(minute), name="nightly", state="failed"))
+    [again] = await FiringLoop(restarted.ctx).tick()
+    assert again.spec.after == []
+
+
+def test_after_previous_needs_a_schedule() -> None:
+    with pytest.raises(ValidationError, match="after_previous needs schedule"):
+        JobSpec.model_validate({**job_spec().model_dump(), "after_previous": "finished"})
+    with pytest.raises(ValidationError):
+        JobSpec.model_validate({**job_spec().model_dump(), "schedule": "* * * * *", "after_previous": "failed"})
+
+
+async def test_a_one_off_submission_with_after_previous_is_refused() -> None:
+    gw = harness()
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gw.app), base_url="http://gateway") as client:
+        refused = await client.post("/v1/jobs", json=spec_json(after_previous="finished"), headers=auth("alice"))
+        defined = await client.post("/v1/jobs", json=spec_json("nightly", schedule="0 2 * * *",
+                                                               after_previous="finished"), headers=auth("alice"))
+    assert refused.status_code == 422 and "after_previous needs schedule" in refused.text
+    assert defined.status_code in (200, 201, 202), defined.text
+    item = gw.ctx.config.recurring("team-a.nightly")
+    assert item is not None and item.spec.after_previous == "finished"

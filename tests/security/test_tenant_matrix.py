@@ -1,7 +1,11 @@
 """The tenant-isolation matrix in one table: a member of team-a against everything of team-b, and a member
 against the configuration. Another tenant's job or recurring job answers 404 (its existence is not
 revealed, as the API description says); naming another tenant's queue or tenant answers 403; configuration
-changes answer 403 ``admin_required``. No cell publishes anything."""
+changes answer 403 ``admin_required``. No cell publishes anything.
+
+The tenant administrator of team-a (role ``tenant-admin``) has the member's cells, and changes team-a's
+queues within team-a's ``queue_quota`` and ``queue_cohorts``; anything else of the configuration, or
+another tenant's queue, answers 403, and more quota than the tenant's answers 422."""
 
 from __future__ import annotations
 
@@ -10,8 +14,24 @@ from typing import Any
 import httpx
 import pytest
 
-from schemas.config import RecurringJobDefined
-from tests.gateway.builders import Harness, auth, feed, harness, recurring_job, spec_json, status_changed
+from schemas.config import (
+    CohortConfig,
+    MusterConfig,
+    QueueConfig,
+    RecurringJobDefined,
+    ResourceQuotaConfig,
+    TenantConfig,
+)
+from tests.gateway.builders import (
+    Harness,
+    auth,
+    feed,
+    harness,
+    muster_config,
+    recurring_job,
+    spec_json,
+    status_changed,
+)
 
 JOB_OF_B = "train-of-b"
 RECURRING_OF_B = "team-b.nightly"
@@ -76,3 +96,120 @@ async def test_member_of_a_against_team_b_and_configuration(cell: str, method: s
         owner = "root" if error == "admin_required" else "bob"
         allowed = await client.request(method, path, json=body, params=query, headers=auth(owner))
     assert allowed.status_code < 300, (cell, owner, allowed.text)
+
+
+# ---------------------------------------------------------------- the tenant administrator (role tenant-admin)
+
+def _tenant_admin_config() -> MusterConfig:
+    """The test configuration, team-a with 24 A100s for its queues (team-a already takes 16) and the cohort
+    research allowed; team-b with an idle queue, an unused tenant team-c, and a cohort team-a may not use."""
+    base = muster_config()
+    a100 = {"gpu:a100": ResourceQuotaConfig(nominal=16, borrowing_limit=8)}
+    return base.model_copy(update={
+        "cohorts": [*base.cohorts, CohortConfig(name="shared")],
+        "queues": [*base.queues, QueueConfig(name="team-b-idle", tenant="team-b", quotas=a100)],
+        "tenants": [TenantConfig(name="team-a", namespace="team-a", queue_quota={"gpu:a100": 24},
+                                 queue_cohorts=["research"]),
+                    TenantConfig(name="team-b", namespace="team-b", queue_quota={"gpu:a100": 64}),
+                    TenantConfig(name="team-c", namespace="team-c")],
+    })
+
+
+def _queue(name: str, tenant: str = "team-a", nominal: int = 0, **fields: Any) -> dict[str, Any]:
+    body: dict[str, Any] = {"name": name, "tenant": tenant, **fields}
+    if nominal:
+        body["quotas"] = {"gpu:a100": {"nominal": nominal}}
+    return body
+
+
+#: (cell, method, path, body, expected status, expected error code or None when allowed)
+TENANT_ADMIN_MATRIX: list[tuple[str, str, str, dict[str, Any] | None, int, str | None]] = [
+    # allowed: its own tenant's queues, within the tenant's quota and allowed cohorts
+    ("create a queue of a", "PUT", "/v1/config/queues/team-a-dev", _queue("team-a-dev", nominal=8), 202, None),
+    ("create a queue of a in an allowed cohort", "PUT", "/v1/config/queues/team-a-dev",
+     _queue("team-a-dev", nominal=4, cohort="research"), 202, None),
+    ("lower a's queue", "PUT", "/v1/config/queues/team-a",
+     _queue("team-a", nominal=8, cohort="research"), 202, None),
+    ("take a's queue out of its cohort", "PUT", "/v1/config/queues/team-a", _queue("team-a", nominal=16), 202, None),
+    ("keep a privileged queue privileged", "PUT", "/v1/config/queues/team-a-ops",
+     _queue("team-a-ops", allow_privileged=True, user_limit_gpus=4), 202, None),
+    ("delete a's idle queue", "DELETE", "/v1/config/queues/team-a-ops", None, 202, None),
+    ("submit to a's queue", "POST", "/v1/jobs", spec_json(queue="team-a"), 202, None),
+    ("read the configuration", "GET", "/v1/config", None, 200, None),
+    # forbidden: another tenant's queues
+    ("create a queue of b", "PUT", "/v1/config/queues/team-b-new", _queue("team-b-new", "team-b"), 403,
+     "other_tenant"),
+    ("change b's queue", "PUT", "/v1/config/queues/team-b-idle", _queue("team-b-idle", "team-b", nominal=1), 403,
+     "other_tenant"),
+    ("move b's queue to a", "PUT", "/v1/config/queues/team-b-idle", _queue("team-b-idle"), 403, "other_tenant"),
+    ("move a's queue to b", "PUT", "/v1/config/queues/team-a-ops",
+     _queue("team-a-ops", "team-b", allow_privileged=True), 403, "other_tenant"),
+    ("delete b's queue", "DELETE", "/v1/config/queues/team-b-idle", None, 403, "other_tenant"),
+    ("submit to b's queue", "POST", "/v1/jobs", spec_json(queue="team-b"), 403, "forbidden"),
+    ("read b's job", "GET", f"/v1/jobs/{JOB_OF_B}", None, 404, "not_found"),
+    ("cancel b's job", "POST", f"/v1/jobs/{JOB_OF_B}/cancel", {"reason": "x"}, 404, "not_found"),
+    ("read b's queue", "GET", "/v1/queues/team-b", None, 404, "not_found"),
+    # forbidden: more than the tenant's quota, and what an administrator decides
+    ("exceed a's quota", "PUT", "/v1/config/queues/team-a-dev", _queue("team-a-dev", nominal=9), 422,
+     "tenant_quota_exceeded"),
+    ("raise a's queue over a's quota", "PUT", "/v1/config/queues/team-a",
+     _queue("team-a", nominal=25, cohort="research"), 422, "tenant_quota_exceeded"),
+    ("a resource a has no quota of", "PUT", "/v1/config/queues/team-a-dev",
+     {"name": "team-a-dev", "tenant": "team-a", "quotas": {"gpu:h100": {"nominal": 1}}}, 422,
+     "tenant_quota_exceeded"),
+    ("a cohort a may not use", "PUT", "/v1/config/queues/team-a-dev", _queue("team-a-dev", cohort="shared"), 403,
+     "cohort_not_allowed"),
+    ("make a queue privileged", "PUT", "/v1/config/queues/team-a-dev", _queue("team-a-dev", allow_privileged=True),
+     403, "reserved_field"),
+    ("raise a queue's fair-share weight", "PUT", "/v1/config/queues/team-a",
+     _queue("team-a", nominal=16, cohort="research", weight=10), 403, "reserved_field"),
+    ("move a queue to a pool", "PUT", "/v1/config/queues/team-a-dev", _queue("team-a-dev", pool="default"), 403,
+     "reserved_field"),
+    # forbidden: every other kind of configuration
+    ("raise a's own quota", "PUT", "/v1/config/tenants/team-a",
+     {"name": "team-a", "namespace": "team-a", "queue_quota": {"gpu:a100": 1000}}, 403, "admin_required"),
+    ("allow a cohort to a", "PUT", "/v1/config/tenants/team-a",
+     {"name": "team-a", "namespace": "team-a", "queue_quota": {"gpu:a100": 24}, "queue_cohorts": ["shared"]},
+     403, "admin_required"),
+    ("define a cohort", "PUT", "/v1/config/cohorts/c2", {"name": "c2"}, 403, "admin_required"),
+    ("define a priority class", "PUT", "/v1/config/priority-classes/top", {"name": "top", "value": 10**6}, 403,
+     "admin_required"),
+    ("define a gpu type", "PUT", "/v1/config/gpu-types/h100", {"name": "h100"}, 403, "admin_required"),
+    ("define a pool", "PUT", "/v1/config/pools/p1", {"name": "p1"}, 403, "admin_required"),
+    ("delete a cohort", "DELETE", "/v1/config/cohorts/shared", None, 403, "admin_required"),
+    ("delete a priority class", "DELETE", "/v1/config/priority-classes/high", None, 403, "admin_required"),
+    ("delete a tenant", "DELETE", "/v1/config/tenants/team-c", None, 403, "admin_required"),
+]
+
+
+@pytest.mark.parametrize(("cell", "method", "path", "body", "status", "error"), TENANT_ADMIN_MATRIX,
+                         ids=[row[0] for row in TENANT_ADMIN_MATRIX])
+async def test_tenant_admin_of_a(cell: str, method: str, path: str, body: dict[str, Any] | None, status: int,
+                                 error: str | None) -> None:
+    gw = _with_team_b(harness(_tenant_admin_config()))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gw.app), base_url="http://gateway") as client:
+        answer = await client.request(method, path, json=body, headers=auth("tara"))
+        assert answer.status_code == status, (cell, answer.text)
+        if error is not None:
+            assert answer.json()["error"] == error, answer.text
+            assert gw.publisher.sent == []
+            # an administrator may do it: the cell tests the role, not the request's validity
+            allowed = await client.request(method, path, json=body, headers=auth("root"))
+            assert allowed.status_code < 300, (cell, allowed.text)
+        elif method != "GET":
+            assert len(gw.publisher.sent) == 1
+
+
+@pytest.mark.parametrize(("cell", "method", "path", "body", "status"),
+                         [row[:5] for row in TENANT_ADMIN_MATRIX if row[5] is None and row[1] != "GET"],
+                         ids=[row[0] for row in TENANT_ADMIN_MATRIX if row[5] is None and row[1] != "GET"])
+async def test_what_a_tenant_admin_may_do_a_member_may_not(cell: str, method: str, path: str,
+                                                           body: dict[str, Any] | None, status: int) -> None:
+    gw = _with_team_b(harness(_tenant_admin_config()))
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=gw.app), base_url="http://gateway") as client:
+        answer = await client.request(method, path, json=body, headers=auth("alice"))
+    if path.startswith("/v1/config/"):
+        assert (answer.status_code, answer.json()["error"]) == (403, "admin_required"), (cell, answer.text)
+        assert gw.publisher.sent == []
+    else:
+        assert answer.status_code == status, (cell, answer.text)
