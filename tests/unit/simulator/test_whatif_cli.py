@@ -77,8 +77,8 @@ def test_the_replayed_workload_can_be_written(tmp_path: Path) -> None:
     csv = tmp_path / "w.csv"
     out = CliRunner().invoke(sim, ["--from-file", str(_export(tmp_path)), "--write-workload", str(csv)], env=ENV)
     assert out.exit_code == 0, out.output
-    assert csv.read_text().splitlines()[1:] == ["big,0,600,16,team-a,a100,100,,,true,false",
-                                               "eval,10,100,8,team-b,a100,100,,,true,false"]
+    assert csv.read_text().splitlines()[1:] == ["big,0,600,16,team-a,a100,100,,,true,false,,cancel,false",
+                                               "eval,10,100,8,team-b,a100,100,,,true,false,,cancel,false"]
 
 
 def test_options_of_a_workload_replay_are_refused(tmp_path: Path) -> None:
