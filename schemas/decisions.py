@@ -17,6 +17,7 @@ PreemptReasonName = Literal[
     "max_runtime_exceeded",
     "node_unhealthy",
     "queue_order",
+    "consolidation",
     "cancelled",
 ]
 

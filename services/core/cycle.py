@@ -122,6 +122,7 @@ class Cycle:
         self.wanted: set[str] = set()  # GPU types blocked jobs could use ("" = any)
         self.quota_wanted: set[str] = set()  # queues and "cohort:<root>" that jobs wait on for quota
         self.preempt_attempts = 0
+        self.moves = 0  # running jobs moved this cycle to consolidate (``consolidation``)
         self.victim_lists: dict[str, list[tuple[int, bool, float, str]]] = {}
         self.admissions = 0
         total = sum(v for r, v in state.totals.items() if r.startswith("gpu:"))

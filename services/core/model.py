@@ -275,6 +275,7 @@ class PreemptReason(str, Enum):
     MAX_RUNTIME = "max_runtime_exceeded"
     NODE_UNHEALTHY = "node_unhealthy"
     QUEUE_ORDER = "queue_order"  # same queue and priority: a job well ahead of it in the queue's order
+    CONSOLIDATION = "consolidation"  # moved (requeued, placed again) so a gang blocked by fragmentation fits
 
 
 class PendingReason(str, Enum):
@@ -359,3 +360,10 @@ class SchedulerConfig:
     max_reorder_restarts: int = 0  # a job requeued this many times is no longer preempted for order (0: no cap)
     las_threshold_gpu_s: float = 16 * 3600.0  # "las": attained GPU-seconds that move a job to the lower level
     las_promote_knob: float = 0.0  # "las": waiting this many times its last run moves a job up again (0: off)
+    # move small checkpointable jobs when a gang waits only because the free GPUs are scattered
+    # (``consolidation``): at most this many jobs per cycle, each restarted fewer than this many times,
+    # and only when the gang's GPUs x its wait saved exceed the moved GPUs x the cost of one move
+    consolidation: bool = True
+    consolidation_max_moves: int = 4
+    consolidation_max_job_attempts: int = 3
+    consolidation_move_cost_s: float = 300.0  # a checkpoint and a restart

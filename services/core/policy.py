@@ -13,6 +13,7 @@ _FIFO: dict[str, Any] = {
     "backfill": False,
     "preemption": False,
     "elastic": False,
+    "consolidation": False,
     "queue_order": "submit",
     "learn_runtimes": False,
 }
@@ -30,6 +31,7 @@ PRESETS: dict[str, dict[str, Any]] = {
         "fair_share": False,
         "backfill": False,
         "elastic": False,
+        "consolidation": False,
         "queue_order": "las",
         "learn_runtimes": False,
         "reorder_preemption": True,

@@ -6,6 +6,7 @@ import heapq
 from collections.abc import Iterator
 
 from .backfill import find_reservation
+from .consolidation import find_moves
 from .cycle import Cycle
 from .elastic import grow
 from .model import (
@@ -276,6 +277,24 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
                 reason = PendingReason.PROTECTED
                 start = until
     reason = cycle.lent_out(job, reason)
+    if reason is PendingReason.CAPACITY and cfg.consolidation:
+        moves = find_moves(cycle, job)
+        if moves is not None:
+            for c in moves.chosen:
+                cycle.stop(c.run)
+                cycle.decisions.append(
+                    Preempt(
+                        c.run.job.job_id,
+                        c.run.job.attempt,
+                        PreemptReason.CONSOLIDATION.value,
+                        c.run.job.grace_period_s,
+                        preemptor=job.job_id,
+                    )
+                )
+            cycle.moves += len(moves.chosen)
+            hold(cycle, job, moves.chosen, moves.placement)
+            reason = PendingReason.PREEMPTING
+            start = cycle.now + max(c.run.job.grace_period_s for c in moves.chosen)
     if reason is PendingReason.CAPACITY and cfg.backfill and cycle.may_reserve(job):
         res = find_reservation(cycle, job)
         if res is not None:

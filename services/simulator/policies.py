@@ -15,6 +15,7 @@ ABLATIONS: dict[str, SchedulerConfig] = {
     "muster-no-backfill": SchedulerConfig(policy="muster", backfill=False),
     "muster-no-fair-share": SchedulerConfig(policy="muster", fair_share=False),
     "muster-no-fair-share-preemption": SchedulerConfig(policy="muster", fair_share_preemption=False),
+    "muster-no-consolidation": SchedulerConfig(policy="muster", consolidation=False),
     # the order inside a queue and what it builds on
     "muster-submit-order": SchedulerConfig(policy="muster", queue_order="submit"),
     "muster-las-order": SchedulerConfig(policy="muster", queue_order="las"),
