@@ -12,7 +12,8 @@ their progress) whose GPUs complete whole nodes for the gang, but only when
 - each moved job is smaller than the gang, of no higher priority, has run its minimum runtime in
   this attempt (so no job moves twice within its minimum runtime) and has been restarted fewer than
   ``consolidation_max_job_attempts`` times;
-- at most ``consolidation_max_moves`` jobs move per cycle;
+- at most ``consolidation_max_moves`` jobs move per cycle, and only jobs that may look for victims
+  this cycle (preemption on, within ``max_preemption_attempts``) look for moves;
 - the gang's wait saved is worth more than the moves cost: its GPUs times the time until its
   estimated start exceed the moved GPUs times ``consolidation_move_cost_s`` (checkpoint and restart).
 
@@ -72,29 +73,46 @@ def _free_for(cycle: Cycle, job: Job, gpu_type: str, excluded: Excluded) -> int:
 
 
 def _movers(cycle: Cycle, job: Job, gpu_type: str, need: int) -> list[RunningJob]:
-    """Running jobs that may be moved for ``job``, those on the emptiest nodes first (moving them
-    completes a node soonest), then the smallest."""
-    cfg, st, now, cap = cycle.cfg, cycle.st, cycle.now, cycle.cap
+    """Running jobs that may be moved for ``job``: those on nodes with free GPUs of the type (moving
+    others frees nothing a pod could join), the emptiest nodes first (a move there completes a node
+    soonest), then the smallest jobs."""
+    st, cap = cycle.st, cycle.cap
     out: list[tuple[int, int, str, RunningJob]] = []
-    for jid, rj in st.running.items():
-        v = rj.job
-        if (
-            jid in cycle.taken
-            or rj.terminating
-            or not (v.preemptible and v.checkpointable)
-            or v.priority > job.priority
-            or rj.gpus == 0
-            or rj.gpus >= need
-            or v.attempt >= cfg.consolidation_max_job_attempts
-            or now - rj.start_time < cfg.min_runtime_s
-            or st.run_type.get(jid) != gpu_type
-            or (job.cluster is not None and rj.placement.cluster != job.cluster)
-        ):
+    seen: set[str] = set()
+    for (cluster, t), buckets in cap.buckets.items():
+        if t != gpu_type or (job.cluster is not None and cluster != job.cluster):
             continue
-        free_around = sum(cap.free.get(a.node, 0) for a in rj.placement.nodes)
-        out.append((-free_around, rj.gpus, jid, rj))
+        for free, names in buckets.items():
+            if free <= 0:
+                continue
+            for name in names:
+                for jid in st.node_jobs.get(name, ()):
+                    if jid not in seen:
+                        seen.add(jid)
+                        rj = st.running.get(jid)
+                        if rj is not None and _movable(cycle, rj, job, gpu_type, need):
+                            free_around = sum(cap.free.get(a.node, 0) for a in rj.placement.nodes)
+                            out.append((-free_around, rj.gpus, jid, rj))
     out.sort(key=lambda e: e[:3])
     return [e[3] for e in out]
+
+
+def _movable(cycle: Cycle, rj: RunningJob, job: Job, gpu_type: str, need: int) -> bool:
+    cfg, st, now = cycle.cfg, cycle.st, cycle.now
+    v = rj.job
+    jid = v.job_id
+    return not (
+        jid in cycle.taken
+        or rj.terminating
+        or not (v.preemptible and v.checkpointable)
+        or v.priority > job.priority
+        or rj.gpus == 0
+        or rj.gpus >= need
+        or v.attempt >= cfg.consolidation_max_job_attempts
+        or now - rj.start_time < cfg.min_runtime_s
+        or st.run_type.get(jid) != gpu_type
+        or (job.cluster is not None and rj.placement.cluster != job.cluster)
+    )
 
 
 def _plan(

@@ -246,12 +246,14 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
     if reason is None:
         return None
     start: float | None = None
+    looked = False  # whether this job was one of the cycle's bounded victim searches
     victims = st.victims_of.get(job.job_id)
     if victims:
         start = hold_for_preemptor(cycle, job, [st.running[v] for v in victims if v in st.running])
         reason = PendingReason.PREEMPTING
     elif cfg.preemption and reason in _PREEMPTABLE_REASONS and cycle.preempt_attempts < cfg.max_preemption_attempts:
         cycle.preempt_attempts += 1
+        looked = True
         plan = find_plan(cycle, job)
         if plan is not None:
             for c in plan.chosen:
@@ -277,7 +279,7 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
                 reason = PendingReason.PROTECTED
                 start = until
     reason = cycle.lent_out(job, reason)
-    if reason is PendingReason.CAPACITY and cfg.consolidation:
+    if reason is PendingReason.CAPACITY and cfg.consolidation and looked:
         moves = find_moves(cycle, job)
         if moves is not None:
             for c in moves.chosen:
