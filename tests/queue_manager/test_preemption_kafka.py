@@ -58,3 +58,37 @@ async def test_high_priority_preempts_and_victim_returns(registry_settings: Kafk
     assert admissions == [("high", 0), ("low", 0), ("low", 1)]
     records = {r.job_id: r.record for r in tail.messages(JobRecorded)}
     assert (records["low"].state, records["low"].attempt, records["high"].state) == ("cancelled", 1, "succeeded")
+
+
+async def test_consolidation_moves_a_small_job_so_a_gang_gets_a_whole_node(registry_settings: KafkaSettings) -> None:
+    """Two 4-GPU nodes each half used by a 2-GPU job: a 4-GPU pod fits on neither until one of them
+    moves (preempted with reason ``consolidation``, requeued, and admitted again beside the other)."""
+    settings = registry_settings
+    await publish(settings, *config_messages(), node("east-a100-0", 4), node("east-a100-1", 4))
+    async with Tail(settings, DECISIONS_TOPIC, STATUS_TOPIC, JOBS_TOPIC) as tail, \
+            running_service(settings, scheduler_config=NO_ANTI_THRASH):
+        await publish(settings, *(submit(name, gpus=2, offset_s=i) for i, name in enumerate("abcd")))
+        await tail.until(lambda: len(tail.messages(JobAdmitted)) == 4)
+        on_node: dict[str, list[str]] = {}
+        for admitted in tail.messages(JobAdmitted):
+            (pods,) = admitted.placement.nodes
+            on_node.setdefault(pods.node, []).append(admitted.job_id)
+        assert sorted(len(jobs) for jobs in on_node.values()) == [2, 2]
+        ending = [sorted(jobs)[0] for jobs in on_node.values()]  # one job ends on each node
+        await publish(settings, *(RunStarted(**run_fields(name), pods_running=1, pods_total=1) for name in "abcd"))
+        await publish(settings, *(RunSucceeded(**run_fields(name)) for name in ending))
+        await tail.until(lambda: len(tail.messages(JobStatusChanged, state="succeeded")) == 2)
+        await publish(settings, submit("gang", gpus=4, offset_s=10))
+        await tail.until(lambda: bool(tail.messages(JobPreemptionRequested)))
+        (move,) = tail.messages(JobPreemptionRequested)
+        assert (move.reason, move.preemptor, move.requeue) == ("consolidation", "gang", True)
+        assert move.job_id in set("abcd") - set(ending)
+        await publish(settings, JobStopped(**run_fields(move.job_id), reason="consolidation", requeue=True,
+                                           checkpointed=True))
+        await tail.until(lambda: bool(tail.messages(JobAdmitted, job_id="gang"))
+                         and bool(tail.messages(JobAdmitted, job_id=move.job_id, attempt=1)))
+        await tail.settle(1.0)
+    (gang,) = tail.messages(JobAdmitted, job_id="gang")
+    (back,) = tail.messages(JobAdmitted, job_id=move.job_id, attempt=1)
+    assert len({p.node for p in gang.placement.nodes}) == 1
+    assert {p.node for p in back.placement.nodes}.isdisjoint(p.node for p in gang.placement.nodes)
