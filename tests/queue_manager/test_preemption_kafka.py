@@ -62,33 +62,38 @@ async def test_high_priority_preempts_and_victim_returns(registry_settings: Kafk
 
 async def test_consolidation_moves_a_small_job_so_a_gang_gets_a_whole_node(registry_settings: KafkaSettings) -> None:
     """Two 4-GPU nodes each half used by a 2-GPU job: a 4-GPU pod fits on neither until one of them
-    moves (preempted with reason ``consolidation``, requeued, and admitted again beside the other)."""
+    moves (preempted with reason ``consolidation``, requeued, and admitted again beside the other).
+    The module's broker keeps the earlier test's messages: only this test's jobs are looked at."""
     settings = registry_settings
+    small = [f"frag-{name}" for name in "abcd"]
     await publish(settings, *config_messages(), node("east-a100-0", 4), node("east-a100-1", 4))
     async with Tail(settings, DECISIONS_TOPIC, STATUS_TOPIC, JOBS_TOPIC) as tail, \
             running_service(settings, scheduler_config=NO_ANTI_THRASH):
-        await publish(settings, *(submit(name, gpus=2, offset_s=i) for i, name in enumerate("abcd")))
-        await tail.until(lambda: len(tail.messages(JobAdmitted)) == 4)
+
+        def admitted(job_id: str, attempt: int = 0) -> list[JobAdmitted]:
+            return tail.messages(JobAdmitted, job_id=job_id, attempt=attempt)
+
+        await publish(settings, *(submit(name, gpus=2, offset_s=i) for i, name in enumerate(small)))
+        await tail.until(lambda: all(admitted(name) for name in small))
         on_node: dict[str, list[str]] = {}
-        for admitted in tail.messages(JobAdmitted):
-            (pods,) = admitted.placement.nodes
-            on_node.setdefault(pods.node, []).append(admitted.job_id)
+        for name in small:
+            (pods,) = admitted(name)[0].placement.nodes
+            on_node.setdefault(pods.node, []).append(name)
         assert sorted(len(jobs) for jobs in on_node.values()) == [2, 2]
         ending = [sorted(jobs)[0] for jobs in on_node.values()]  # one job ends on each node
-        await publish(settings, *(RunStarted(**run_fields(name), pods_running=1, pods_total=1) for name in "abcd"))
+        await publish(settings, *(RunStarted(**run_fields(name), pods_running=1, pods_total=1) for name in small))
         await publish(settings, *(RunSucceeded(**run_fields(name)) for name in ending))
-        await tail.until(lambda: len(tail.messages(JobStatusChanged, state="succeeded")) == 2)
-        await publish(settings, submit("gang", gpus=4, offset_s=10))
-        await tail.until(lambda: bool(tail.messages(JobPreemptionRequested)))
-        (move,) = tail.messages(JobPreemptionRequested)
-        assert (move.reason, move.preemptor, move.requeue) == ("consolidation", "gang", True)
-        assert move.job_id in set("abcd") - set(ending)
+        await tail.until(lambda: all(tail.messages(JobStatusChanged, job_id=j, state="succeeded") for j in ending))
+        await publish(settings, submit("frag-gang", gpus=4, offset_s=10))
+        await tail.until(lambda: bool(tail.messages(JobPreemptionRequested, preemptor="frag-gang")))
+        (move,) = tail.messages(JobPreemptionRequested, preemptor="frag-gang")
+        assert (move.reason, move.requeue) == ("consolidation", True)
+        assert move.job_id in set(small) - set(ending)
         await publish(settings, JobStopped(**run_fields(move.job_id), reason="consolidation", requeue=True,
                                            checkpointed=True))
-        await tail.until(lambda: bool(tail.messages(JobAdmitted, job_id="gang"))
-                         and bool(tail.messages(JobAdmitted, job_id=move.job_id, attempt=1)))
+        await tail.until(lambda: bool(admitted("frag-gang")) and bool(admitted(move.job_id, 1)))
         await tail.settle(1.0)
-    (gang,) = tail.messages(JobAdmitted, job_id="gang")
-    (back,) = tail.messages(JobAdmitted, job_id=move.job_id, attempt=1)
+    (gang,) = admitted("frag-gang")
+    (back,) = admitted(move.job_id, 1)
     assert len({p.node for p in gang.placement.nodes}) == 1
     assert {p.node for p in back.placement.nodes}.isdisjoint(p.node for p in gang.placement.nodes)
