@@ -24,6 +24,7 @@ it was unless a plan is returned.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from typing import TYPE_CHECKING
 
 from .model import Job, NodeAssignment, Placement, PreemptReason, RunningJob
@@ -56,20 +57,26 @@ def find_moves(cycle: Cycle, job: Job) -> Plan | None:
     return None
 
 
-def _free_for(cycle: Cycle, job: Job, gpu_type: str, excluded: Excluded) -> int:
-    """Free GPUs of ``gpu_type`` on the usable nodes ``job`` may run on (of its cluster, if pinned)."""
-    cap = cycle.cap
-    total = 0
-    for (cluster, t), buckets in cap.buckets.items():
+def _nodes_with_free(cycle: Cycle, job: Job, gpu_type: str) -> Iterator[tuple[str, int]]:
+    """(node, free GPUs) of the usable nodes of ``gpu_type`` that have any free (of ``job``'s cluster,
+    if it is pinned to one)."""
+    for (cluster, t), buckets in cycle.cap.buckets.items():
         if t != gpu_type or (job.cluster is not None and cluster != job.cluster):
             continue
         for free, names in buckets.items():
-            if free <= 0:
-                continue
-            for name in names:
-                if name not in excluded and node_eligible(cap.nodes[name], job):
-                    total += free
-    return total
+            if free > 0:
+                for name in names:
+                    yield name, free
+
+
+def _free_for(cycle: Cycle, job: Job, gpu_type: str, excluded: Excluded) -> int:
+    """Free GPUs of ``gpu_type`` on the usable nodes ``job`` may run on."""
+    nodes = cycle.cap.nodes
+    return sum(
+        free
+        for name, free in _nodes_with_free(cycle, job, gpu_type)
+        if name not in excluded and node_eligible(nodes[name], job)
+    )
 
 
 def _movers(cycle: Cycle, job: Job, gpu_type: str, need: int) -> list[RunningJob]:
@@ -79,20 +86,14 @@ def _movers(cycle: Cycle, job: Job, gpu_type: str, need: int) -> list[RunningJob
     st, cap = cycle.st, cycle.cap
     out: list[tuple[int, int, str, RunningJob]] = []
     seen: set[str] = set()
-    for (cluster, t), buckets in cap.buckets.items():
-        if t != gpu_type or (job.cluster is not None and cluster != job.cluster):
-            continue
-        for free, names in buckets.items():
-            if free <= 0:
-                continue
-            for name in names:
-                for jid in st.node_jobs.get(name, ()):
-                    if jid not in seen:
-                        seen.add(jid)
-                        rj = st.running.get(jid)
-                        if rj is not None and _movable(cycle, rj, job, gpu_type, need):
-                            free_around = sum(cap.free.get(a.node, 0) for a in rj.placement.nodes)
-                            out.append((-free_around, rj.gpus, jid, rj))
+    for name, _ in _nodes_with_free(cycle, job, gpu_type):
+        for jid in st.node_jobs.get(name, ()):
+            if jid not in seen:
+                seen.add(jid)
+                rj = st.running.get(jid)
+                if rj is not None and _movable(cycle, rj, job, gpu_type, need):
+                    free_around = sum(cap.free.get(a.node, 0) for a in rj.placement.nodes)
+                    out.append((-free_around, rj.gpus, jid, rj))
     out.sort(key=lambda e: e[:3])
     return [e[3] for e in out]
 
