@@ -6,7 +6,9 @@ import asyncio
 from collections.abc import AsyncIterator, Iterator
 
 import pytest
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
+from services.runtime import tracing
 from services.runtime.broker import KafkaCluster, ResolvedBroker, resolve_broker
 from services.runtime.kafka import KafkaSettings
 from tests.builders.broker import client_settings, registry_broker_at, registry_cluster_at
@@ -94,3 +96,14 @@ async def no_leaked_tasks() -> AsyncIterator[None]:
     for task in leaked:
         task.cancel()
     pytest.fail(f"test leaked {len(leaked)} asyncio task(s): {names}")
+
+
+@pytest.fixture
+def spans() -> Iterator[InMemorySpanExporter]:
+    """Spans the services finish during the test, kept in memory (tracing configured for the test only)."""
+    exporter = InMemorySpanExporter()
+    tracing.configure(exporter=exporter, batch=False)
+    try:
+        yield exporter
+    finally:
+        tracing.reset()

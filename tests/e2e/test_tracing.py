@@ -14,7 +14,6 @@ from opentelemetry.sdk.trace import ReadableSpan
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from schemas.config import MusterConfig
-from services.runtime import tracing
 from services.runtime.kafka import KafkaSettings
 from services.runtime.logs import JsonFormatter
 from tests.e2e.builders import job_spec
@@ -23,16 +22,6 @@ from tests.e2e.system import running_system
 pytestmark = pytest.mark.e2e
 
 FOUR_SERVICES = {"muster-gateway", "muster-queue-manager", "muster-dispatcher", "muster-node-watcher"}
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    tracing.configure(exporter=exporter, batch=False)
-    try:
-        yield exporter
-    finally:
-        tracing.reset()
 
 
 def service_of(span: ReadableSpan) -> str:

@@ -7,7 +7,6 @@ import contextvars
 import io
 import json
 import logging
-from collections.abc import Iterator
 
 import pytest
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
@@ -22,16 +21,6 @@ from tests.builders.messages import example_messages
 def _status(job_id: str = "job-1") -> JobStatusChanged:
     base = next(m for m in example_messages() if isinstance(m, JobStatusChanged))
     return base.model_copy(update={"job_id": job_id})
-
-
-@pytest.fixture
-def spans() -> Iterator[InMemorySpanExporter]:
-    exporter = InMemorySpanExporter()
-    tracing.configure(exporter=exporter, batch=False)
-    try:
-        yield exporter
-    finally:
-        tracing.reset()
 
 
 def json_line(logger: logging.Logger, text: str, *, exc: bool = False) -> dict[str, object]:
