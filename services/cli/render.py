@@ -98,8 +98,10 @@ def describe_text(explained: Explanation, now: datetime) -> str:
     return "\n".join(lines)
 
 
-def _gpu_sum(values: dict[str, int]) -> int:
-    return sum(v for k, v in values.items() if k.startswith("gpu:"))
+def _gpu_sum(values: dict[str, int] | dict[str, int | float]) -> float:
+    """GPUs of all types; a whole number unless jobs share GPUs (a MIG slice or a fraction counts its share)."""
+    total = sum(v for k, v in values.items() if k.startswith("gpu:"))
+    return total if isinstance(total, int) or not total.is_integer() else int(total)
 
 
 def queues_table(queues: list[QueueView], *, wide: bool = False) -> Table:
