@@ -185,6 +185,13 @@ class MusterConfig(_Strict):
             dupes = {n for n in names if names.count(n) > 1}
             if dupes:
                 raise ValueError(f"duplicate {kind} names: {sorted(dupes)}")
+        profiles = {g.name: set(g.mig_profiles) for g in self.gpu_types if g.mig_profiles}
+        for cluster in self.clusters:
+            for group in cluster.node_groups:
+                unknown = set(group.mig_layout) - profiles.get(group.gpu_type, set(group.mig_layout))
+                if unknown:
+                    raise ValueError(f"node group {group.name!r}: MIG profiles {sorted(unknown)} are not among "
+                                     f"the mig_profiles of GPU type {group.gpu_type!r}")
         return self
 
     def priority_value(self, name: str) -> int | None:

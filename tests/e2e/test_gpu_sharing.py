@@ -4,6 +4,7 @@ two halves share one GPU, the MIG job takes a slice of the node's MIG GPU, and a
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -25,7 +26,7 @@ def e2e_config() -> MusterConfig:
     return muster_config([cluster], nominal=2)
 
 
-def _resources(**gpu: object) -> dict[str, object]:
+def _resources(**gpu: object) -> dict[str, Any]:
     return {"template": {"image": "registry.example/e2e:1", "command": ["sleep"],
                          "resources": {"gpu_type": "a100", "cpu": "1", "memory": "1Gi", **gpu}}}
 

@@ -4,25 +4,29 @@ values (what the queue manager builds), placements that carry shares, and the ac
 from __future__ import annotations
 
 from fractions import Fraction
+from pathlib import Path
 
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from schemas.capacity import NodeState
 from schemas.config import NodeGroupConfig
 from schemas.decisions import NodePods, PlacementPlan
 from schemas.intents import SubmitJob
-from schemas.jobspec import ResourceRequest
-from services.core.model import NodeAssignment, Placement
+from schemas.jobspec import JobSpec, ResourceRequest
+from services.core import SchedulerConfig, SchedulerState, schedule
+from services.core.model import Admit, NodeAssignment, Placement
 from services.quota_accountant.attempts import Admission
 from services.quota_accountant.ledger import Ledger
+from services.spec.cluster_file import core_nodes, core_queues, load_cluster_file
 from services.spec.core_types import job_from_submit, node_from_state, placement_from_plan, placement_plan
 from tests.builders.messages import example_messages
 
 
 def _submit(**resources: object) -> SubmitJob:
     msg = next(m for m in example_messages() if isinstance(m, SubmitJob))
-    res = ResourceRequest(**{"cpu": "2", "memory": "8Gi", "gpu_type": "a100", **resources})  # type: ignore[arg-type]
+    res = ResourceRequest(**{"cpu": "2", "memory": "8Gi", "gpu_type": "a100", **resources})
     spec = msg.spec.model_copy(update={"template": msg.spec.template.model_copy(update={"resources": res}),
                                        "min_replicas": None, "replicas": 2})
     return msg.model_copy(update={"spec": spec})
@@ -50,7 +54,7 @@ def test_other_fractions_are_refused(fraction: float) -> None:
 )
 def test_one_kind_of_gpu_per_pod_and_real_profiles(resources: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
-        ResourceRequest(**resources)  # type: ignore[arg-type]
+        ResourceRequest(**resources)
 
 
 def test_mig_charge_is_compute_slices_out_of_seven() -> None:
@@ -107,7 +111,7 @@ def test_node_group_mig_layout_and_shared_gpus() -> None:
 )
 def test_node_group_refuses_impossible_layouts(fields: dict[str, object]) -> None:
     with pytest.raises(ValidationError):
-        NodeGroupConfig(name="g", count=1, gpus_per_node=8, **fields)  # type: ignore[arg-type]
+        NodeGroupConfig(name="g", count=1, gpus_per_node=8, **fields)
 
 
 # ---------------------------------------------------------------- placements
@@ -150,3 +154,27 @@ def test_gpu_seconds_count_the_share() -> None:
     assert charge is not None and charge.gpus == 1 and charge.gpu_seconds == pytest.approx(3600.0)
     charge = ledger.end("m", 1, 3600.0, "succeeded").charge
     assert charge is not None and charge.gpu_seconds == pytest.approx(3600.0)  # seven 1/7 slices: one GPU-hour
+
+
+# ---------------------------------------------------------------- the README's GPU sharing tour, in the core
+
+
+def test_tour_examples_share_one_node_of_the_sharing_cluster() -> None:
+    """examples/cluster-sharing.yaml with examples/jobs/mig-inference.yaml and half-gpu.yaml twice: all three
+    run at once on the sharing node, the halves on its one shared GPU, team-a charged 1/7 + 1/2 + 1/2."""
+    root = Path(__file__).resolve().parents[2] / "examples"
+    cfg = load_cluster_file(root / "cluster-sharing.yaml")
+    st = SchedulerState(queues=core_queues(cfg), nodes=core_nodes(cfg))
+    base = next(m for m in example_messages() if isinstance(m, SubmitJob))
+    for i, name in enumerate(["mig-inference", "half-gpu", "half-gpu"]):
+        spec = JobSpec.model_validate(yaml.safe_load((root / "jobs" / f"{name}.yaml").read_text()))
+        st.submit(job_from_submit(base.model_copy(update={"job_id": f"j{i}", "spec": spec}), priority=100,
+                                  submit_time=float(i)))
+    result = schedule(st, 10.0, SchedulerConfig())
+    admits = {d.job_id: d for d in result.decisions if isinstance(d, Admit)}
+    assert set(admits) == {"j0", "j1", "j2"}
+    for d in admits.values():
+        st.apply(d, 10.0)
+    assert {a.node for d in admits.values() for a in d.placement.nodes} == {"east-a100-share-0"}
+    assert [a.slots for d in (admits["j1"], admits["j2"]) for a in d.placement.nodes] == [(0,), (0,)]
+    assert st.queue_usage("team-a")["gpu:a100-80gb"] == Fraction(1, 7) + Fraction(1, 2) + Fraction(1, 2)
