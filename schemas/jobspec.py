@@ -66,13 +66,16 @@ class ResourceRequest(_Spec):
         default=None, gt=0, lt=1,
         description="GPU sharing: this fraction of one shareable GPU per pod, a multiple of 1/8 "
         "(0.125, 0.25, ..., 0.875); the GPU's memory is shared in that proportion. Not with gpus or mig_profile",
+        exclude_if=lambda v: v is None,  # unset sharing fields stay out of the JSON: whole-GPU specs as before
     )
     mig_profile: MigProfile | None = Field(
         default=None,
         description="MIG: slices of this profile per pod (nvidia.com/mig-<profile>), e.g. 1g.10gb; "
         "each is charged its compute slices out of seven of a whole GPU. Not with gpus or gpu_fraction",
+        exclude_if=lambda v: v is None,
     )
-    mig_slices: int = Field(default=1, ge=1, le=56, description="MIG slices of mig_profile per pod")
+    mig_slices: int = Field(default=1, ge=1, le=56, description="MIG slices of mig_profile per pod",
+                            exclude_if=lambda v: v == 1)
 
     @model_validator(mode="after")
     def _one_kind_of_gpu(self) -> ResourceRequest:
