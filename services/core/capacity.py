@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
-from .model import Node, NodeAssignment
+from .model import Amount, Node, NodeAssignment
 
 #: (gpus, cpu, memory, group) of a whole-GPU pod, or the NodeAssignment a pod of a sharing job came in
 UsedPod = tuple[int, int, int, int]
@@ -222,7 +222,7 @@ class CapacityIndex:
 
     # ------------------------------------------------------------------ reads
 
-    def share_slots(self, name: str, fraction: Fraction, limit: int) -> list[int]:
+    def share_slots(self, name: str, fraction: Amount, limit: int) -> list[int]:
         """The shared GPUs of ``name`` that up to ``limit`` pods of ``fraction`` would take, best fit: each
         pod onto the partly used shared GPU with the least room that fits, else onto an empty one."""
         used = list(self.shared.get(name, ()))
@@ -241,13 +241,13 @@ class CapacityIndex:
             out.append(slot)
         return out
 
-    def share_room(self, name: str, fraction: Fraction) -> Fraction | None:
+    def share_room(self, name: str, fraction: Amount) -> Amount | None:
         """The least room on a partly used shared GPU of ``name`` that a ``fraction`` fits (None: none)."""
         return min((1 - u for u in self.shared.get(name, ()) if u > 0 and u + fraction <= 1), default=None)
 
     def pods_fit(
         self, name: str, gpus: int, cpu_m: int, memory_mb: int, limit: int,
-        fraction: Fraction = Fraction(0), mig_profile: str = "", mig_per_pod: int = 0,
+        fraction: Amount = 0, mig_profile: str = "", mig_per_pod: int = 0,
     ) -> int:
         """How many pods of the given size fit on ``name`` now (at most ``limit``)."""
         node = self.nodes[name]

@@ -112,7 +112,7 @@ class Job:
     #: GPU sharing (``gpus_per_pod`` is then 0). Without ``mig_profile``: the fraction of one shareable GPU
     #: each pod takes (a multiple of FRACTION_STEP). With it: what each pod's MIG slices are charged in
     #: whole GPUs (default ``mig_per_pod * mig_share(mig_profile)``), the slices counted per profile.
-    gpu_share: Fraction = Fraction(0)
+    gpu_share: Amount = 0  # a Fraction when set (0 stays an int: cheap to hash in the cycle's cache keys)
     mig_profile: str = ""
     mig_per_pod: int = 0  # MIG slices of ``mig_profile`` per pod
 
@@ -122,13 +122,13 @@ class Job:
                 raise ValueError("a MIG job asks for mig_per_pod >= 1 slices and no whole GPUs")
             if not self.gpu_share:  # charged by the standard rule unless its GPU type says otherwise
                 object.__setattr__(self, "gpu_share", self.mig_per_pod * mig_share(self.mig_profile))
-        elif self.gpu_share and (self.gpus_per_pod or not valid_fraction(self.gpu_share)):
+        elif self.gpu_share and (self.gpus_per_pod or not valid_fraction(Fraction(self.gpu_share))):
             raise ValueError(f"a fractional job asks for a multiple of {FRACTION_STEP} below 1 GPU, no whole GPUs")
 
     @property
-    def fraction(self) -> Fraction:
+    def fraction(self) -> Amount:
         """The fraction of one shared GPU each pod takes (0: not a fractional job)."""
-        return Fraction(0) if self.mig_profile else self.gpu_share
+        return 0 if self.mig_profile else self.gpu_share
 
     @property
     def shares_gpus(self) -> bool:
@@ -138,7 +138,7 @@ class Job:
     @property
     def gpu_amount(self) -> Amount:
         """GPUs each pod is charged for (quota, fair share, GPU-hours): whole GPUs or its share."""
-        return self.gpu_share if self.shares_gpus else self.gpus_per_pod
+        return self.gpus_per_pod or self.gpu_share  # never both (``__post_init__``)
 
     @property
     def waiting_since(self) -> float:
@@ -242,7 +242,7 @@ class NodeAssignment:
     node: str
     pods: int
     groups: tuple[int, ...] = ()
-    fraction: Fraction = Fraction(0)
+    fraction: Amount = 0  # a Fraction for a fractional job
     slots: tuple[int, ...] = ()
     mig_profile: str = ""
     mig_per_pod: int = 0

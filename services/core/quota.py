@@ -33,7 +33,7 @@ Amounts = dict[str, Amount]
 def job_request(job: Job, gpu_type: str, pods: int) -> Amounts:
     """The quota resources ``pods`` pods of ``job`` take on GPUs of ``gpu_type``."""
     req: Amounts = {}
-    gpus = job.gpu_amount
+    gpus = job.gpus_per_pod or job.gpu_share
     if gpus:
         req[gpu_resource(gpu_type)] = gpus * pods
     if job.cpu_m:

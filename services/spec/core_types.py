@@ -47,7 +47,7 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
     spec = msg.spec
     res = spec.template.resources
     topology = None
-    gpu_share = Fraction(res.gpu_fraction) if res.gpu_fraction else Fraction(0)  # eighths: exact in binary
+    gpu_share = Fraction(res.gpu_fraction) if res.gpu_fraction else 0  # eighths: exact in binary
     if spec.topology is not None:
         topology = TopologyRequest(spec.topology.level, TopologyMode(spec.topology.mode))
     return Job(
@@ -132,7 +132,7 @@ def placement_from_plan(plan: PlacementPlan) -> Placement:
                 node=n.node,
                 pods=n.pods,
                 groups=tuple(n.nvlink_groups),
-                fraction=Fraction(n.gpu_fraction) if n.gpu_fraction else Fraction(0),
+                fraction=Fraction(n.gpu_fraction) if n.gpu_fraction else 0,
                 slots=tuple(n.gpu_slots),
                 mig_profile=n.mig_profile or "",
                 mig_per_pod=n.mig_slices if n.mig_profile else 0,
