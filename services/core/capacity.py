@@ -19,9 +19,6 @@ from fractions import Fraction
 
 from .model import Amount, Node, NodeAssignment
 
-#: (gpus, cpu, memory, group) of a whole-GPU pod, or the NodeAssignment a pod of a sharing job came in
-UsedPod = tuple[int, int, int, int]
-
 GroupKey = tuple[str, str]  # (cluster, gpu_type)
 DOMAIN_LEVELS: tuple[str, ...] = ("zone", "block", "rack")
 
