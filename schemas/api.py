@@ -181,9 +181,9 @@ class ScaleRequest(_Body):
 
 class QueueUsage(_Body):
     as_of: datetime
-    allocated: dict[ResourceName, int]
+    allocated: dict[ResourceName, int | float]
     nominal: dict[ResourceName, int]
-    borrowed: dict[ResourceName, int]
+    borrowed: dict[ResourceName, int | float]
     decayed_gpu_seconds: float
 
 

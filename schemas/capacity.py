@@ -46,6 +46,13 @@ class NodeState(BaseModel):
     healthy: bool = True
     schedulable: bool = True
     health_reason: Text = ""
+    #: GPU sharing: how many of ``gpus_allocatable`` may hold fractional pods, and the MIG slices per
+    #: profile (the ``nvidia.com/mig-<profile>`` resources of the device plugin's mixed strategy, on GPUs
+    #: that are not in ``gpus_allocatable``)
+    gpus_shared: int = Field(default=0, ge=0, le=64, exclude_if=lambda v: not v)  # unset: out of the JSON
+    mig: dict[Annotated[str, Field(max_length=32)], Annotated[int, Field(ge=0, le=448)]] = Field(
+        default_factory=dict, max_length=16, exclude_if=lambda v: not v
+    )
     #: when the node stopped being Ready (its Ready condition's lastTransitionTime); None while healthy
     unhealthy_since: AwareDatetime | None = None
 

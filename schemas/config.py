@@ -6,6 +6,7 @@ The same models describe the cluster file a simulator run or ``muster up`` reads
 
 from __future__ import annotations
 
+import re
 from typing import Annotated, ClassVar, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, model_validator
@@ -112,12 +113,43 @@ class NodeGroupConfig(_Strict):
     topology: TopologyConfig = Field(default_factory=TopologyConfig)
     labels: dict[str, str] = Field(default_factory=dict)
     taints: list[str] = Field(default_factory=list)
+    shared_gpus: int = Field(
+        default=0, ge=0, le=64,
+        description="GPU sharing: how many whole GPUs of each node may hold fractional pods (gpu_fraction)",
+    )
+    mig_gpus: int = Field(default=0, ge=0, le=64, description="GPUs of each node cut into MIG slices (mig_layout)")
+    mig_layout: dict[str, int] = Field(
+        default_factory=dict,
+        description="the MIG slices one MIG GPU is cut into, per profile: {1g.10gb: 7}, {3g.40gb: 1, 1g.10gb: 4}",
+    )
 
     @model_validator(mode="after")
     def _groups_match_gpus(self) -> NodeGroupConfig:
-        if self.nvlink_groups and sum(self.nvlink_groups) != self.gpus_per_node:
-            raise ValueError("nvlink_groups must add up to gpus_per_node")
+        if self.nvlink_groups and sum(self.nvlink_groups) != self.gpus_per_node - self.mig_gpus:
+            raise ValueError("nvlink_groups must add up to gpus_per_node (less mig_gpus)")
+        if self.mig_gpus > self.gpus_per_node:
+            raise ValueError("mig_gpus must not exceed gpus_per_node")
+        if bool(self.mig_gpus) != bool(self.mig_layout):
+            raise ValueError("mig_gpus and mig_layout go together")
+        if self.shared_gpus > self.gpus_per_node - self.mig_gpus:
+            raise ValueError("shared_gpus must not exceed the whole GPUs (gpus_per_node less mig_gpus)")
+        for profile, n in self.mig_layout.items():
+            m = re.match(r"^([1-9][0-9]?)g\.[0-9]+gb(\+[a-z0-9]+)?$", profile)
+            if m is None or n < 1:
+                raise ValueError(f"mig_layout: not a MIG profile and a count: {profile}: {n}")
+        if sum(int(p.split("g.", 1)[0]) * n for p, n in self.mig_layout.items()) > 7:
+            raise ValueError("mig_layout takes more than the seven compute slices of one GPU")
         return self
+
+    @property
+    def whole_gpus(self) -> int:
+        """The GPUs of each node advertised as whole nvidia.com/gpu (those not cut into MIG slices)."""
+        return self.gpus_per_node - self.mig_gpus
+
+    @property
+    def mig_slices(self) -> dict[str, int]:
+        """MIG slices per profile of each node (its MIG GPUs times the layout)."""
+        return {p: n * self.mig_gpus for p, n in self.mig_layout.items()}
 
 
 class ClusterConfig(_Strict):
@@ -153,6 +185,13 @@ class MusterConfig(_Strict):
             dupes = {n for n in names if names.count(n) > 1}
             if dupes:
                 raise ValueError(f"duplicate {kind} names: {sorted(dupes)}")
+        profiles = {g.name: set(g.mig_profiles) for g in self.gpu_types if g.mig_profiles}
+        for cluster in self.clusters:
+            for group in cluster.node_groups:
+                unknown = set(group.mig_layout) - profiles.get(group.gpu_type, set(group.mig_layout))
+                if unknown:
+                    raise ValueError(f"node group {group.name!r}: MIG profiles {sorted(unknown)} are not among "
+                                     f"the mig_profiles of GPU type {group.gpu_type!r}")
         return self
 
     def priority_value(self, name: str) -> int | None:

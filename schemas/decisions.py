@@ -29,6 +29,17 @@ class NodePods(BaseModel):
     nvlink_groups: list[Annotated[int, Field(ge=-1, le=64)]] = Field(
         default_factory=list, description="NVLink group of each pod on this node; -1 when none"
     )
+    # GPU sharing; left out of the JSON when unset, so whole-GPU plans read and serialize as before
+    gpu_fraction: float | None = Field(default=None, gt=0, lt=1, description="GPU sharing: fraction of a GPU per pod",
+                                       exclude_if=lambda v: v is None)
+    gpu_slots: list[Annotated[int, Field(ge=0, le=64)]] = Field(
+        default_factory=list, description="the shared GPU (index among the node's shared GPUs) of each pod",
+        exclude_if=lambda v: not v,
+    )
+    mig_profile: Annotated[str, Field(max_length=32)] | None = Field(default=None, description="MIG profile",
+                                                                     exclude_if=lambda v: v is None)
+    mig_slices: int = Field(default=0, ge=0, le=56, description="MIG slices of mig_profile per pod",
+                            exclude_if=lambda v: not v)
 
 
 class PlacementPlan(BaseModel):

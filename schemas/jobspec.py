@@ -18,6 +18,9 @@ _CRON = re.compile(rf"^(@(hourly|daily|weekly|monthly|yearly)|{_CRON_FIELD}( {_C
 _LABEL_KEY = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?[A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?$"
 
 Quantity = Annotated[str, Field(max_length=32, pattern=_QUANTITY.pattern)]
+MIG_COMPUTE_SLICES = 7
+#: a MIG profile as the NVIDIA device plugin names it: <compute slices>g.<memory>gb, e.g. 1g.10gb, 3g.40gb
+MigProfile = Annotated[str, Field(max_length=32, pattern=r"^[1-9][0-9]?g\.[0-9]+gb(\+[a-z0-9]+)?$")]
 LabelKey = Annotated[str, Field(max_length=253, pattern=_LABEL_KEY)]
 LabelValue = Annotated[str, Field(max_length=63, pattern=r"^([A-Za-z0-9]([-A-Za-z0-9_.]*[A-Za-z0-9])?)?$")]
 EnvName = Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_.\-]*$")]
@@ -59,6 +62,42 @@ class ResourceRequest(_Spec):
     gpu_type: Name | None = Field(default=None, description="None: any GPU type")
     cpu: Quantity = "1"
     memory: Quantity = "4Gi"
+    gpu_fraction: float | None = Field(
+        default=None, gt=0, lt=1,
+        description="GPU sharing: this fraction of one shareable GPU per pod, a multiple of 1/8 "
+        "(0.125, 0.25, ..., 0.875); the GPU's memory is shared in that proportion. Not with gpus or mig_profile",
+        exclude_if=lambda v: v is None,  # unset sharing fields stay out of the JSON: whole-GPU specs as before
+    )
+    mig_profile: MigProfile | None = Field(
+        default=None,
+        description="MIG: slices of this profile per pod (nvidia.com/mig-<profile>), e.g. 1g.10gb; "
+        "each is charged its compute slices out of seven of a whole GPU. Not with gpus or gpu_fraction",
+        exclude_if=lambda v: v is None,
+    )
+    mig_slices: int = Field(default=1, ge=1, le=56, description="MIG slices of mig_profile per pod",
+                            exclude_if=lambda v: v == 1)
+
+    @model_validator(mode="after")
+    def _one_kind_of_gpu(self) -> ResourceRequest:
+        kinds = [k for k, v in (("gpus", self.gpus), ("gpu_fraction", self.gpu_fraction),
+                                ("mig_profile", self.mig_profile)) if v]
+        if len(kinds) > 1:
+            raise ValueError(f"ask for one of gpus, gpu_fraction and mig_profile, not {' and '.join(kinds)}")
+        if self.gpu_fraction is not None and (self.gpu_fraction * 8) != int(self.gpu_fraction * 8):
+            raise ValueError("gpu_fraction must be a multiple of 1/8 (0.125, 0.25, 0.375, 0.5, ...)")
+        return self
+
+    @property
+    def shares_gpus(self) -> bool:
+        return bool(self.gpu_fraction or self.mig_profile)
+
+    @property
+    def gpus_charged(self) -> float:
+        """GPUs one pod is charged (quota, GPU-hours): whole GPUs, its fraction, or its MIG slices' share
+        (each slice its compute slices out of the seven of an A100/H100: ``1g.10gb`` is 1/7)."""
+        if self.mig_profile:
+            return min(int(self.mig_profile.split("g.", 1)[0]) / MIG_COMPUTE_SLICES, 1.0) * self.mig_slices
+        return self.gpu_fraction or self.gpus
 
     @field_validator("cpu")
     @classmethod

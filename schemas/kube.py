@@ -15,12 +15,21 @@ HOSTNAME_LABEL = "kubernetes.io/hostname"
 GPU_PRODUCT_LABEL = "nvidia.com/gpu.product"  # set by NVIDIA's GPU feature discovery
 GPU_COUNT_LABEL = "nvidia.com/gpu.count"
 GPU_PRESENT_LABEL = "nvidia.com/gpu.present"
+#: MIG slices, as the NVIDIA device plugin's mixed strategy advertises them: nvidia.com/mig-<profile>
+MIG_RESOURCE_PREFIX = "nvidia.com/mig-"
+#: KAI-Scheduler's way of asking for a fraction of one GPU: a pod annotation, e.g. gpu-fraction: "0.5"
+GPU_FRACTION = "gpu-fraction"
 
 # -- nodes ------------------------------------------------------------------------------------------
 GPU_TYPE = "muster.dev/gpu-type"  # node label of the GPU type (Jobs select by it); a Job annotation too
 NODE_GROUP = "muster.dev/node-group"
 POOL = "muster.dev/pool"
 NVLINK_GROUPS = "muster.dev/nvlink-groups"  # node annotation: the NVLink / NUMA groups of its GPUs
+#: node label: how many of its nvidia.com/gpu may hold fractional pods (GPU sharing); absent: none
+SHARED_GPUS = "muster.dev/shared-gpus"
+#: on a fractional job's pods: JSON list, position = completion index, of the shared GPU (index among the
+#: node's shared GPUs) each pod was planned onto, beside ``muster.dev/placement``
+GPU_SLOTS = "muster.dev/gpu-slots"
 TOPOLOGY_PREFIX = "topology.muster.dev/"
 BLOCK = TOPOLOGY_PREFIX + "block"
 RACK = TOPOLOGY_PREFIX + "rack"

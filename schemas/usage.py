@@ -17,9 +17,10 @@ class QueueUsageReported(Message):
     queue: Name
     cohort: Name | None = None
     as_of: AwareDatetime
-    allocated: dict[ResourceName, int] = Field(default_factory=dict)
+    #: whole GPUs, or (with GPU sharing) fractions of them: a MIG slice or a fraction is charged its share
+    allocated: dict[ResourceName, int | float] = Field(default_factory=dict)
     nominal: dict[ResourceName, int] = Field(default_factory=dict)
-    borrowed: dict[ResourceName, int] = Field(default_factory=dict)
+    borrowed: dict[ResourceName, int | float] = Field(default_factory=dict)
     decayed_gpu_seconds: float = Field(ge=0)
     half_life_s: float = Field(gt=0)
 
@@ -51,7 +52,7 @@ class ChargebackRecorded(Message):
     tenant: Name
     queue: Name
     gpu_type: Annotated[str, Field(max_length=63)]
-    gpus: int = Field(ge=0)
+    gpus: int | float = Field(ge=0, description="GPUs held at most; a share of one for a fractional or MIG job")
     started_at: AwareDatetime
     ended_at: AwareDatetime
     gpu_seconds: float = Field(ge=0)

@@ -98,8 +98,12 @@ def describe_text(explained: Explanation, now: datetime) -> str:
     return "\n".join(lines)
 
 
-def _gpu_sum(values: dict[str, int]) -> int:
-    return sum(v for k, v in values.items() if k.startswith("gpu:"))
+def _gpu_sum(values: dict[str, int] | dict[str, int | float]) -> float:
+    """GPUs of all types; a whole number unless jobs share GPUs (a MIG slice or a fraction counts its share)."""
+    total = sum(v for k, v in values.items() if k.startswith("gpu:"))
+    if isinstance(total, int):
+        return total
+    return round(total) if abs(total - round(total)) < 1e-9 else round(total, 2)
 
 
 def queues_table(queues: list[QueueView], *, wide: bool = False) -> Table:

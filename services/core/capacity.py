@@ -3,13 +3,21 @@
 Healthy, schedulable nodes sit in buckets keyed by (cluster, gpu type) and then by their number of
 free GPUs, so a placement can walk nodes from the busiest feasible one upwards without a full scan.
 Free GPUs are also summed per topology domain (zone, block, rack) to pick domains quickly.
+
+GPU sharing. A node's first ``shared_gpus`` GPUs may hold fractional pods: each such GPU keeps the sum
+of the fractions on it (at most one GPU). A shared GPU holding any fraction counts as taken for
+whole-GPU pods (it leaves ``free`` when its first fraction arrives and comes back with its last), so a
+whole-GPU pod never lands on a GPU that holds fractions. Fractions go best fit onto the partly used
+shared GPU with the least room that still fits, and only then open an empty one. MIG slices are
+counted per profile per node, apart from the whole GPUs (MIG-enabled GPUs are not whole GPUs).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
+from fractions import Fraction
 
-from .model import Node, NodeAssignment
+from .model import Amount, Node, NodeAssignment
 
 GroupKey = tuple[str, str]  # (cluster, gpu_type)
 DOMAIN_LEVELS: tuple[str, ...] = ("zone", "block", "rack")
@@ -32,7 +40,9 @@ class CapacityIndex:
         "free_cpu",
         "free_groups",
         "free_mem",
+        "mig_free",
         "nodes",
+        "shared",
         "span_used",
     )
 
@@ -48,6 +58,10 @@ class CapacityIndex:
         self.domain_free: dict[tuple[str, str, int], dict[tuple[str, ...], int]] = {}
         self.domain_nodes: dict[tuple[str, ...], list[str]] = {}
         self.domains_of: dict[str, tuple[tuple[str, ...], ...]] = {}  # node -> its zone, block, rack
+        #: node -> the fraction taken on each of its shared GPUs (only nodes with shared GPUs)
+        self.shared: dict[str, tuple[Fraction, ...]] = {}
+        #: node -> free MIG slices per profile (only nodes with MIG slices); replaced, never changed in place
+        self.mig_free: dict[str, Mapping[str, int]] = {}
 
     def clone(self) -> CapacityIndex:
         c = CapacityIndex.__new__(CapacityIndex)
@@ -57,6 +71,8 @@ class CapacityIndex:
         c.free_mem = dict(self.free_mem)
         c.free_groups = dict(self.free_groups)
         c.span_used = dict(self.span_used)
+        c.shared = dict(self.shared)
+        c.mig_free = dict(self.mig_free)
         c.buckets = {g: {k: dict(v) for k, v in b.items()} for g, b in self.buckets.items()}
         c.domain_free = {k: dict(v) for k, v in self.domain_free.items()}
         c.domain_nodes = self.domain_nodes  # changes only with the node set, never inside a cycle
@@ -65,8 +81,11 @@ class CapacityIndex:
 
     # ------------------------------------------------------------------ node set
 
-    def add_node(self, node: Node, used: Iterable[tuple[int, int, int, int]]) -> None:
-        """Add ``node``; ``used`` lists (gpus, cpu, memory, group) per pod already running on it."""
+    def add_node(
+        self, node: Node, used: Iterable[tuple[int, int, int, int]], shared_used: Iterable[NodeAssignment] = ()
+    ) -> None:
+        """Add ``node``; ``used`` lists (gpus, cpu, memory, group) per pod already running on it,
+        ``shared_used`` the assignments of GPU-sharing jobs on it (their CPU and memory are in ``used``)."""
         if node.name in self.nodes:
             self.remove_node(node.name)
         self.nodes[node.name] = node
@@ -84,6 +103,13 @@ class CapacityIndex:
         if groups:
             self.free_groups[node.name] = tuple(groups)
             self.span_used[node.name] = tuple(span)
+        if node.shared_gpus > 0:
+            self.shared[node.name] = (Fraction(0),) * min(node.shared_gpus, node.gpus)
+        if node.mig:
+            self.mig_free[node.name] = dict(node.mig)
+        for a in shared_used:
+            free -= self._share_change(node.name, a, -1)
+        self.free[node.name] = free
         self.domains_of[node.name] = tuple(node.domain(level) for level in DOMAIN_LEVELS)
         for domain in self.domains_of[node.name]:
             self.domain_nodes.setdefault(domain, []).append(node.name)
@@ -103,6 +129,8 @@ class CapacityIndex:
         del self.free[name], self.free_cpu[name], self.free_mem[name]
         self.free_groups.pop(name, None)
         self.span_used.pop(name, None)
+        self.shared.pop(name, None)
+        self.mig_free.pop(name, None)
 
     @staticmethod
     def usable(node: Node) -> bool:
@@ -164,13 +192,67 @@ class CapacityIndex:
             self.span_used[name] = tuple(span)
         if gpus:
             self._set_free(name, self.free[name] + sign * gpus * a.pods)
+        if a.fraction or a.mig_profile:
+            opened = self._share_change(name, a, sign)
+            if opened:
+                self._set_free(name, self.free[name] - opened)
+
+    def _share_change(self, name: str, a: NodeAssignment, sign: int) -> int:
+        """Take (-1) or give back (+1) the GPU shares of ``a``; returns how many shared GPUs it opened
+        (negative: closed), i.e. how many whole GPUs ``free`` loses."""
+        opened = 0
+        if a.fraction and name in self.shared:
+            used = list(self.shared[name])
+            for i in range(a.pods):
+                slot = a.slots[i] if i < len(a.slots) else -1
+                if not 0 <= slot < len(used):
+                    continue  # a plan made for another layout of this node: nothing of it is tracked
+                before = used[slot]
+                used[slot] = max(before - sign * a.fraction, Fraction(0))
+                opened += (used[slot] > 0) - (before > 0)
+            self.shared[name] = tuple(used)
+        if a.mig_profile and name in self.mig_free:
+            mig = dict(self.mig_free[name])
+            mig[a.mig_profile] = mig.get(a.mig_profile, 0) + sign * a.mig_per_pod * a.pods
+            self.mig_free[name] = mig
+        return opened
 
     # ------------------------------------------------------------------ reads
 
-    def pods_fit(self, name: str, gpus: int, cpu_m: int, memory_mb: int, limit: int) -> int:
+    def share_slots(self, name: str, fraction: Amount, limit: int) -> list[int]:
+        """The shared GPUs of ``name`` that up to ``limit`` pods of ``fraction`` would take, best fit: each
+        pod onto the partly used shared GPU with the least room that fits, else onto an empty one."""
+        used = list(self.shared.get(name, ()))
+        free = self.free.get(name, 0)
+        out: list[int] = []
+        while len(out) < limit:
+            best = min(((1 - u, i) for i, u in enumerate(used) if u > 0 and u + fraction <= 1), default=None)
+            if best is not None:
+                slot = best[1]
+            else:
+                slot = next((i for i, u in enumerate(used) if u == 0), -1)
+                if slot < 0 or free < 1:
+                    break
+                free -= 1
+            used[slot] += fraction
+            out.append(slot)
+        return out
+
+    def share_room(self, name: str, fraction: Amount) -> Amount | None:
+        """The least room on a partly used shared GPU of ``name`` that a ``fraction`` fits (None: none)."""
+        return min((1 - u for u in self.shared.get(name, ()) if u > 0 and u + fraction <= 1), default=None)
+
+    def pods_fit(
+        self, name: str, gpus: int, cpu_m: int, memory_mb: int, limit: int,
+        fraction: Amount = 0, mig_profile: str = "", mig_per_pod: int = 0,
+    ) -> int:
         """How many pods of the given size fit on ``name`` now (at most ``limit``)."""
         node = self.nodes[name]
         n = limit
+        if fraction:
+            n = min(n, len(self.share_slots(name, fraction, n)))
+        if mig_profile:
+            n = min(n, max(self.mig_free.get(name, {}).get(mig_profile, 0), 0) // max(mig_per_pod, 1))
         if gpus > 0:
             if fits_in_group(node, gpus):
                 n = min(n, sum(f // gpus for f in self.free_groups[name] if f > 0))

@@ -12,6 +12,7 @@ from .model import (
     CPU,
     MEMORY,
     Admit,
+    Amount,
     Decision,
     Job,
     Node,
@@ -63,7 +64,12 @@ MESSAGES: dict[PendingReason, str] = {
 
 
 def describe(reason: PendingReason, job: Job) -> str:
-    need = f"{job.min_size}x{job.gpus_per_pod} GPU{'' if job.gpus_per_pod == 1 else 's'}"
+    if job.mig_profile:
+        need = f"{job.min_size}x{job.mig_per_pod} MIG {job.mig_profile} slice{'' if job.mig_per_pod == 1 else 's'}"
+    elif job.gpu_share:
+        need = f"{job.min_size}x{job.gpu_share} of a shared GPU"
+    else:
+        need = f"{job.min_size}x{job.gpus_per_pod} GPU{'' if job.gpus_per_pod == 1 else 's'}"
     if job.gpu_type:
         need += f" ({job.gpu_type})"
     level = job.topology.level if job.topology is not None else "domain"
@@ -106,14 +112,14 @@ class Cycle:
         self.reservations: list[tuple[Reservation, frozenset[str] | None]] = []
         self._exclusions: dict[tuple[str, ...], Excluded] = {}
         self.taken: set[str] = set()  # running jobs already preempted, shrunk or grown this cycle
-        self.stopped: dict[str, dict[str, int]] = {}  # queue -> what its jobs preempted this cycle hold
+        self.stopped: dict[str, dict[str, Amount]] = {}  # queue -> what its jobs preempted this cycle hold
         self.rejected: set[str] = set()
         self.admitted: dict[str, tuple[int, Job, str]] = {}  # job -> (decision index, job, gpu type)
         self.admitted_runs: dict[str, list[tuple[float, RunningJob]]] = {}  # gpu type -> (est end, run)
         self.fails: dict[tuple[object, ...], PendingReason] = {}
         #: (queue, may borrow, request) -> why the quota check failed; usage only grows within a cycle, so it
         #: stays failed
-        self.quota_fails: dict[tuple[str, bool, tuple[tuple[str, int], ...]], PendingReason] = {}
+        self.quota_fails: dict[tuple[str, bool, tuple[tuple[str, Amount], ...]], PendingReason] = {}
         self.pools: dict[str, Pool] = {}
         self.scoped_pools: dict[tuple[str, tuple[tuple[str, str], ...]], Pool] = {}  # (type, selector) -> model
         self.ahead: dict[str, Pool] = {}  # the fluid model of ``start_in_order`` (decisions only)
@@ -128,7 +134,7 @@ class Cycle:
         total = sum(v for r, v in state.totals.items() if r.startswith("gpu:"))
         self._total_gpus = total
         self._all_types = sorted({t for _, t in state.cap.buckets})
-        self._headroom: dict[str, dict[str, int]] = {}  # queue -> nominal minus admitted
+        self._headroom: dict[str, dict[str, Amount]] = {}  # queue -> nominal minus admitted
         self._borrows: dict[str, dict[tuple[object, ...], bool]] = {}  # queue -> request shape -> borrows
         self._spent: set[str] = set()  # queues that cannot take one more GPU of any type this cycle
         self._preemptor_queues: frozenset[str] | None = None
@@ -150,7 +156,7 @@ class Cycle:
             s = self.shares[queue] = self.share_after(queue, {}, 0)
         return s
 
-    def leaving(self, queue: str) -> dict[str, int]:
+    def leaving(self, queue: str) -> dict[str, Amount]:
         """What the queue's work that is being stopped (earlier, or by this cycle) still holds."""
         out = dict(self.stopped.get(queue, {}))
         for jid in self.st.stopping_by_queue.get(queue, ()):
@@ -162,12 +168,12 @@ class Cycle:
         self.taken.add(rj.job.job_id)
         self.add_held(self.stopped.setdefault(rj.job.queue, {}), rj)
 
-    def add_held(self, amounts: dict[str, int], rj: RunningJob) -> None:
+    def add_held(self, amounts: dict[str, Amount], rj: RunningJob) -> None:
         """Add what the running job holds (its quota resources) to ``amounts``."""
         for res, amount in job_request(rj.job, self.st.run_type.get(rj.job.job_id, ""), rj.replicas).items():
             amounts[res] = amounts.get(res, 0) + amount
 
-    def share_after(self, queue: str, req: Mapping[str, int], sign: int) -> float:
+    def share_after(self, queue: str, req: Mapping[str, Amount], sign: int) -> float:
         """The queue's weighted share if ``req`` were added to (+1) or taken from (-1) its allocation."""
         spec = self.book.queues[queue]
         weight = spec.weight
@@ -194,7 +200,7 @@ class Cycle:
     def borrows(self, job: Job) -> bool:
         """Whether admitting the job would take its queue above nominal quota on every GPU type."""
         memo = self._borrows.setdefault(job.queue, {})
-        key = (job.gpus_per_pod, job.cpu_m, job.memory_mb, job.min_size, job.gpu_type)
+        key = (job.gpus_per_pod, job.gpu_share, job.cpu_m, job.memory_mb, job.min_size, job.gpu_type)
         answer = memo.get(key)
         if answer is None:
             answer = memo[key] = self._borrows_now(job)
@@ -213,7 +219,7 @@ class Cycle:
             return True
         if self.book.is_governed(job.queue, MEMORY) and mem > room.get(MEMORY, 0):
             return True
-        gpus = job.gpus_per_pod * pods
+        gpus = job.gpu_amount * pods
         return all(gpus > room.get(gpu_resource(t), 0) for t in self.types_for(job))
 
     # ------------------------------------------------------------------ admission of one job
@@ -291,7 +297,7 @@ class Cycle:
         if tenant and tenant in st.exhausted:
             return PendingReason.BUDGET
         pods = max(job.min_size, 1)
-        if job.gpus_per_pod and not book.user_ok(job.queue, job.user, pods * job.gpus_per_pod):
+        if job.gpu_amount and not book.user_ok(job.queue, job.user, pods * job.gpu_amount):
             return PendingReason.USER_LIMIT
         if not self.feasible(job, pods):
             return PendingReason.NO_MATCHING_NODES
@@ -507,6 +513,9 @@ def _shape(job: Job) -> tuple[object, ...]:
     return (
         job.gpu_type,
         job.gpus_per_pod,
+        job.gpu_share,
+        job.mig_profile,
+        job.mig_per_pod,
         job.cpu_m,
         job.memory_mb,
         job.selector_key,
@@ -528,6 +537,10 @@ def _empty_node_pods(node: Node, job: Job, limit: int) -> int:
     if g > 0:
         per_node = sum(size // g for size in node.nvlink_groups) if fits_in_group(node, g) else node.gpus // g
         n = min(n, per_node)
+    if job.mig_profile:
+        n = min(n, node.mig.get(job.mig_profile, 0) // max(job.mig_per_pod, 1))
+    elif job.gpu_share:
+        n = min(n, min(node.shared_gpus, node.gpus) * int(1 // job.gpu_share))
     if job.cpu_m and node.cpu_m:
         n = min(n, node.cpu_m // job.cpu_m)
     if job.memory_mb and node.memory_mb:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from .model import Admit, Job, NodeAssignment, Placement, Scale, TopologyMode
@@ -23,7 +24,8 @@ def merge(placement: Placement, extra: Iterable[NodeAssignment]) -> Placement:
             by_node[a.node] = a
             order.append(a.node)
         else:
-            by_node[a.node] = NodeAssignment(a.node, old.pods + a.pods, old.groups + a.groups)
+            by_node[a.node] = replace(old, pods=old.pods + a.pods, groups=old.groups + a.groups,
+                                      slots=old.slots + a.slots)
     return Placement(placement.cluster, tuple(by_node[n] for n in order))
 
 
@@ -66,7 +68,7 @@ def grow(cycle: Cycle) -> None:
         k = job.replicas - current
         while k > 0 and (
             book.check(job.queue, job_request(job, gpu_type, k), may_borrow=job.preemptible)[0] is not None
-            or (job.gpus_per_pod and not book.user_ok(job.queue, job.user, k * job.gpus_per_pod))
+            or (job.gpu_amount and not book.user_ok(job.queue, job.user, k * job.gpu_amount))
         ):
             k -= 1
         if k <= 0:

@@ -5,6 +5,8 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 
+from .model import Amount
+
 LN2 = math.log(2.0)
 
 # Decay. A GPU held at time ``s`` weighs ``2 ** (-(t - s) / half_life)`` at time ``t``, so ``g`` GPUs held
@@ -49,16 +51,16 @@ def history_share(decayed_gpu_seconds: float, total_gpus: int, half_life_s: floa
     return decayed_gpu_seconds * LN2 / (half_life_s * total_gpus)
 
 
-def dominant_share(alloc: Mapping[str, int], totals: Mapping[str, int]) -> float:
+def dominant_share(alloc: Mapping[str, Amount], totals: Mapping[str, int]) -> float:
     """Largest fraction of any resource the allocation holds."""
     best = 0.0
     for res, amount in alloc.items():
         total = totals.get(res, 0)
         if amount > 0 and total > 0:
-            best = max(best, amount / total)
+            best = max(best, float(amount) / total)
     return best
 
 
-def weighted_share(alloc: Mapping[str, int], totals: Mapping[str, int], history: float, weight: float) -> float:
+def weighted_share(alloc: Mapping[str, Amount], totals: Mapping[str, int], history: float, weight: float) -> float:
     """What fair-share ordering compares: (current dominant share + history share) / weight."""
     return (dominant_share(alloc, totals) + history) / max(weight, 1e-9)

@@ -7,9 +7,11 @@ GPUs are whole devices, CPU is in millicores, memory in MiB, time in seconds
 
 from __future__ import annotations
 
+import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from fractions import Fraction
 from types import MappingProxyType
 
 ANY_GPU = ""  # a job whose gpu_type is ANY_GPU accepts any GPU type
@@ -18,11 +20,42 @@ ANY_GPU = ""  # a job whose gpu_type is ANY_GPU accepts any GPU type
 TOPOLOGY_LEVELS: tuple[str, ...] = ("cluster", "zone", "block", "rack", "node")
 
 _EMPTY: Mapping[str, str] = MappingProxyType({})
+_EMPTY_COUNTS: Mapping[str, int] = MappingProxyType({})
 
 
 def gpu_resource(gpu_type: str) -> str:
     """The quota resource name of one GPU type (flavor), e.g. ``gpu:a100``."""
     return f"gpu:{gpu_type}"
+
+
+#: A quota amount: whole units (int) or, for GPU sharing, an exact share of GPUs (Fraction).
+Amount = int | Fraction
+
+#: A fraction of one GPU a pod may ask for: a multiple of FRACTION_STEP below one GPU.
+FRACTION_STEP = Fraction(1, 8)
+#: Compute slices of a MIG-capable GPU (A100, H100, H200, B200): a ``<g>g.<mem>`` slice is g of them.
+MIG_COMPUTE_SLICES = 7
+
+_MIG_PROFILE = re.compile(r"^([1-9][0-9]?)g\.[0-9]+gb(\+[a-z0-9]+)?$")
+
+
+def valid_fraction(share: Fraction) -> bool:
+    """Whether ``share`` is a fraction of one GPU a pod may ask for (1/8, 1/4, ..., 7/8)."""
+    return 0 < share < 1 and (share / FRACTION_STEP).denominator == 1
+
+
+def mig_share(profile: str, slices: int = MIG_COMPUTE_SLICES) -> Fraction:
+    """The share of a whole GPU one MIG slice of ``profile`` is charged: its compute slices out of the
+    GPU's ``slices`` (``1g.10gb`` of an A100 80GB: 1/7; ``3g.40gb``: 3/7; ``7g.80gb``: one GPU)."""
+    m = _MIG_PROFILE.match(profile)
+    if m is None:
+        raise ValueError(f"not a MIG profile: {profile!r}")
+    return min(Fraction(int(m.group(1)), slices), Fraction(1))
+
+
+def mig_resource(profile: str) -> str:
+    """The extended resource the NVIDIA device plugin (mixed strategy) advertises for a MIG profile."""
+    return f"nvidia.com/mig-{profile}"
 
 
 CPU = "cpu"  # millicores
@@ -76,6 +109,36 @@ class Job:
     last_run_s: float = 0.0  # how long its latest attempt ran before it was stopped
     #: nodes where earlier attempts failed for infrastructure reasons: placed elsewhere unless nothing else fits
     avoid_nodes: frozenset[str] = frozenset()
+    #: GPU sharing (``gpus_per_pod`` is then 0). Without ``mig_profile``: the fraction of one shareable GPU
+    #: each pod takes (a multiple of FRACTION_STEP). With it: what each pod's MIG slices are charged in
+    #: whole GPUs (default ``mig_per_pod * mig_share(mig_profile)``), the slices counted per profile.
+    gpu_share: Amount = 0  # a Fraction when set (0 stays an int: cheap to hash in the cycle's cache keys)
+    mig_profile: str = ""
+    mig_per_pod: int = 0  # MIG slices of ``mig_profile`` per pod
+
+    def __post_init__(self) -> None:
+        if self.mig_profile:
+            if self.gpus_per_pod or self.mig_per_pod < 1 or self.gpu_share < 0:
+                raise ValueError("a MIG job asks for mig_per_pod >= 1 slices and no whole GPUs")
+            if not self.gpu_share:  # charged by the standard rule unless its GPU type says otherwise
+                object.__setattr__(self, "gpu_share", self.mig_per_pod * mig_share(self.mig_profile))
+        elif self.gpu_share and (self.gpus_per_pod or not valid_fraction(Fraction(self.gpu_share))):
+            raise ValueError(f"a fractional job asks for a multiple of {FRACTION_STEP} below 1 GPU, no whole GPUs")
+
+    @property
+    def fraction(self) -> Amount:
+        """The fraction of one shared GPU each pod takes (0: not a fractional job)."""
+        return 0 if self.mig_profile else self.gpu_share
+
+    @property
+    def shares_gpus(self) -> bool:
+        """A fractional or MIG job: it holds parts of GPUs, never whole ones."""
+        return bool(self.gpu_share or self.mig_profile)
+
+    @property
+    def gpu_amount(self) -> Amount:
+        """GPUs each pod is charged for (quota, fair share, GPU-hours): whole GPUs or its share."""
+        return self.gpus_per_pod or self.gpu_share  # never both (``__post_init__``)
 
     @property
     def waiting_since(self) -> float:
@@ -120,6 +183,11 @@ class Node:
     healthy: bool = True
     schedulable: bool = True
     unhealthy_since: float | None = None  # when it stopped being healthy (None: healthy, or not known)
+    #: how many of its ``gpus`` may be shared by fractional pods (a shared GPU holding fractions takes
+    #: no whole-GPU pod until its last fraction leaves)
+    shared_gpus: int = 0
+    #: MIG slices per profile (the ``nvidia.com/mig-<profile>`` resources), on GPUs not counted in ``gpus``
+    mig: Mapping[str, int] = field(default_factory=lambda: _EMPTY_COUNTS)
 
     def domain(self, level: str) -> tuple[str, ...]:
         """The identity of this node's domain at a topology level, e.g. ("c1", "z1", "b2")."""
@@ -165,11 +233,19 @@ class CohortSpec:
 
 @dataclass(frozen=True, slots=True)
 class NodeAssignment:
-    """``pods`` pods of a job on ``node``; ``groups[i]`` is the NVLink group index of pod i (or -1)."""
+    """``pods`` pods of a job on ``node``; ``groups[i]`` is the NVLink group index of pod i (or -1).
+
+    A fractional job's pods each take ``fraction`` of the shared GPU ``slots[i]`` (an index among the
+    node's shared GPUs); a MIG job's pods each take ``mig_per_pod`` slices of ``mig_profile``.
+    """
 
     node: str
     pods: int
     groups: tuple[int, ...] = ()
+    fraction: Amount = 0  # a Fraction for a fractional job
+    slots: tuple[int, ...] = ()
+    mig_profile: str = ""
+    mig_per_pod: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -198,13 +274,19 @@ class RunningJob:
 
     @property
     def gpus(self) -> int:
+        """Whole GPUs it holds (0 for a job that shares GPUs)."""
         return self.replicas * self.job.gpus_per_pod
+
+    @property
+    def gpu_amount(self) -> float:
+        """GPUs it is charged for: whole GPUs, or the shares of GPUs its pods hold."""
+        return float(self.replicas * self.job.gpu_amount)
 
     def attained(self, now: float) -> float:
         """GPU-seconds of service the job has received by ``now``, earlier attempts included."""
         since = self.start_time if self.sized_at is None else self.sized_at
         until = now if self.stopping_since is None else min(now, self.stopping_since)
-        return self.job.attained_gpu_s + self.served_gpu_s + max(until - since, 0.0) * self.gpus
+        return self.job.attained_gpu_s + self.served_gpu_s + max(until - since, 0.0) * self.gpu_amount
 
 
 @dataclass(frozen=True, slots=True)

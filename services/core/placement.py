@@ -162,6 +162,9 @@ class Placer:
         if avoid and not isinstance(excluded, Avoiding):  # the fallback: as few avoided nodes as will do
             listed = list(names)
             names = [*(n for n in listed if n not in avoid), *(n for n in listed if n in avoid)]
+        fraction, mig, mig_n = job.fraction, job.mig_profile, job.mig_per_pod
+        if fraction or mig:
+            names = self._sharing_order(names)
         out: list[NodeAssignment] = []
         remaining = pods_max
         for name in names:
@@ -170,15 +173,35 @@ class Placer:
             node = index.nodes[name]
             if not node_eligible(node, job):
                 continue
-            fit = index.pods_fit(name, gpus, cpu, mem, remaining)
+            fit = index.pods_fit(name, gpus, cpu, mem, remaining, fraction, mig, mig_n)
             if fit <= 0 or (single and fit < pods_min):
                 continue
-            out.append(NodeAssignment(name, fit, self._groups(node, fit)))
+            if fraction or mig:
+                slots = tuple(index.share_slots(name, fraction, fit)) if fraction else ()
+                out.append(NodeAssignment(name, fit, self._groups(node, fit), fraction, slots, mig, mig_n))
+            else:
+                out.append(NodeAssignment(name, fit, self._groups(node, fit)))
             remaining -= fit
             if remaining == 0 or single:
                 break
         placed = pods_max - remaining
         return out if placed >= pods_min and placed > 0 else None
+
+    def _sharing_order(self, names: Iterable[str]) -> list[str]:
+        """Nodes for a fractional or MIG job, best fit first: a fractional job first onto the nodes with a
+        partly used shared GPU it fits (least room left first), then onto the others in their given order;
+        a MIG job onto the nodes with the fewest free slices of its profile. Nodes without any are dropped."""
+        index, job = self.index, self.job
+        listed = list(names)  # keeps the given order (busiest first, avoided nodes last) among equals
+        if job.mig_profile:
+            mig = index.mig_free
+            with_slices = [n for n in listed if mig.get(n, {}).get(job.mig_profile, 0) >= job.mig_per_pod]
+            return sorted(with_slices, key=lambda n: mig[n][job.mig_profile])
+        fraction = job.fraction
+        shared = [n for n in listed if n in index.shared]
+        room = {n: index.share_room(n, fraction) for n in shared}
+        partly = sorted((n for n in shared if room[n] is not None), key=lambda n: room[n] or 0)
+        return partly + [n for n in shared if room[n] is None]
 
     def _groups(self, node: Node, pods: int) -> tuple[int, ...]:
         if not node.nvlink_groups:

@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterable, Iterator
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .model import Job, NodeAssignment, Placement, PreemptReason, RunningJob
+from .model import Amount, Job, NodeAssignment, Placement, PreemptReason, RunningJob
 from .placement import Placer, candidate_gpu_types
 from .quota import job_request
 
@@ -48,9 +48,11 @@ def shrink_candidate(rj: RunningJob, gpu_type: str) -> Candidate:
         take = min(drop, a.pods)
         drop -= take
         if take:
-            released.append(NodeAssignment(a.node, take, a.groups[a.pods - take :] if a.groups else ()))
+            released.append(replace(a, pods=take, groups=a.groups[a.pods - take :] if a.groups else (),
+                                    slots=a.slots[a.pods - take :] if a.slots else ()))
         if a.pods - take:
-            kept.append(NodeAssignment(a.node, a.pods - take, a.groups[: a.pods - take] if a.groups else ()))
+            kept.append(replace(a, pods=a.pods - take, groups=a.groups[: a.pods - take] if a.groups else (),
+                                slots=a.slots[: a.pods - take] if a.slots else ()))
     pods = rj.replicas - rj.job.min_size
     keep = Placement(rj.placement.cluster, tuple(reversed(kept)))
     return Candidate(rj, gpu_type, tuple(released), pods, keep, PreemptReason.PRIORITY)
@@ -138,7 +140,7 @@ def _over_share(cycle: Cycle, job: Job, borrowed: list[VictimKey], types: list[s
     before = cycle.share(job.queue)
     after = min(cycle.share_after(job.queue, job_request(job, t, pods), +1) for t in types)
     tolerance = cycle.cfg.fair_share_tolerance
-    leaving: dict[str, dict[str, int] | None] = {}  # victim queue -> what it already gives up; None: not over
+    leaving: dict[str, dict[str, Amount] | None] = {}  # victim queue -> what it already gives up; None: not over
     for key in borrowed:
         rj = st.running[key[3]]
         v = rj.job
@@ -219,7 +221,7 @@ def fits(cycle: Cycle, job: Job) -> Placement | None:
         reason, _ = cycle.book.check(job.queue, job_request(job, t, pods), may_borrow=job.preemptible)
         if reason is not None:
             continue
-        if job.gpus_per_pod and not cycle.book.user_ok(job.queue, job.user, pods * job.gpus_per_pod):
+        if job.gpu_amount and not cycle.book.user_ok(job.queue, job.user, pods * job.gpu_amount):
             continue
         placement = Placer(cycle.cap, job).place(t, pods, pods)
         if placement is not None:
@@ -231,7 +233,10 @@ def find_plan(cycle: Cycle, job: Job, min_runtime: float | None = None) -> Plan 
     """The fewest, cheapest candidates whose capacity lets ``job`` fit; scratch state left unchanged.
 
     ``min_runtime`` overrides the configured protection of young jobs (0: ask what would be possible).
+    A job that shares GPUs (fractional or MIG) preempts nothing: it waits for capacity (it may be a victim).
     """
+    if job.shares_gpus:
+        return None
     chosen: list[Candidate] = []
     placement: Placement | None = None
     for c in candidates(cycle, job, min_runtime):

@@ -10,6 +10,11 @@ preempted is admitted only while its queue stays within nominal quota (``non_pre
 otherwise). Every running job that took its queue above nominal is therefore preemptible, and a queue
 under its nominal quota can always get it back by quota reclaim.
 
+GPU sharing: a pod of a fractional job is charged its fraction of one GPU, a pod of a MIG job its
+slices' share (``mig_share``: the slice's compute slices out of the GPU's seven, so a ``1g.10gb`` slice
+of an A100 80GB charges 1/7), both against ``gpu:<type>``. Such charges are exact fractions
+(``fractions.Fraction``); whole-GPU jobs keep integer amounts, and quotas stay whole GPUs.
+
 GPUs are always governed: a GPU type missing from a queue's quotas has nominal 0 (it may still
 borrow it inside its cohort). CPU and memory are governed only where an operator declared them:
 for a queue whose cohort tree (or, without a cohort, the queue itself) declares no ``cpu`` quota
@@ -20,16 +25,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .model import CPU, MEMORY, CohortSpec, Job, PendingReason, QueueSpec, gpu_resource
+from .model import CPU, MEMORY, Amount, CohortSpec, Job, PendingReason, QueueSpec, gpu_resource
 
-Amounts = dict[str, int]
+Amounts = dict[str, Amount]
 
 
 def job_request(job: Job, gpu_type: str, pods: int) -> Amounts:
     """The quota resources ``pods`` pods of ``job`` take on GPUs of ``gpu_type``."""
     req: Amounts = {}
-    if job.gpus_per_pod:
-        req[gpu_resource(gpu_type)] = job.gpus_per_pod * pods
+    gpus = job.gpus_per_pod or job.gpu_share
+    if gpus:
+        req[gpu_resource(gpu_type)] = gpus * pods
     if job.cpu_m:
         req[CPU] = job.cpu_m * pods
     if job.memory_mb:
@@ -57,7 +63,7 @@ class QuotaBook:
         self.alloc: dict[str, Amounts] = {}
         self.pool_cap: dict[str, Amounts] = {}
         self.pool_used: dict[str, Amounts] = {}
-        self.user_gpus: dict[tuple[str, str], int] = {}
+        self.user_gpus: dict[tuple[str, str], Amount] = {}
         self.governed: dict[str, frozenset[str]] = {}  # queue -> non-GPU resources under quota
         #: the ``alloc`` and ``pool_used`` of the book this one was cloned from: an entry that is the very
         #: same dict as there is still shared, and ``add`` copies it before its first change
@@ -163,7 +169,7 @@ class QuotaBook:
             amounts = table[name] = dict(amounts)
         return amounts
 
-    def add(self, queue: str, req: Mapping[str, int], user: str, sign: int) -> None:
+    def add(self, queue: str, req: Mapping[str, Amount], user: str, sign: int) -> None:
         spec = self.queues.get(queue)
         origin_alloc, origin_pools = self._origin or (None, None)
         alloc = self._own(self.alloc, origin_alloc, queue)
@@ -184,10 +190,10 @@ class QuotaBook:
     def check(
         self,
         queue: str,
-        req: Mapping[str, int],
+        req: Mapping[str, Amount],
         *,
-        alloc: Mapping[str, int] | None = None,
-        pool_used: Mapping[str, int] | None = None,
+        alloc: Mapping[str, Amount] | None = None,
+        pool_used: Mapping[str, Amount] | None = None,
         may_borrow: bool = True,
     ) -> tuple[PendingReason | None, bool]:
         """(blocking reason or None, whether admitting ``req`` borrows from the cohort).
@@ -225,7 +231,9 @@ class QuotaBook:
                 return PendingReason.COHORT_QUOTA, borrowed
         return None, borrowed
 
-    def within_nominal(self, queue: str, req: Mapping[str, int], *, alloc: Mapping[str, int] | None = None) -> bool:
+    def within_nominal(
+        self, queue: str, req: Mapping[str, Amount], *, alloc: Mapping[str, Amount] | None = None
+    ) -> bool:
         """Whether ``req`` on top of the queue's allocation (or ``alloc``) stays within its nominal quota."""
         spec = self.queues[queue]
         if alloc is None:
@@ -246,6 +254,6 @@ class QuotaBook:
                 return True
         return False
 
-    def user_ok(self, queue: str, user: str, gpus: int) -> bool:
+    def user_ok(self, queue: str, user: str, gpus: Amount) -> bool:
         limit = self.queues[queue].user_limit_gpus
         return limit is None or self.user_gpus.get((queue, user), 0) + gpus <= limit

@@ -18,13 +18,13 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .model import Job, PendingReason, RunningJob
+from .model import Amount, Job, PendingReason, RunningJob
 from .quota import QuotaBook, job_request
 from .state import SchedulerState
 
 MAX_RELEASES = 512  # bound the walk; beyond it the estimate is unknown
 
-Snapshot = tuple[float, dict[str, int], dict[str, int]]  # (time, queue allocation, root pool usage)
+Snapshot = tuple[float, dict[str, Amount], dict[str, Amount]]  # (time, queue allocation, root pool usage)
 
 
 def _end(rj: RunningJob, now: float, default_estimate: float) -> float:
@@ -60,7 +60,7 @@ class _Walker:
                 continue
             self.book.adopt(self.source, rj.job.queue)
             self.book.add(rj.job.queue, job_request(rj.job, run_type, rj.replicas), rj.job.user, -1)
-            pool: Mapping[str, int] = self.book.pool_used.get(self.root, {}) if self.root is not None else {}
+            pool: Mapping[str, Amount] = self.book.pool_used.get(self.root, {}) if self.root is not None else {}
             self.snapshots.append((end, dict(self.book.alloc.get(self.queue, {})), dict(pool)))
             return True
         return False
@@ -121,7 +121,7 @@ class QuotaReleases:
                 best = found
         return best
 
-    def _first_passing(self, walker: _Walker, queue: str, req: Mapping[str, int], mode: str) -> float | None:
+    def _first_passing(self, walker: _Walker, queue: str, req: Mapping[str, Amount], mode: str) -> float | None:
         """``mode``: "borrow" (the full check), "own" (the full check, no borrowing) or "nominal" (only
         the queue's nominal room, for a non-preemptible job over nominal)."""
 

@@ -18,6 +18,7 @@ from .model import (
     CPU,
     MEMORY,
     Admit,
+    Amount,
     CohortSpec,
     Decision,
     Job,
@@ -100,10 +101,13 @@ class SchedulerState:
 
     def upsert_node(self, node: Node) -> None:
         used = []
+        shared_used = []
         for job_id in self.node_jobs.get(node.name, {}):
             rj = self.running[job_id]
             for a in rj.placement.nodes:
                 if a.node == node.name:
+                    if a.fraction or a.mig_profile:
+                        shared_used.append(a)
                     for i in range(a.pods):
                         group = a.groups[i] if i < len(a.groups) else -1
                         used.append((rj.job.gpus_per_pod, rj.job.cpu_m, rj.job.memory_mb, group))
@@ -111,7 +115,7 @@ class SchedulerState:
         self._count_totals(old, -1)
         self._count_kind(old, -1)
         self._count_kind(node, +1)
-        self.cap.add_node(node, used)
+        self.cap.add_node(node, used, shared_used)
         if node.healthy:
             self.lost_nodes.discard(node.name)
         else:
@@ -471,8 +475,9 @@ class SchedulerState:
         h = self.half_life_s if half_life_s is None else half_life_s
         return integrate(value, as_of, self.queue_gpus(queue), now, h)
 
-    def queue_gpus(self, queue: str) -> int:
-        return sum(v for r, v in self.book.alloc.get(queue, {}).items() if r.startswith("gpu:"))
+    def queue_gpus(self, queue: str) -> float:
+        """GPUs the queue holds: whole GPUs plus the shares its fractional and MIG jobs are charged."""
+        return float(sum(v for r, v in self.book.alloc.get(queue, {}).items() if r.startswith("gpu:")))
 
     # ------------------------------------------------------------------ reads
 
@@ -497,5 +502,5 @@ class SchedulerState:
     def free_gpus(self, node: str) -> int:
         return self.cap.free.get(node, 0)
 
-    def queue_usage(self, queue: str) -> Mapping[str, int]:
+    def queue_usage(self, queue: str) -> Mapping[str, Amount]:
         return MappingProxyType({r: v for r, v in self.book.alloc.get(queue, {}).items() if v})

@@ -12,6 +12,11 @@ uses, the scheduler lands the planned count on each of them. The exact index -> 
 ``muster.dev/placement`` annotation (a JSON list, position = completion index) for a scheduler
 plugin, the simulated cluster, or the node-state watcher to check the placement against. With a
 ``DomainPin`` the affinity names a topology domain instead (any node of one rack / block / zone).
+
+GPU sharing. A MIG job's container asks for ``nvidia.com/mig-<profile>: N`` (the NVIDIA device plugin's
+mixed strategy). A fractional job's pods carry KAI-Scheduler's ``gpu-fraction`` annotation (e.g. "0.5")
+and no ``nvidia.com/gpu`` limit, as KAI expresses GPU sharing; ``muster.dev/gpu-slots`` lists the shared
+GPU the plan gave each completion index. Both tolerate the GPU taint and select the GPU type.
 """
 
 from __future__ import annotations
@@ -28,10 +33,13 @@ from schemas.kube import (
     ATTEMPT,
     CLUSTER,
     GANG_SIZE,
+    GPU_FRACTION,
     GPU_RESOURCE,
+    GPU_SLOTS,
     GPU_TYPE,
     HOSTNAME_LABEL,
     JOB_ID,
+    MIG_RESOURCE_PREFIX,
     MUSTER_PREFIX,
     PLACEMENT,
     QUEUE,
@@ -104,6 +112,14 @@ class JobTemplate:
     gpu_type_label: str = GPU_TYPE  # node label holding the GPU type; "" adds no selector for it
     container_name: str = "main"
     security: PodSecurity = field(default_factory=PodSecurity)
+    gpu_fraction: float = 0.0  # GPU sharing: a fraction of one GPU per pod (gpus_per_pod is then 0)
+    mig_profile: str = ""  # MIG: slices of this profile per pod ...
+    mig_slices: int = 0  # ... this many
+
+    @property
+    def uses_gpus(self) -> bool:
+        """Whole GPUs, a fraction of one, or MIG slices: it runs on GPU nodes."""
+        return bool(self.gpus_per_pod or self.gpu_fraction or self.mig_profile)
 
 
 def planned_nodes(placement: PlacementPlan) -> list[str]:
@@ -139,15 +155,20 @@ def render_job(
         GANG_SIZE: str(gang),
         PLACEMENT: json.dumps(nodes, separators=(",", ":")),
     }
-    if template.gpus_per_pod and template.gpu_type != ANY_GPU:
+    if template.uses_gpus and template.gpu_type != ANY_GPU:
         annotations[GPU_TYPE] = template.gpu_type
+    pod_annotations = dict(annotations)
+    if template.gpu_fraction:
+        pod_annotations[GPU_FRACTION] = format(template.gpu_fraction, "g")
+        slots = [s for a in placement.nodes for s in (a.gpu_slots or [-1] * a.pods)]
+        pod_annotations[GPU_SLOTS] = json.dumps(slots, separators=(",", ":"))
     spec: dict[str, Any] = {
         "completionMode": "Indexed",
         "completions": gang,
         "parallelism": gang,
         "backoffLimit": 0,
         "template": {
-            "metadata": {"labels": dict(labels), "annotations": dict(annotations)},
+            "metadata": {"labels": dict(labels), "annotations": pod_annotations},
             "spec": _pod_spec(template, attempt, nodes, domain),
         },
     }
@@ -175,7 +196,7 @@ def _pod_spec(template: JobTemplate, attempt: int, nodes: list[str], domain: Dom
         }}},
     }
     selector = dict(template.node_selector)
-    if template.gpu_type_label and template.gpus_per_pod and template.gpu_type != ANY_GPU:
+    if template.gpu_type_label and template.uses_gpus and template.gpu_type != ANY_GPU:
         selector[template.gpu_type_label] = template.gpu_type
     if selector:
         pod["nodeSelector"] = selector
@@ -210,10 +231,10 @@ def _pin_expression(nodes: list[str], domain: DomainPin | None) -> dict[str, Any
 
 def _tolerations(template: JobTemplate) -> list[dict[str, Any]]:
     result: list[dict[str, Any]] = []
-    if template.gpus_per_pod:
+    if template.uses_gpus:
         result.append({"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"})
     for key in sorted(template.tolerations):
-        if key != GPU_RESOURCE or not template.gpus_per_pod:
+        if key != GPU_RESOURCE or not template.uses_gpus:
             result.append({"key": key, "operator": "Exists"})
     return result
 
@@ -241,6 +262,8 @@ def _container(template: JobTemplate, attempt: int) -> dict[str, Any]:
         resources["requests"] = requests
     if template.gpus_per_pod:
         resources["limits"] = {GPU_RESOURCE: str(template.gpus_per_pod)}
+    elif template.mig_profile:
+        resources["limits"] = {MIG_RESOURCE_PREFIX + template.mig_profile: str(max(template.mig_slices, 1))}
     if resources:
         container["resources"] = resources
     mounts: list[dict[str, Any]] = []

@@ -143,7 +143,7 @@ class ClusterMap(_Body):
 class Charge(_Body):
     attempt: int
     gpu_type: str
-    gpus: int
+    gpus: int | float  # a share of one GPU for a fractional or MIG job
     started_at: datetime
     ended_at: datetime
     gpu_seconds: float

@@ -4,6 +4,7 @@ caller may see (``Principal.owns``)."""
 
 from __future__ import annotations
 
+import math
 from collections import Counter, defaultdict
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -158,8 +159,9 @@ def overview(jobs: Iterable[Listed], nodes: Sequence[NodeState], admissions: lis
 # ---------------------------------------------------------------- queues and cohorts
 
 
-def _gpus(resources: dict[str, int]) -> int:
-    return sum(v for k, v in resources.items() if k.startswith("gpu:"))
+def _gpus(resources: dict[str, int] | dict[str, int | float]) -> int:
+    """Whole GPUs of all types; shares of GPUs (MIG slices, fractions) round up to the GPUs they touch."""
+    return math.ceil(sum(v for k, v in resources.items() if k.startswith("gpu:")) - 1e-9)
 
 
 def queues_page(queues: Sequence[QueueConfig], cohorts: Sequence[CohortConfig],
@@ -216,18 +218,19 @@ def _quota_lines(queue: QueueConfig, report: QueueUsageReported | None, peers: S
     spread over the idle quota of the cohort in proportion)."""
     lines = []
     for resource, quota in sorted(queue.quotas.items()):
-        used = report.allocated.get(resource, 0) if report else 0
-        borrowed = report.borrowed.get(resource, 0) if report else 0
+        # shares of GPUs (MIG slices, fractions) round up to the whole GPUs they touch
+        used = math.ceil(report.allocated.get(resource, 0) - 1e-9) if report else 0
+        borrowed = math.ceil(report.borrowed.get(resource, 0) - 1e-9) if report else 0
 
         def idle(q: QueueConfig, resource: str = resource) -> int:
             cfg = q.quotas.get(resource)
             if cfg is None:
                 return 0
             r = reports.get(q.name)
-            spare = max(0, cfg.nominal - (r.allocated.get(resource, 0) if r else 0))
+            spare = max(0, math.floor(cfg.nominal - (r.allocated.get(resource, 0) if r else 0) + 1e-9))
             return spare if cfg.lending_limit is None else min(spare, cfg.lending_limit)
 
-        others_borrowed = 0
+        others_borrowed: float = 0
         for peer in peers:
             peer_report = reports.get(peer.name)
             if peer.name != queue.name and peer_report is not None:

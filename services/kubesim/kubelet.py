@@ -22,7 +22,7 @@ from services.kubesim.meta import Obj, annotations_of, now_rfc3339, set_conditio
 from services.kubesim.nodes import node_ready
 from services.kubesim.registry import TERMINAL_PHASES, Registry
 from services.kubesim.resources import NODES, PODS
-from services.kubesim.scheduler import pod_requests, shortage
+from services.kubesim.scheduler import node_allocatable, pod_requests, shortage
 from services.kubesim.store import StoreEvent
 
 DURATION_ANNOTATION = "kubesim.muster.dev/duration-seconds"
@@ -181,7 +181,7 @@ class Kubelet(Reconciler):
         Only the resources the node lists are checked (the scheduler, not the kubelet, refuses the rest).
         """
         on_node = self._admitted.setdefault(node["metadata"]["name"], {})
-        allocatable = (node.get("status") or {}).get("allocatable") or {}
+        allocatable = node_allocatable(node)
         requests = pod_requests(pod)
         used: dict[str, Decimal] = {}
         for other, held in on_node.items():

@@ -12,9 +12,11 @@ from schemas.kube import (
     GPU_PRODUCT_LABEL,
     GPU_RESOURCE,
     GPU_TYPE,
+    MIG_RESOURCE_PREFIX,
     NODE_GROUP,
     NVLINK_GROUPS,
     RACK,
+    SHARED_GPUS,
     TOPOLOGY_PREFIX,
 )
 from services.kubesim.meta import Obj, now_rfc3339
@@ -81,14 +83,20 @@ def node_object(cluster: str, group: NodeGroupConfig, index: int, name: str, ip:
         labels[GPU_PRODUCT_LABEL] = group.gpu_type
         labels[GPU_COUNT_LABEL] = str(group.gpus_per_node)
         labels[GPU_PRESENT_LABEL] = "true"
-        groups = group.nvlink_groups or [group.gpus_per_node]
-        annotations[NVLINK_GROUPS] = ",".join(str(g) for g in groups)
+        groups = group.nvlink_groups or [group.whole_gpus]
+        if group.whole_gpus:
+            annotations[NVLINK_GROUPS] = ",".join(str(g) for g in groups)
+    if group.shared_gpus:
+        labels[SHARED_GPUS] = str(group.shared_gpus)
+    if group.mig_gpus:
+        labels["nvidia.com/mig.strategy"] = "mixed"
     resources = {
         "cpu": str(group.cpu),
         "memory": f"{group.memory_gb * 1024 * 1024}Ki",
         "pods": "110",
         "ephemeral-storage": "1Ti",
-        GPU_RESOURCE: str(group.gpus_per_node),
+        GPU_RESOURCE: str(group.whole_gpus),  # MIG-enabled GPUs show only as their slices (mixed strategy)
+        **{MIG_RESOURCE_PREFIX + profile: str(n) for profile, n in group.mig_slices.items()},
     }
     return {
         "metadata": {"name": name, "labels": labels, "annotations": annotations},

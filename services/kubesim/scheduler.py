@@ -1,11 +1,19 @@
-"""The scheduler: binds pending pods to nodes by selector, required affinity, taints and capacity."""
+"""The scheduler: binds pending pods to nodes by selector, required affinity, taints and capacity.
+
+GPU sharing is modelled as the cluster sees it: MIG slices are the node's ``nvidia.com/mig-<profile>``
+extended resources; a fractional pod (KAI's ``gpu-fraction`` annotation) takes its fraction of the
+shared GPU ``muster.dev/gpu-slots`` names for its completion index, and the fractions on one shared GPU
+(of the node's ``muster.dev/shared-gpus``) never exceed it.
+"""
 
 from __future__ import annotations
 
+import json
 from collections.abc import Hashable, Mapping
-from decimal import Decimal
+from decimal import Decimal, InvalidOperation
 from typing import Any
 
+from schemas.kube import GPU_FRACTION, GPU_SLOTS, SHARED_GPUS
 from services.kubesim.controller import Reconciler
 from services.kubesim.events import EventRecorder
 from services.kubesim.meta import Obj, set_condition
@@ -20,15 +28,52 @@ SCHEDULER_NAME = "default-scheduler"
 _ALL = "__all__"
 
 
+#: kubesim's own resource name for the share of shared GPU ``i`` of a node (capacity 1 each)
+SHARED_GPU_RESOURCE = "kubesim.muster.dev/shared-gpu-"
+_INDEX_KEY = "batch.kubernetes.io/job-completion-index"
+
+
 def pod_requests(pod: Obj) -> dict[str, Decimal]:
-    """Summed container requests (limits stand in for missing requests), plus one ``pods`` slot."""
+    """Summed container requests (limits stand in for missing requests), plus one ``pods`` slot, plus a
+    fractional pod's share of its shared GPU."""
     total: dict[str, Decimal] = {"pods": Decimal(1)}
     for c in (pod.get("spec") or {}).get("containers") or []:
         res = c.get("resources") or {}
         merged = {**(res.get("limits") or {}), **(res.get("requests") or {})}
         for name, qty in merged.items():
             total[name] = total.get(name, Decimal(0)) + parse_quantity(qty)
+    annotations = (pod.get("metadata") or {}).get("annotations") or {}
+    fraction = annotations.get(GPU_FRACTION)
+    if fraction is not None:
+        try:
+            share = Decimal(str(fraction))
+        except InvalidOperation:
+            share = Decimal(1)
+        total[SHARED_GPU_RESOURCE + str(_slot(annotations))] = share
     return total
+
+
+def _slot(annotations: Mapping[str, Any]) -> int:
+    """The shared GPU the plan gave this pod's completion index (0 when it says none)."""
+    try:
+        slots = json.loads(str(annotations.get(GPU_SLOTS, "[]")))
+        slot = int(slots[int(str(annotations.get(_INDEX_KEY, "0")))])
+    except (ValueError, IndexError, TypeError):
+        return 0
+    return max(slot, 0)
+
+
+def node_allocatable(node: Obj) -> dict[str, Any]:
+    """The node's allocatable resources, plus one unit of each shared GPU (its ``muster.dev/shared-gpus``)."""
+    allocatable = dict((node.get("status") or {}).get("allocatable") or {})
+    labels = (node.get("metadata") or {}).get("labels") or {}
+    try:
+        shared = int(labels.get(SHARED_GPUS, "0"))
+    except ValueError:
+        shared = 0
+    for i in range(shared):
+        allocatable[SHARED_GPU_RESOURCE + str(i)] = "1"
+    return allocatable
 
 
 def _tolerates(tolerations: list[Mapping[str, Any]], taint: Mapping[str, Any]) -> bool:
@@ -80,7 +125,7 @@ def fit_problem(pod: Obj, node: Obj, used: Mapping[str, Decimal]) -> str | None:
             return f"node(s) had untolerated taint {{{taint.get('key')}: {taint.get('value', '')}}}"
     if not node_ready(node):
         return "node(s) were not ready"
-    short = shortage(pod_requests(pod), (node.get("status") or {}).get("allocatable") or {}, used)
+    short = shortage(pod_requests(pod), node_allocatable(node), used)
     return f"Insufficient {short[0]}" if short is not None else None
 
 

@@ -9,7 +9,16 @@ from datetime import datetime
 from typing import Any
 
 from schemas.capacity import NodeState, NodeTopology, Taint
-from schemas.kube import BLOCK, GPU_PRODUCT_LABEL, GPU_RESOURCE, GPU_TYPE, NVLINK_GROUPS, RACK
+from schemas.kube import (
+    BLOCK,
+    GPU_PRODUCT_LABEL,
+    GPU_RESOURCE,
+    GPU_TYPE,
+    MIG_RESOURCE_PREFIX,
+    NVLINK_GROUPS,
+    RACK,
+    SHARED_GPUS,
+)
 from services.spec.pod_resources import holds_node_resources, pod_gpus
 from services.spec.quantity import mebibytes, millicores, whole
 
@@ -123,7 +132,33 @@ def node_state(node: KubeObject, cluster: str, pods: Iterable[KubeObject] = ()) 
         schedulable=not bool((node.get("spec") or {}).get("unschedulable")),
         health_reason=reason[:2048],
         unhealthy_since=None if healthy or ready is None else _transition_time(ready),
+        gpus_shared=_shared_gpus(labels, gpus, name),
+        mig=_mig_slices(allocatable, name),
     )
+
+
+def _shared_gpus(labels: Mapping[str, str], gpus: int, node: str) -> int:
+    """How many of the node's GPUs may hold fractional pods: its ``muster.dev/shared-gpus`` label."""
+    value = labels.get(SHARED_GPUS)
+    if value is None:
+        return 0
+    try:
+        return max(0, min(int(value), gpus))
+    except ValueError:
+        log.warning("node %s: unreadable %s label %r", node, SHARED_GPUS, value)
+        return 0
+
+
+def _mig_slices(allocatable: Mapping[str, Any], node: str) -> dict[str, int]:
+    """MIG slices per profile: the ``nvidia.com/mig-<profile>`` resources (the device plugin's mixed strategy)."""
+    out: dict[str, int] = {}
+    for resource in sorted(allocatable):
+        name = str(resource)
+        if name.startswith(MIG_RESOURCE_PREFIX) and len(out) < 16:
+            n = min(448, _quantity(allocatable, name, whole, node))
+            if n > 0:
+                out[name[len(MIG_RESOURCE_PREFIX):][:32]] = n
+    return out
 
 
 def _transition_time(condition: KubeObject) -> datetime | None:

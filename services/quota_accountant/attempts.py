@@ -22,7 +22,8 @@ class Admission:
     queue: str
     tenant: str
     gpu_type: str
-    gpus_per_pod: int
+    #: GPUs each pod is charged: whole GPUs, or its share of one for a fractional or MIG job
+    gpus_per_pod: float
     replicas: int
     admitted_at: float
 
@@ -72,7 +73,7 @@ class Attempt:
         """Admitted, started and not ended: GPU time accrues."""
         return self.holds_quota and self.started_at is not None
 
-    def gpus_at(self, t: float) -> int:
+    def gpus_at(self, t: float) -> float:
         """GPUs held at ``t``, after every scale change at or before ``t``."""
         admission = self.admission
         if admission is None:
@@ -84,7 +85,7 @@ class Attempt:
             replicas = self.scales[when]
         return replicas * admission.gpus_per_pod
 
-    def current_gpus(self) -> int:
+    def current_gpus(self) -> float:
         return self.gpus_at(math.inf)
 
     def segments(self, until: float) -> list[Segment]:
@@ -100,10 +101,11 @@ class Attempt:
     def gpu_seconds(self, until: float = math.inf) -> float:
         return sum(s.gpu_seconds for s in self.segments(until))
 
-    def peak_gpus(self) -> int:
-        """Most GPUs held at once while the attempt ran."""
+    def peak_gpus(self) -> float:
+        """Most GPUs held at once while the attempt ran (a whole number unless the job shares GPUs)."""
         segments = self.segments(math.inf)
-        return max((round(s.rate) for s in segments), default=self.gpus_at(self.started_at or 0.0))
+        peak = max((s.rate for s in segments), default=self.gpus_at(self.started_at or 0.0))
+        return round(peak) if abs(peak - round(peak)) < 1e-9 else peak
 
 
 @dataclass(frozen=True)
@@ -115,7 +117,7 @@ class Charge:
     tenant: str
     queue: str
     gpu_type: str
-    gpus: int
+    gpus: float
     started_at: float
     ended_at: float
     gpu_seconds: float

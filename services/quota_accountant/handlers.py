@@ -62,7 +62,7 @@ def apply(ledger: Ledger, envelope: Envelope, node_types: NodeTypes) -> Effect:
             queue=msg.queue,
             tenant=msg.tenant,
             gpu_type=gpu_type_of(msg, node_types),
-            gpus_per_pod=msg.spec.template.resources.gpus,
+            gpus_per_pod=msg.spec.template.resources.gpus_charged,
             replicas=msg.replicas,
             admitted_at=seconds(envelope.occurred_at),
         )

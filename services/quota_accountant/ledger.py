@@ -50,7 +50,7 @@ NO_EFFECT = Effect()
 @dataclass(frozen=True)
 class QueueUsage:
     as_of: float
-    allocated: dict[str, int]  # resource (gpu:<type>) -> GPUs held by admitted, unfinished attempts
+    allocated: dict[str, float]  # resource (gpu:<type>) -> GPUs held (or shares of them) by unfinished attempts
     decayed_gpu_seconds: float
     gpu_seconds: float  # undecayed, since the ledger's history begins
     accruing: int  # attempts of the queue currently accruing GPU time
@@ -137,7 +137,7 @@ class Ledger:
         at = max(now, book.decayed.as_of) if book is not None else now
         decayed = book.decayed.value_at(at) if book is not None else 0.0
         plain = book.gpu_seconds if book is not None else 0.0
-        allocated: dict[str, int] = defaultdict(int)
+        allocated: dict[str, float] = defaultdict(int)
         accruing = 0
         for record in self.attempts.values():
             admission = record.admission

@@ -17,7 +17,7 @@ def queue_report(ledger: Ledger, view: ConfigView, queue: str, now: float) -> Qu
 
 def queue_report_of(usage: QueueUsage, view: ConfigView, queue: str, half_life_s: float) -> QueueUsageReported:
     nominal = view.nominal(queue)
-    allocated = {res: 0 for res in nominal}
+    allocated: dict[str, int | float] = {res: 0 for res in nominal}
     allocated.update(usage.allocated)
     borrowed = {res: amount - nominal.get(res, 0) for res, amount in allocated.items() if amount > nominal.get(res, 0)}
     return QueueUsageReported(

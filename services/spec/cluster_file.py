@@ -85,13 +85,15 @@ def core_nodes(cfg: MusterConfig) -> list[Node]:
                         name=name,
                         cluster=cluster.name,
                         gpu_type=group.gpu_type,
-                        gpus=group.gpus_per_node,
+                        gpus=group.whole_gpus,
                         cpu_m=group.cpu * 1000,
                         memory_mb=group.memory_gb * 1024,
                         topology=MappingProxyType(topo),
                         labels=MappingProxyType(labels),
                         nvlink_groups=tuple(group.nvlink_groups),
                         taints=frozenset(group.taints),
+                        shared_gpus=group.shared_gpus,
+                        mig=MappingProxyType(group.mig_slices),
                     )
                 )
     return nodes

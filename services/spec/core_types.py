@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from fractions import Fraction
 from types import MappingProxyType
 
 from schemas.capacity import NodeState
@@ -46,6 +47,7 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
     spec = msg.spec
     res = spec.template.resources
     topology = None
+    gpu_share = Fraction(res.gpu_fraction) if res.gpu_fraction else 0  # eighths: exact in binary
     if spec.topology is not None:
         topology = TopologyRequest(spec.topology.level, TopologyMode(spec.topology.mode))
     return Job(
@@ -70,11 +72,14 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
         topology=topology,
         cluster=spec.cluster,
         node_selector=MappingProxyType(dict(spec.node_selector)),
-        tolerations=frozenset({GPU_RESOURCE}) if res.gpus else frozenset(),
+        tolerations=frozenset({GPU_RESOURCE}) if res.gpus or res.shares_gpus else frozenset(),
         max_wait_s=spec.max_wait_s,
         max_runtime_s=spec.max_runtime_s,
         attempt=attempt,
         name=spec.name,
+        gpu_share=gpu_share,
+        mig_profile=res.mig_profile or "",
+        mig_per_pod=res.mig_slices if res.mig_profile else 0,
     )
 
 
@@ -96,18 +101,42 @@ def node_from_state(s: NodeState, extra_labels: Mapping[str, str] | None = None)
         healthy=s.healthy,
         schedulable=s.schedulable,
         unhealthy_since=unhealthy_since,
+        shared_gpus=min(s.gpus_shared, s.gpus_allocatable),
+        mig=MappingProxyType({p: n for p, n in s.mig.items() if n > 0}),
     )
 
 
 def placement_plan(p: Placement) -> PlacementPlan:
     return PlacementPlan(
         cluster=p.cluster,
-        nodes=[NodePods(node=a.node, pods=a.pods, nvlink_groups=list(a.groups)) for a in p.nodes],
+        nodes=[
+            NodePods(
+                node=a.node,
+                pods=a.pods,
+                nvlink_groups=list(a.groups),
+                gpu_fraction=float(a.fraction) if a.fraction else None,
+                gpu_slots=list(a.slots),
+                mig_profile=a.mig_profile or None,
+                mig_slices=a.mig_per_pod,
+            )
+            for a in p.nodes
+        ],
     )
 
 
 def placement_from_plan(plan: PlacementPlan) -> Placement:
     return Placement(
         cluster=plan.cluster,
-        nodes=tuple(NodeAssignment(node=n.node, pods=n.pods, groups=tuple(n.nvlink_groups)) for n in plan.nodes),
+        nodes=tuple(
+            NodeAssignment(
+                node=n.node,
+                pods=n.pods,
+                groups=tuple(n.nvlink_groups),
+                fraction=Fraction(n.gpu_fraction) if n.gpu_fraction else 0,
+                slots=tuple(n.gpu_slots),
+                mig_profile=n.mig_profile or "",
+                mig_per_pod=n.mig_slices if n.mig_profile else 0,
+            )
+            for n in plan.nodes
+        ),
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from fractions import Fraction
 from types import MappingProxyType
 from typing import Any
 
@@ -96,8 +97,26 @@ def check_invariants(st: SchedulerState) -> None:
             for g in a.groups:
                 if g >= 0:
                     group_used[(a.node, g)] = group_used.get((a.node, g), 0) + rj.job.gpus_per_pod
-    for name, amount in used.items():
+    # GPU sharing: fractions per shared GPU never exceed it, MIG slices never exceed the node's layout
+    shares: dict[tuple[str, int], Fraction] = {}
+    slices: dict[tuple[str, str], int] = {}
+    for rj in st.running_jobs().values():
+        for a in rj.placement.nodes:
+            for slot in a.slots:
+                shares[(a.node, slot)] = shares.get((a.node, slot), Fraction(0)) + a.fraction
+            if a.mig_profile:
+                slices[(a.node, a.mig_profile)] = slices.get((a.node, a.mig_profile), 0) + a.pods * a.mig_per_pod
+    opened: dict[str, int] = {}
+    for (name, slot), share in shares.items():
         if name in nodes:
+            assert 0 <= slot < nodes[name].shared_gpus and share <= 1, (name, slot, share)
+            opened[name] = opened.get(name, 0) + 1
+    for (name, profile), n in slices.items():
+        if name in nodes:
+            assert n <= nodes[name].mig.get(profile, 0), (name, profile, n)
+    for name in set(used) | set(opened):
+        if name in nodes:
+            amount = used.get(name, 0) + opened.get(name, 0)
             assert amount <= nodes[name].gpus, (name, amount)
             assert st.free_gpus(name) == nodes[name].gpus - amount
     for (name, g), amount in group_used.items():
