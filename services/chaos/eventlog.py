@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from schemas.codec import DecodeError, decode
 from schemas.envelope import Envelope
 from schemas.topics import DECISIONS_TOPIC, DISPATCHES_TOPIC, RUNS_TOPIC, STATUS_TOPIC, TOPICS
 from services.runtime.kafka import KafkaSettings
+from services.runtime.kafka.headers import DLQ_DETAIL, DLQ_REASON, DLQ_TOPIC
 from services.runtime.kafka.reader import read_to_end
 
 LOG_TOPICS = (STATUS_TOPIC, DECISIONS_TOPIC, RUNS_TOPIC, DISPATCHES_TOPIC)
@@ -23,13 +24,36 @@ class LoggedEvent:
     envelope: Envelope
 
 
+@dataclass(frozen=True)
+class DeadLetter:
+    """One record of a dead-letter topic: where it sits, the topic it was taken from, and why (its headers)."""
+
+    topic: str
+    partition: int
+    offset: int
+    source: str
+    reason: str
+    detail: str
+
+
 @dataclass
 class EventLog:
-    """Every event of the read topics, ordered by when it occurred; ``undecodable`` counts bad records."""
+    """Every event of the read topics, ordered by when it occurred; ``undecodable`` counts bad records,
+    ``dead`` holds the records of their dead-letter topics, and ``offsets`` every offset read per
+    (topic, partition), tombstones included, so a record removed by compaction shows as a gap."""
 
     events: list[LoggedEvent]
     undecodable: int = 0
-    dead_letters: int = 0
+    dead: list[DeadLetter] = field(default_factory=list)
+    offsets: dict[tuple[str, int], list[int]] = field(default_factory=dict)
+
+    @property
+    def dead_letters(self) -> int:
+        return len(self.dead)
+
+
+def _header(headers: tuple[tuple[str, bytes], ...], name: str) -> str:
+    return next((value.decode(errors="replace") for key, value in headers if key == name), "")
 
 
 async def read_log(settings: KafkaSettings, topics: tuple[str, ...] = LOG_TOPICS, *,
@@ -40,8 +64,11 @@ async def read_log(settings: KafkaSettings, topics: tuple[str, ...] = LOG_TOPICS
     events: list[LoggedEvent] = []
     log = EventLog(events)
     for record in records:
+        log.offsets.setdefault((record.topic, record.partition), []).append(record.offset)
         if record.topic in dlqs:
-            log.dead_letters += 1
+            log.dead.append(DeadLetter(record.topic, record.partition, record.offset,
+                                       _header(record.headers, DLQ_TOPIC), _header(record.headers, DLQ_REASON),
+                                       _header(record.headers, DLQ_DETAIL)))
         elif record.value is not None:
             try:
                 envelope = decode(record.value, topic=record.topic)

@@ -92,12 +92,19 @@ class FaultInjector:
                              f"restart in {fault.seconds:g}s")
                 self._counts.broker_kills[fault.target] = self._counts.broker_kills.get(fault.target, 0) + 1
                 self._counts.broker_failover_s.setdefault(fault.target, []).append(round(failover, 2))
+                self._counts.brokers_restarted_after_kill[fault.target] = (
+                    self._counts.brokers_restarted_after_kill.get(fault.target, 0) + 1)
                 self._notify(f"broker {node} back")
         elif fault.kind == KILL:
             async with self._lock(fault.target):
                 self._notify(f"kill -9 {fault.target}; restart in {fault.seconds:g}s")
-                recovery = await self._system.kill(fault.target, fault.seconds)
+                killed, restarted, recovery = await self._system.kill(fault.target, fault.seconds)
                 self._counts.kills[fault.target] = self._counts.kills.get(fault.target, 0) + 1
+                if killed:
+                    self._counts.processes_killed[fault.target] = self._counts.processes_killed.get(fault.target, 0) + 1
+                if restarted:
+                    self._counts.processes_restarted[fault.target] = (
+                        self._counts.processes_restarted.get(fault.target, 0) + 1)
                 self._counts.kill_recovery_s.setdefault(fault.target, []).append(round(recovery, 2))
         else:
             raise ValueError(f"unknown fault {fault.kind!r}")

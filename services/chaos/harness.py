@@ -12,11 +12,12 @@ from schemas.decisions import JobAdmitted, JobPreemptionRequested
 from schemas.kube import GPU_RESOURCE
 from schemas.runs import RunFailed
 from schemas.status import TERMINAL_STATES
-from services.chaos import checks
+from schemas.topics import STATUS_TOPIC
+from services.chaos import checks, coverage
 from services.chaos.client import Gateway, GatewayError
 from services.chaos.cluster_checks import check_attempt_overlap, check_node_gpus, leftovers
 from services.chaos.eventlog import EventLog, read_log
-from services.chaos.faults import FaultInjector, plan_faults
+from services.chaos.faults import Fault, FaultInjector, plan_faults
 from services.chaos.ledger import Ledger
 from services.chaos.plan import ChaosPlan, chaos_config
 from services.chaos.pods import PodRecorder
@@ -113,12 +114,16 @@ def node_gpus(system: ChaosSystem) -> dict[str, int]:
             for n in items}
 
 
-def evaluate(run: Run, log: EventLog, recorder: PodRecorder, left: list[str]) -> None:
-    """Run every check over the final log and the pod history; fill the report's counts."""
+def evaluate(run: Run, log: EventLog, recorder: PodRecorder, left: list[str], faults: list[Fault],
+             workload: list[PlannedJob]) -> None:
+    """Run every check over the final log and the pod history, then the coverage checks (the run did what
+    it planned and the log holds what that must have produced); fill the report's counts."""
     report, submitted = run.report, list(run.job_ids.values())
     histories = checks.status_histories(log.events)
-    report.final_states = dict(Counter(checks.final_states(submitted, histories).values()))
+    final = checks.final_states(submitted, histories)
+    report.final_states = dict(Counter(final.values()))
     report.events_read, report.dead_letters = len(log.events), log.dead_letters
+    report.dead_letter_reasons = coverage.dead_letter_reasons(log.dead)
     payloads = [e.envelope.payload for e in log.events]
     report.admissions = len({(p.job_id, p.attempt) for p in payloads if isinstance(p, JobAdmitted)})
     report.preemptions = len({(p.job_id, p.attempt) for p in payloads
@@ -138,6 +143,18 @@ def evaluate(run: Run, log: EventLog, recorder: PodRecorder, left: list[str]) ->
     report.add("no_orphans", [Violation("orphan", None, f"{obj} left after its job ended") for obj in left])
     report.add("undecodable", [Violation("undecodable", None, f"{log.undecodable} records could not be decoded")]
                if log.undecodable else [])
+    report.add("coverage_placements", coverage.check_placements(submitted, histories, log.events))
+    report.add("coverage_pods", coverage.check_pods(submitted, histories, log.events, pods))
+    report.add("coverage_faults", coverage.check_faults(faults, report.faults))
+    report.preemptions_asked = coverage.asks_for_preemption(workload, run.plan.nodes * run.plan.gpus_per_node)
+    report.add("coverage_preemptions", coverage.check_preemptions(report.preemptions_asked, report.preemptions))
+    submitted_jobs = [job for job in workload if job.index in run.job_ids]
+    report.cancels_planned = sum(1 for job in submitted_jobs if job.cancel_after_s is not None)
+    report.cancels_on_open_jobs = coverage.cancels_on_open_jobs(submitted_jobs)
+    report.add("coverage_cancels", coverage.check_cancels(report.cancels_planned, report.cancels_on_open_jobs,
+                                                          report.cancels_requested, report.cancels_accepted, final))
+    report.add("status_history_kept", coverage.check_history_kept(log.offsets, [STATUS_TOPIC]))
+    report.add("dead_letters", coverage.check_dead_letters(log.dead))
 
 
 async def run_chaos(plan: ChaosPlan, state_dir: Path, notify: Callable[[str], None],
@@ -172,7 +189,7 @@ async def run_chaos(plan: ChaosPlan, state_dir: Path, notify: Callable[[str], No
                      if s in TERMINAL_STATES}
             left = await run.wait_orphans(ended)
             log = await read_log(system.settings)
-            evaluate(run, log, recorder, left)
+            evaluate(run, log, recorder, left, faults, workload)
         finally:
             stop.set()
             await keeper

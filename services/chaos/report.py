@@ -30,6 +30,12 @@ class FaultCounts:
     broker_failover_s: dict[str, list[float]] = field(default_factory=dict)
     #: seconds from each service kill's restart until the service answered healthy again
     kill_recovery_s: dict[str, list[float]] = field(default_factory=dict)
+    #: per service, live processes that a kill ended with SIGKILL (a kill that finds no live process is
+    #: not counted here), and the new processes that answered healthy after such a kill
+    processes_killed: dict[str, int] = field(default_factory=dict)
+    processes_restarted: dict[str, int] = field(default_factory=dict)
+    #: per role, killed brokers started again and registered with the cluster
+    brokers_restarted_after_kill: dict[str, int] = field(default_factory=dict)
 
 
 @dataclass
@@ -48,6 +54,13 @@ class ChaosReport:
     admissions: int = 0
     events_read: int = 0
     dead_letters: int = 0
+    #: dead letters by ``<source topic>: <reason>``
+    dead_letter_reasons: dict[str, int] = field(default_factory=dict)
+    #: whether the workload asked for preemptions (``coverage.asks_for_preemption``)
+    preemptions_asked: bool = False
+    cancels_planned: int = 0
+    #: planned cancels sent sooner than their job's run time: they must find it open
+    cancels_on_open_jobs: int = 0
     peak_gpus_admitted: int = 0
     finished_objects_kept: int = 0  # completed Jobs and pods of ended jobs (hold nothing; not orphans)
     gateway_retries: int = 0

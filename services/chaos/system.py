@@ -6,22 +6,23 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import signal
 import time
 from collections import Counter
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 import yaml
 
 from schemas.config import MusterConfig
-from schemas.topics import TOPICS
+from schemas.topics import STATUS_TOPIC, TOPICS
 from services.chaos.plan import ChaosPlan
 from services.kubesim import KubeSim
 from services.runtime.broker import KafkaBroker, KafkaCluster
 from services.runtime.credentials import write_credentials
 from services.runtime.kafka import KafkaSettings, partition_leaders
-from services.runtime.kafka.topics import ensure_registry_topics
+from services.runtime.kafka.topics import TopicPlan, create_topics, plans_for
 from services.runtime.options import ClusterAccess
 from services.runtime.supervise import Child, free_port, service_children
 
@@ -29,6 +30,18 @@ log = logging.getLogger(__name__)
 
 HEALTHY_WITHIN_S = 120.0
 FAILOVER_WITHIN_S = 60.0
+
+
+#: ``min.compaction.lag.ms`` of the run's status topic: 30 days, longer than any run, so the cleaner leaves
+#: every status record of the run in place and the checks read each job's whole history (the topic stays
+#: compacted, as in production, only later than the run)
+KEEP_HISTORY_MS = 30 * 24 * 3600 * 1000
+
+
+def chaos_topic_plans() -> list[TopicPlan]:
+    """The registry's topics and dead-letter topics, the status topic keeping every record for the run."""
+    return [replace(plan, config={**plan.config, "min.compaction.lag.ms": str(KEEP_HISTORY_MS)})
+            if plan.name == STATUS_TOPIC else plan for plan in plans_for(TOPICS.values())]
 
 
 @dataclass
@@ -66,19 +79,24 @@ class ChaosSystem:
                 log.info("%s exited while starting; trying again", name)
                 await asyncio.sleep(1.0)
 
-    async def kill(self, name: str, downtime_s: float) -> float:
-        """SIGKILL the child, keep it down for ``downtime_s``, start it again and wait until it is healthy;
-        returns the seconds from the restart until it was healthy."""
+    async def kill(self, name: str, downtime_s: float) -> tuple[bool, bool, float]:
+        """SIGKILL the child, keep it down for ``downtime_s``, start it again and wait until it is healthy.
+        Returns whether a live process was there and died of SIGKILL, whether a new process (another pid)
+        answered healthy, and the seconds from the restart until it was healthy."""
         child = self.children[name]
         self.restarting.add(name)
         try:
+            killed, old_pid = False, None
             if child.process is not None and child.process.returncode is None:
+                old_pid = child.process.pid
                 child.process.kill()
-                await child.process.wait()
+                killed = await child.process.wait() == -signal.SIGKILL
             await asyncio.sleep(downtime_s)
             started = time.monotonic()
             await self.bring_up(name)
-            return time.monotonic() - started
+            new = child.process
+            restarted = new is not None and new.returncode is None and new.pid != old_pid
+            return killed, restarted, time.monotonic() - started
         finally:
             self.restarting.discard(name)
 
@@ -160,7 +178,7 @@ async def running_system(plan: ChaosPlan, config: MusterConfig, state_dir: Path,
     children: list[Child] = []
     try:
         settings = KafkaSettings(bootstrap=broker.bootstrap, client_id="muster-chaos", request_timeout_ms=15_000)
-        await ensure_registry_topics(settings)
+        await create_topics(settings, chaos_topic_plans())
         sim = KubeSim(config, profile="zero", seed=plan.seed)
         async with sim.serve(host="127.0.0.1", port=0) as url:
             gateway_url = f"http://127.0.0.1:{free_port()}"

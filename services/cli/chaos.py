@@ -45,7 +45,9 @@ def chaos(quick: bool, seed: int, jobs: int, kills: int, nodes: int, brokers: in
     """Run every service as its own process on Apache Kafka and a simulated cluster, inject faults, and
     check that every job ended exactly once with nothing lost, duplicated, over-committed or orphaned.
 
-    Prints the findings as JSON on stdout; exits 1 when any invariant was violated.
+    Prints the findings as JSON on stdout; exits 1 when any invariant was violated or the run did not
+    exercise what it planned (coverage: a placement and a pod for the jobs admitted and run, every planned
+    kill and restart performed, the preemptions and cancels the workload asked for, no dead letter).
     """
     from services.chaos.harness import run_chaos
     from services.chaos.plan import ChaosPlan

@@ -12,7 +12,7 @@ from click.testing import CliRunner
 
 from services.chaos import harness
 from services.chaos.plan import ChaosPlan
-from services.chaos.report import ChaosReport
+from services.chaos.report import ChaosReport, Violation
 from services.cli import chaos as chaos_cli
 
 
@@ -44,3 +44,21 @@ def test_no_bars_when_not_a_terminal_or_not_wanted(monkeypatch: pytest.MonkeyPat
         assert result.exit_code == 0, result.output
         assert json.loads(result.stdout)["seed"] == 1
         assert "jobs submitted" not in result.stderr and "services up" in result.stderr
+
+
+def test_a_coverage_finding_is_in_the_json_and_exits_1(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A run that did not do what it planned fails like one that broke an invariant."""
+    async def run_chaos(plan: ChaosPlan, state_dir: Path, notify: Callable[[str], None],
+                        progress: Callable[[str, float, float | None], None]) -> ChaosReport:
+        report = ChaosReport(seed=plan.seed, jobs_planned=30, brokers=plan.brokers)
+        report.add("coverage_faults", [Violation("faults_not_performed", None,
+                                                 "gateway: 2 kills planned, 0 processes killed with SIGKILL")])
+        return report
+
+    monkeypatch.setattr(harness, "run_chaos", run_chaos)
+    result = CliRunner().invoke(chaos_cli.chaos, ["--quick", "--no-progress"])
+    assert result.exit_code == 1
+    body = json.loads(result.stdout)
+    assert body["ok"] is False and body["checks"] == {"coverage_faults": 1}
+    assert body["violations"] == [{"check": "faults_not_performed", "job_id": None,
+                                   "detail": "gateway: 2 kills planned, 0 processes killed with SIGKILL"}]

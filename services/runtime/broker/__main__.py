@@ -1,4 +1,4 @@
-"""``python -m services.runtime.broker fetch | run [--log-dir D] [--brokers N]``."""
+"""``python -m services.runtime.broker fetch | run [--log-dir D] [--brokers N] [--launcher auto|local|container]``."""
 
 from __future__ import annotations
 
@@ -11,7 +11,8 @@ from types import FrameType
 
 from services.runtime.broker import distribution as dist
 from services.runtime.broker.cluster import MAX_BROKERS, KafkaCluster
-from services.runtime.broker.process import KafkaBroker
+from services.runtime.broker.process import BrokerError, KafkaBroker
+from services.runtime.broker.resolve import LAUNCHER_ENV, LAUNCHERS, chosen_launcher, resolve_broker
 
 
 def _fetch(_: argparse.Namespace) -> int:
@@ -27,6 +28,11 @@ def _run(args: argparse.Namespace) -> int:
     if args.brokers != 1 and args.port is not None:
         print("--port applies to a single broker; a cluster's nodes pick free ports", file=sys.stderr)
         return 2
+    try:
+        launcher = chosen_launcher(args.launcher)
+    except BrokerError as exc:
+        print(exc, file=sys.stderr)
+        return 2
     stop = threading.Event()
 
     def _on_signal(signum: int, frame: FrameType | None) -> None:
@@ -34,6 +40,8 @@ def _run(args: argparse.Namespace) -> int:
 
     signal.signal(signal.SIGTERM, _on_signal)
     signal.signal(signal.SIGINT, _on_signal)
+    if launcher == "container":
+        return _run_container(args, stop)
     broker: KafkaBroker | KafkaCluster = (
         KafkaBroker(log_dir=args.log_dir, port=args.port) if args.brokers == 1
         else KafkaCluster(args.brokers, log_dir=args.log_dir)
@@ -51,6 +59,26 @@ def _run(args: argparse.Namespace) -> int:
     return 0
 
 
+def _run_container(args: argparse.Namespace, stop: threading.Event) -> int:
+    """One broker in a Docker container (testcontainers) until Ctrl-C; it picks its own port and keeps no
+    directory, so ``--port`` and ``--log-dir`` do not apply."""
+    if args.port is not None or args.log_dir is not None:
+        print("--port and --log-dir do not apply to the container launcher", file=sys.stderr)
+        return 2
+    try:
+        broker = resolve_broker(None, brokers=args.brokers, launcher="container")
+    except BrokerError as exc:
+        print(exc, file=sys.stderr)
+        return 1
+    try:
+        print(broker.bootstrap, flush=True)
+        while not stop.wait(0.5):
+            pass
+    finally:
+        broker.close()
+    return 0
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the broker command line."""
     parser = argparse.ArgumentParser(prog="python -m services.runtime.broker", description=__doc__)
@@ -62,6 +90,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     run.add_argument("--port", type=int, default=None, help="listener port (a free one if omitted)")
     run.add_argument("--brokers", type=int, default=1, choices=range(1, MAX_BROKERS + 1), metavar="N",
                      help=f"run N brokers (1-{MAX_BROKERS}), each also a KRaft controller; default 1")
+    run.add_argument("--launcher", default=None, choices=LAUNCHERS,
+                     help=f"local (Java and the Kafka jars), container (testcontainers; needs a Docker engine) "
+                          f"or auto; default {LAUNCHER_ENV} or local")
     run.set_defaults(handler=_run)
     args = parser.parse_args(argv)
     return int(args.handler(args))

@@ -1,5 +1,5 @@
 """Choosing a broker: external address, ``KAFKA_HOME``, fetched jars, or a Docker container; one broker
-or a cluster of several."""
+or a cluster of several. ``MUSTER_KAFKA_LAUNCHER`` (``auto``, ``local``, ``container``) picks the launcher."""
 
 from __future__ import annotations
 
@@ -12,10 +12,14 @@ from typing import Self
 
 from services.runtime.broker import distribution as dist
 from services.runtime.broker.cluster import KafkaCluster
-from services.runtime.broker.container import ContainerBroker, docker_answers, testcontainers_available
+from services.runtime.broker.container import ContainerBroker, container_problem
 from services.runtime.broker.process import BrokerError, KafkaBroker
 
 BOOTSTRAP_ENV = "MUSTER_KAFKA_BOOTSTRAP"
+#: which launcher starts the broker: ``auto`` (the default: the order of ``resolve_broker``), ``local``
+#: (Java and the Kafka jars, never Docker) or ``container`` (testcontainers and Docker, nothing else)
+LAUNCHER_ENV = "MUSTER_KAFKA_LAUNCHER"
+LAUNCHERS = ("auto", "local", "container")
 
 
 @dataclass(frozen=True)
@@ -43,36 +47,61 @@ class ExternalBroker:
 ResolvedBroker = KafkaBroker | KafkaCluster | ExternalBroker | ContainerBroker
 
 
+def chosen_launcher(launcher: str | None = None) -> str:
+    """``launcher``, else ``MUSTER_KAFKA_LAUNCHER``, else ``auto``; one of ``LAUNCHERS``."""
+    name = (launcher or os.environ.get(LAUNCHER_ENV) or "auto").strip().lower()
+    if name not in LAUNCHERS:
+        raise BrokerError(f"unknown Kafka launcher {name!r} ({LAUNCHER_ENV} or --launcher): "
+                          f"one of {', '.join(LAUNCHERS)}")
+    return name
+
+
 def resolve_broker(
-    bootstrap: str | None = None, *, log_dir: str | Path | None = None, brokers: int = 1
+    bootstrap: str | None = None, *, log_dir: str | Path | None = None, brokers: int = 1,
+    launcher: str | None = None,
 ) -> ResolvedBroker:
     """A reachable broker (``brokers`` > 1: a cluster of that many), in this order of preference.
 
     1. ``bootstrap`` or the ``MUSTER_KAFKA_BOOTSTRAP`` environment variable: an external broker or cluster
-       (its size is its own; ``brokers`` is not checked).
+       (its size is its own; ``brokers`` is not checked). Nothing is launched, whatever the launcher.
     2. ``KAFKA_HOME``: an Apache Kafka installation, run from its ``libs`` jars.
     3. Apache Kafka ``KAFKA_VERSION`` jars fetched once with ``mvn`` into the cache, run on local Java.
     4. A testcontainers Kafka, when the jars cannot be had and a Docker engine answers (one broker only).
 
-    Brokers of cases 2-4 are returned started; the caller closes them.
+    ``launcher`` (else ``MUSTER_KAFKA_LAUNCHER``) narrows 2-4: ``local`` is 2-3 only, ``container`` is 4
+    only (and says clearly why it cannot run: no testcontainers, no Docker engine, more than one broker),
+    ``auto`` (the default) is all of them. Brokers of cases 2-4 are returned started; the caller closes them.
     """
     if brokers < 1:
         raise BrokerError(f"{brokers} brokers: at least one is needed")
+    name = chosen_launcher(launcher)
     address = bootstrap or os.environ.get(BOOTSTRAP_ENV)
     if address:
         return ExternalBroker(address)
+    if name == "container":
+        return _container(brokers)
     kafka_home = os.environ.get("KAFKA_HOME")
     if kafka_home:
         return _local(dist.from_kafka_home(kafka_home), log_dir, brokers)
     local_problem = _local_jvm_problem()
     if local_problem is None:
         return _local(None, log_dir, brokers)
-    if brokers == 1 and docker_answers() and testcontainers_available():
+    if name == "auto" and brokers == 1 and container_problem() is None:
         return ContainerBroker().start()
     raise BrokerError(
         f"no Kafka broker available: {local_problem}; set {BOOTSTRAP_ENV} or KAFKA_HOME, "
         "or install Java 17+ and Maven"
     )
+
+
+def _container(brokers: int) -> ContainerBroker:
+    if brokers != 1:
+        raise BrokerError(f"the container launcher starts one broker, not {brokers}; use the local launcher "
+                          "(Java and the Kafka jars) for a cluster")
+    problem = container_problem()
+    if problem is not None:
+        raise BrokerError(f"the container launcher cannot run: {problem}")
+    return ContainerBroker().start()
 
 
 def _local(distribution: dist.KafkaDistribution | None, log_dir: str | Path | None,

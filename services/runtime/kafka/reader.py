@@ -23,6 +23,8 @@ class RawRecord:
     partition: int
     offset: int
     value: bytes | None
+    #: the record's headers as stored (name, value), e.g. a dead letter's reason
+    headers: tuple[tuple[str, bytes], ...] = ()
 
 
 async def read_to_end(settings: KafkaSettings, partitions: Mapping[str, int], *,
@@ -57,7 +59,7 @@ async def read_to_end(settings: KafkaSettings, partitions: Mapping[str, int], *,
             while todo:
                 batch = await consumer.getmany(*todo, timeout_ms=500)
                 for tp, fetched in batch.items():
-                    records.extend(RawRecord(tp.topic, tp.partition, r.offset, r.value)
+                    records.extend(RawRecord(tp.topic, tp.partition, r.offset, r.value, tuple(r.headers or ()))
                                    for r in fetched if r.offset < ends[tp])
                 for tp in list(todo):
                     if await consumer.position(tp) >= ends[tp]:
