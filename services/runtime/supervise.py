@@ -51,6 +51,12 @@ class Child:
         return f"http://127.0.0.1:{self.port}"
 
     async def start(self) -> None:
+        """Start the process; one still running under this handle is killed first, so two starts that
+        race (a restart after an exit meeting a fault injector's restart) never leave one behind."""
+        old = self.process
+        if old is not None and old.returncode is None:
+            old.kill()
+            await old.wait()
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         log = self.log_path.open("ab")
         try:
