@@ -7,6 +7,7 @@ from typing import Any
 import jsonpatch
 
 from services.kubesim.errors import ApiError
+from services.spec.merge_patch import merge_patch
 
 JSON_PATCH = "application/json-patch+json"
 MERGE_PATCH = "application/merge-patch+json"
@@ -37,19 +38,6 @@ MERGE_KEYS: dict[str, str] = {
 }
 # Lists of scalars merged as sets under strategic merge patch.
 MERGE_SETS = {"finalizers"}
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386: maps merge recursively, ``null`` deletes, everything else replaces."""
-    if not isinstance(patch, dict):
-        return patch
-    result = dict(target) if isinstance(target, dict) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def strategic_merge_patch(target: Any, patch: Any, field: str = "") -> Any:

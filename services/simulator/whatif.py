@@ -56,6 +56,7 @@ from services.simulator.engine import SimOptions, SimResult, Simulator
 from services.simulator.replay import Reconstruction
 from services.simulator.report import held_gpu_seconds
 from services.spec.durations import human_duration
+from services.spec.merge_patch import merge_patch
 
 _SECTIONS: dict[str, type[BaseModel]] = {
     "queues": QueueConfig, "cohorts": CohortConfig, "priority_classes": PriorityClassConfig,
@@ -107,19 +108,6 @@ def _unkeyed(data: Mapping[str, Any]) -> dict[str, Any]:
             items.append(item)
         out[section] = items
     return out
-
-
-def merge_patch(target: Any, patch: Any) -> Any:
-    """RFC 7386 JSON merge patch."""
-    if not isinstance(patch, Mapping):
-        return patch
-    result = dict(target) if isinstance(target, Mapping) else {}
-    for key, value in patch.items():
-        if value is None:
-            result.pop(key, None)
-        else:
-            result[key] = merge_patch(result.get(key), value)
-    return result
 
 
 def _check_keys(patch: Mapping[str, Any]) -> None:

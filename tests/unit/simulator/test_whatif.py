@@ -9,7 +9,8 @@ import pytest
 
 from services.core.model import SchedulerConfig
 from services.simulator.replay import reconstruct
-from services.simulator.whatif import PatchError, apply_patch, load_patch, merge_patch, render_text, what_if, write_plot
+from services.simulator.whatif import PatchError, apply_patch, load_patch, render_text, what_if, write_plot
+from services.spec.merge_patch import merge_patch
 from tests.unit.simulator.builders import one_node_cluster
 from tests.unit.simulator.log_builders import Log, at
 
