@@ -130,13 +130,6 @@ def asks_for_preemption(workload: list[PlannedJob], cluster_gpus: int) -> bool:
     return contended_arrivals(workload, cluster_gpus) >= CONTENDED_ARRIVALS
 
 
-def check_preemptions(asked: bool, preemptions: int) -> list[Violation]:
-    """When the workload asked for preemptions (``asks_for_preemption``), at least one attempt was preempted."""
-    if asked and preemptions == 0:
-        return [Violation("no_preemption", None, f"the workload asked for preemptions (at least {CONTENDED_ARRIVALS} "
-                          "higher-priority jobs arriving into a cluster full of lower-priority ones) and none was "
-                          "requested")]
-    return []
 
 
 def cancels_on_open_jobs(workload: list[PlannedJob]) -> int:

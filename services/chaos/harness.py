@@ -146,8 +146,9 @@ def evaluate(run: Run, log: EventLog, recorder: PodRecorder, left: list[str], fa
     report.add("coverage_placements", coverage.check_placements(submitted, histories, log.events))
     report.add("coverage_pods", coverage.check_pods(submitted, histories, log.events, pods))
     report.add("coverage_faults", coverage.check_faults(faults, report.faults))
+    # reported, not checked: the plan assumes each job starts on submission, and a loaded machine shifts the
+    # starts (and minimum runtimes protect the victims), so planned contention may never arise
     report.preemptions_asked = coverage.asks_for_preemption(workload, run.plan.nodes * run.plan.gpus_per_node)
-    report.add("coverage_preemptions", coverage.check_preemptions(report.preemptions_asked, report.preemptions))
     submitted_jobs = [job for job in workload if job.index in run.job_ids]
     report.cancels_planned = sum(1 for job in submitted_jobs if job.cancel_after_s is not None)
     report.cancels_on_open_jobs = coverage.cancels_on_open_jobs(submitted_jobs)

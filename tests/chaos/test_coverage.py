@@ -133,12 +133,6 @@ def test_when_the_workload_asks_for_preemptions(case: str, workload: list[Planne
     assert coverage.asks_for_preemption(workload, gpus) is asked
 
 
-@pytest.mark.parametrize(("asked", "preemptions", "expected"), [(True, 0, ["no_preemption"]), (True, 3, []),
-                                                                (False, 0, [])])
-def test_preemptions(asked: bool, preemptions: int, expected: list[str]) -> None:
-    assert [v.check for v in coverage.check_preemptions(asked, preemptions)] == expected
-
-
 CANCELS: list[tuple[str, tuple[int, int, int, int, dict[str, str]], int]] = [
     ("none planned", (0, 0, 0, 0, {}), 0),
     ("planned, sent, one ended cancelled", (2, 1, 2, 1, {"a": "cancelled", "b": "succeeded"}), 0),
@@ -208,7 +202,6 @@ EMPTY: list[tuple[str, Callable[[list[LoggedEvent]], list[Violation]], list[str]
         ["a"], {}, Log().add(admitted("a")).events, []), ["no_pod"]),
     ("coverage_faults", lambda ev: coverage.check_faults([Fault(1.0, KILL, "gateway")], FaultCounts()),
      ["faults_not_performed", "faults_not_performed"]),
-    ("coverage_preemptions", lambda ev: coverage.check_preemptions(True, 0), ["no_preemption"]),
     ("coverage_cancels", lambda ev: coverage.check_cancels(1, 1, 0, 0, checks.final_states(
         ["a"], checks.status_histories(ev))), ["cancels_missing", "cancels_missing"]),
 ]

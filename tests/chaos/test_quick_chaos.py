@@ -14,8 +14,8 @@ from services.chaos.plan import ChaosPlan
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
-COVERAGE = ("coverage_placements", "coverage_pods", "coverage_faults", "coverage_preemptions", "coverage_cancels",
-            "status_history_kept", "dead_letters")
+COVERAGE = ("coverage_placements", "coverage_pods", "coverage_faults", "coverage_cancels", "status_history_kept",
+            "dead_letters")
 
 
 async def test_quick_run_keeps_every_invariant(tmp_path: Path) -> None:
@@ -35,6 +35,7 @@ async def test_quick_run_keeps_every_invariant(tmp_path: Path) -> None:
     assert set(report.final_states) <= TERMINAL_STATES
     assert sum(report.final_states.values()) == plan.jobs
     assert report.preemptions_asked and report.cancels_on_open_jobs > 0  # this seed's workload asks for both
+    assert report.preemptions > 0  # and its contention is heavy enough to arise however loaded the machine
 
 
 async def test_quick_run_on_three_brokers_survives_killed_brokers(tmp_path: Path) -> None:
