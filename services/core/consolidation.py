@@ -29,7 +29,7 @@ from typing import TYPE_CHECKING
 
 from .model import Job, NodeAssignment, Placement, PreemptReason, RunningJob
 from .placement import Placer, candidate_gpu_types, node_eligible
-from .preemption import Candidate, Plan, release
+from .preemption import Candidate, Plan, release, whole_candidate
 from .quota import job_request
 
 if TYPE_CHECKING:
@@ -126,7 +126,7 @@ def _plan(
     for rj in movers:
         if len(chosen) >= limit:
             break
-        c = Candidate(rj, gpu_type, rj.placement.nodes, rj.replicas, None, PreemptReason.CONSOLIDATION)
+        c = whole_candidate(cycle, rj, PreemptReason.CONSOLIDATION)
         release(cycle, c, +1)
         chosen.append(c)
         found = _placed_with_room(cycle, job, gpu_type, pods, chosen, excluded)

@@ -48,11 +48,23 @@ def shrink_candidate(rj: RunningJob, gpu_type: str) -> Candidate:
         take = min(drop, a.pods)
         drop -= take
         if take:
-            released.append(replace(a, pods=take, groups=a.groups[a.pods - take :] if a.groups else (),
-                                    slots=a.slots[a.pods - take :] if a.slots else ()))
+            released.append(
+                replace(
+                    a,
+                    pods=take,
+                    groups=a.groups[a.pods - take :] if a.groups else (),
+                    slots=a.slots[a.pods - take :] if a.slots else (),
+                )
+            )
         if a.pods - take:
-            kept.append(replace(a, pods=a.pods - take, groups=a.groups[: a.pods - take] if a.groups else (),
-                                slots=a.slots[: a.pods - take] if a.slots else ()))
+            kept.append(
+                replace(
+                    a,
+                    pods=a.pods - take,
+                    groups=a.groups[: a.pods - take] if a.groups else (),
+                    slots=a.slots[: a.pods - take] if a.slots else (),
+                )
+            )
     pods = rj.replicas - rj.job.min_size
     keep = Placement(rj.placement.cluster, tuple(reversed(kept)))
     return Candidate(rj, gpu_type, tuple(released), pods, keep, PreemptReason.PRIORITY)
@@ -123,7 +135,7 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
         if jid in chosen:
             continue  # offered by two sources
         chosen.add(jid)
-        out.append(_whole(cycle, rj, reason))
+        out.append(whole_candidate(cycle, rj, reason))
     return out
 
 
@@ -199,7 +211,8 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimK
     return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
 
 
-def _whole(cycle: Cycle, rj: RunningJob, reason: PreemptReason) -> Candidate:
+def whole_candidate(cycle: Cycle, rj: RunningJob, reason: PreemptReason) -> Candidate:
+    """All of ``rj`` as a candidate: every pod released, nothing kept."""
     t = cycle.st.run_type.get(rj.job.job_id, "")
     return Candidate(rj, t, rj.placement.nodes, rj.replicas, None, reason)
 
@@ -266,7 +279,7 @@ def find_plan(cycle: Cycle, job: Job, min_runtime: float | None = None) -> Plan 
 
 def hold_for_preemptor(cycle: Cycle, job: Job, victims: list[RunningJob]) -> float:
     """Keep capacity for a preemptor whose victims are stopping; returns when they should be gone."""
-    cands = [_whole(cycle, rj, PreemptReason.PRIORITY) for rj in victims]
+    cands = [whole_candidate(cycle, rj, PreemptReason.PRIORITY) for rj in victims]
     for c in cands:
         release(cycle, c, +1)
     placement = fits(cycle, job)

@@ -22,7 +22,7 @@ from .model import (
 )
 from .pending import ordered
 from .policy import resolve
-from .preemption import find_plan, hold, hold_for_preemptor, hold_nominal, protected_until
+from .preemption import Plan, find_plan, hold, hold_for_preemptor, hold_nominal, protected_until
 from .state import SchedulerState
 
 _QUOTA_BLOCKED = (
@@ -256,21 +256,7 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
         looked = True
         plan = find_plan(cycle, job)
         if plan is not None:
-            for c in plan.chosen:
-                rj = c.run
-                if c.keep is not None:
-                    cycle.taken.add(rj.job.job_id)
-                    cycle.decisions.append(Scale(rj.job.job_id, rj.job.attempt, rj.replicas - c.pods, c.keep))
-                else:
-                    cycle.stop(rj)
-                    cycle.decisions.append(
-                        Preempt(
-                            rj.job.job_id, rj.job.attempt, c.reason.value, rj.job.grace_period_s, preemptor=job.job_id
-                        )
-                    )
-            hold(cycle, job, plan.chosen, plan.placement)
-            reason = PendingReason.PREEMPTING
-            start = cycle.now + max((c.run.job.grace_period_s for c in plan.chosen if c.keep is None), default=0.0)
+            reason, start = PendingReason.PREEMPTING, _carry_out(cycle, job, plan)
         elif cfg.min_runtime_s > 0:
             until = protected_until(cycle, job)
             if until is not None:
@@ -282,21 +268,8 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
     if reason is PendingReason.CAPACITY and cfg.consolidation and looked:
         moves = find_moves(cycle, job)
         if moves is not None:
-            for c in moves.chosen:
-                cycle.stop(c.run)
-                cycle.decisions.append(
-                    Preempt(
-                        c.run.job.job_id,
-                        c.run.job.attempt,
-                        PreemptReason.CONSOLIDATION.value,
-                        c.run.job.grace_period_s,
-                        preemptor=job.job_id,
-                    )
-                )
             cycle.moves += len(moves.chosen)
-            hold(cycle, job, moves.chosen, moves.placement)
-            reason = PendingReason.PREEMPTING
-            start = cycle.now + max(c.run.job.grace_period_s for c in moves.chosen)
+            reason, start = PendingReason.PREEMPTING, _carry_out(cycle, job, moves)
     if reason is PendingReason.CAPACITY and cfg.backfill and cycle.may_reserve(job):
         res = find_reservation(cycle, job)
         if res is not None:
@@ -316,6 +289,23 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
             start = cycle.quota_start(job, reason, start)
         cycle.report(job, reason, position, start)
     return reason
+
+
+def _carry_out(cycle: Cycle, job: Job, plan: Plan) -> float:
+    """Shrink or preempt the plan's candidates for ``job`` and hold its placement; returns when the
+    whole victims should be gone (their longest grace period)."""
+    for c in plan.chosen:
+        rj = c.run
+        if c.keep is not None:
+            cycle.taken.add(rj.job.job_id)
+            cycle.decisions.append(Scale(rj.job.job_id, rj.job.attempt, rj.replicas - c.pods, c.keep))
+        else:
+            cycle.stop(rj)
+            cycle.decisions.append(
+                Preempt(rj.job.job_id, rj.job.attempt, c.reason.value, rj.job.grace_period_s, preemptor=job.job_id)
+            )
+    hold(cycle, job, plan.chosen, plan.placement)
+    return cycle.now + max((c.run.job.grace_period_s for c in plan.chosen if c.keep is None), default=0.0)
 
 
 # ---------------------------------------------------------------------- FIFO baselines
