@@ -113,9 +113,10 @@ class AccountantStreams:
             broker_heartbeat_interval=3.0,
             table_standby_replicas=0,
         )
-        configs: dict[str, Any] = {}
+        # compacted like Muster's own compacted topics: hourly segments, cleaned at 10% dirty
+        configs: dict[str, Any] = {"min.cleanable.dirty.ratio": "0.1", "segment.ms": "3600000"}
         if min_insync_replicas is not None:
-            configs["min.insync.replicas"] = min_insync_replicas
+            configs["min.insync.replicas"] = str(min_insync_replicas)
         self.tables: dict[TableName, Any] = {
             name: self.app.Table(
                 name, default=None, partitions=TABLE_PARTITIONS, use_partitioner=True, key_type=bytes,
@@ -123,7 +124,7 @@ class AccountantStreams:
                 changelog_topic=self.app.topic(
                     changelog_topic(name), key_type=bytes, value_type=bytes, key_serializer="raw",
                     value_serializer="raw", partitions=TABLE_PARTITIONS, compacting=True, deleting=False,
-                    config=configs or None,
+                    config=configs,
                 ),
             )
             for name in TABLES
