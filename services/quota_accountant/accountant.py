@@ -34,7 +34,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import time
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Callable, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -52,8 +52,8 @@ from services.quota_accountant.handlers import apply, attempt_key_of
 from services.quota_accountant.ledger import DEFAULT_HALF_LIFE_S, DEFAULT_HORIZON_S, Ledger
 from services.quota_accountant.metrics import AccountantMetrics
 from services.quota_accountant.reports import budget_report, chargeback, queue_report_of
-from services.quota_accountant.state import TableMirror, TableName, ledger_of
-from services.quota_accountant.stream import AccountantStreams
+from services.quota_accountant.state import Change, TableMirror, ledger_of
+from services.quota_accountant.stream import AccountantStreams, Ack, Rows
 from services.quota_accountant.windows import to_datetime
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings, topic_replication
 from services.runtime.kafka.table import CompactedTable
@@ -63,6 +63,8 @@ log = logging.getLogger(__name__)
 PRODUCER = "quota_accountant"
 INPUT_TOPICS: tuple[str, ...] = (DECISIONS_TOPIC, RUNS_TOPIC, DISPATCHES_TOPIC)
 Clock = Callable[[], float]
+#: folded inputs waiting for their flush before the agents take more
+MAX_PENDING = 5000
 
 
 class AccountantSettings(BaseSettings):
@@ -103,7 +105,13 @@ class Accountant:
         self._producer: EnvelopeProducer | None = None
         self._streams: AccountantStreams | None = None
         self._live = False
-        self._lock = asyncio.Lock()
+        self._lock = asyncio.Lock()  # one flush at a time: outputs, then table rows, then acks, in order
+        self._pending: list[tuple[Ack, list[Change]]] = []  # folded inputs whose outputs are not yet acked
+        self._causes: dict[str, Envelope] = {}  # queue or tenant -> the latest input that changed it
+        self._wake = asyncio.Event()
+        self._room = asyncio.Event()
+        self._folding = asyncio.Event()  # clear while the ledger is rebuilt after a rebalance
+        self._folding.set()
         self.ready = asyncio.Event()  # set once the tables are recovered and the ledger rebuilt from them
         self.recoveries = 0  # times the ledger was rebuilt from the tables (start, rebalances)
 
@@ -143,9 +151,10 @@ class Accountant:
         )
         self._streams = streams
         await streams.start()
+        assert streams.failure is not None
+        failure = streams.failure
+        publisher = asyncio.create_task(self._publisher(streams), name=f"{PRODUCER}:publisher")
         try:
-            assert streams.failure is not None
-            failure = streams.failure
             if not await self._wait(self.ready.wait(), stop, failure):
                 return
             log.info("quota accountant live: %d open attempts, %d settled keys",
@@ -154,6 +163,8 @@ class Accountant:
         finally:
             self._live = False
             await streams.stop()
+            publisher.cancel()
+            await asyncio.gather(publisher, return_exceptions=True)
             self._streams = None
         if failure.done() and not failure.cancelled():
             failure.result()
@@ -192,50 +203,100 @@ class Accountant:
             if stop.is_set() or failure.done():
                 return
             try:
-                async with self._lock:
-                    self.ledger.prune(self._clock())
-                    await self._publish_locked(everything=True)
-                    self._write(self.mirror.after_prune(self.ledger))
+                await self._flush(periodic=True)
             except Exception:
                 log.exception("periodic usage publication failed; retrying next interval")
 
-    async def _on_recovered(self, rows: Mapping[TableName, Mapping[str, bytes]]) -> None:
-        """The tables are recovered: rebuild the ledger from them and publish every report."""
-        async with self._lock:
-            self.ledger = ledger_of(self.settings.half_life_s, self.settings.horizon_s, rows)
-            self.mirror = TableMirror.of(rows)
-            self.recoveries += 1
-            self.metrics.restored_charges.inc(len(self.ledger.settled))
-            log.info("ledger rebuilt from the tables: %d open attempts, %d settled keys, %d queues",
-                     len(self.ledger.attempts), len(self.ledger.settled), len(self.ledger.booked_queues()))
-            await self._publish_locked(everything=True)
-            self._live = True
+    async def _on_recovered(self, rows: Callable[[], Rows]) -> None:
+        """The tables are recovered: rebuild the ledger from them and publish every report.
+
+        Inputs folded before (a rebalance of a running service) are flushed into the tables first; none is
+        folded while the ledger is replaced."""
+        self._folding.clear()
+        try:
+            async with self._lock:
+                await self._flush_locked()
+                self.ledger = ledger_of(self.settings.half_life_s, self.settings.horizon_s, rows())
+                self.mirror = TableMirror.of(rows())
+                self.recoveries += 1
+                self.metrics.restored_charges.inc(len(self.ledger.settled))
+                log.info("ledger rebuilt from the tables: %d open attempts, %d settled keys, %d queues",
+                         len(self.ledger.attempts), len(self.ledger.settled), len(self.ledger.booked_queues()))
+                await self._publish_locked(everything=True)
+                self._live = True
+        finally:
+            self._folding.set()
         self.ready.set()
 
     # ------------------------------------------------------------------ inputs
 
-    async def _on_record(self, topic: str, value: bytes | None) -> None:
-        """One input record: fold it, publish what it changed (acknowledged), then write its table rows."""
-        if value is None:
-            return
-        try:
-            envelope = decode(value, topic=topic)
-        except DecodeError as exc:
-            log.warning("skipping an undecodable record on %s: %s", topic, exc)
-            return
-        async with self._lock:
+    async def _on_record(self, topic: str, value: bytes | None, ack: Ack) -> None:
+        """One input record: fold it now; its outputs, table rows and ack follow in the next flush."""
+        while len(self._pending) >= MAX_PENDING:
+            self._room.clear()
+            await self._room.wait()
+        await self.ready.wait()  # nothing is folded into a ledger that is not yet rebuilt from the tables
+        await self._folding.wait()
+        # from here to the append, nothing awaits: the fold and its pending entry are one step
+        changes: list[Change] = []
+        envelope: Envelope | None = None
+        if value is not None:
+            try:
+                envelope = decode(value, topic=topic)
+            except DecodeError as exc:
+                log.warning("skipping an undecodable record on %s: %s", topic, exc)
+        if envelope is not None:
             effect = apply(self.ledger, envelope, self._node_types)
             key = attempt_key_of(envelope)
             changes = self.mirror.after_fact(self.ledger, [key] if key is not None else [], effect.queues,
                                              effect.tenants)
             self.metrics.inputs.labels(envelope.type).inc()
-            if effect.changed:
-                self._dirty_queues.update(effect.queues)
-                self._dirty_tenants.update(effect.tenants)
-                if effect.charge is not None:
-                    self._charges.append((effect.charge, envelope))
-                await self._publish_locked(cause=envelope)
+            self._dirty_queues.update(effect.queues)
+            self._dirty_tenants.update(effect.tenants)
+            for name in (*effect.queues, *(f"tenant/{t}" for t in effect.tenants)):
+                self._causes[name] = envelope
+            if effect.charge is not None:
+                self._charges.append((effect.charge, envelope))
+        self._pending.append((ack, changes))
+        self._wake.set()
+
+    async def _publisher(self, streams: AccountantStreams) -> None:
+        """Flush whatever inputs were folded, as they come; a failed flush ends the service."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self._flush()
+            except Exception as exc:
+                log.exception("publishing usage failed")
+                streams.fail(exc)
+                return
+
+    async def _flush(self, *, periodic: bool = False) -> None:
+        """Publish what the folded inputs changed (every report when ``periodic``, after pruning the
+        ledger), wait for the broker's acks, write their table rows, then acknowledge the inputs."""
+        async with self._lock:
+            await self._flush_locked(periodic=periodic)
+
+    async def _flush_locked(self, *, periodic: bool = False) -> None:
+        batch, self._pending = self._pending, []
+        pruned: list[Change] = []
+        try:
+            if periodic:
+                self.ledger.prune(self._clock())
+                pruned = self.mirror.after_prune(self.ledger)
+            await self._publish_locked(everything=periodic)
+        except BaseException:
+            self._pending[:0] = batch
+            if pruned:
+                self._pending.append((_no_ack, pruned))
+            raise
+        for _, changes in batch:
             self._write(changes)
+        self._write(pruned)
+        for ack, _ in batch:
+            await ack()
+        self._room.set()
 
     def _write(self, changes: Sequence[Any]) -> None:
         streams = self._streams
@@ -276,26 +337,32 @@ class Accountant:
         outgoing: list[Envelope] = []
         for charge, origin in charges:
             outgoing.append(_envelope(chargeback(charge), origin))
+        causes, self._causes = self._causes, {}
         for queue in queues:
             usage = self.ledger.queue_usage(queue, now)
             report = queue_report_of(usage, self.view, queue, self.ledger.half_life_s)
             self.metrics.observe_queue(report, usage.gpu_seconds)
-            outgoing.append(_envelope(report, cause))
+            outgoing.append(_envelope(report, causes.get(queue, cause)))
         for tenant in tenants:
             budget = budget_report(self.ledger, self.view, tenant, now)
             self.metrics.observe_budget(budget)
-            outgoing.append(_envelope(budget, cause, occurred_at=to_datetime(now)))
+            outgoing.append(_envelope(budget, causes.get(f"tenant/{tenant}", cause), occurred_at=to_datetime(now)))
         self.metrics.active_accruals.set(self.ledger.active_accruals)
         try:
             futures = [await producer.send(USAGE_TOPIC, envelope) for envelope in outgoing]
             await asyncio.gather(*futures)
         except BaseException:
             self._charges[:0] = charges  # keep them for the next publication
+            self._causes = {**causes, **self._causes}
             self._dirty_queues.update(queues)
             self._dirty_tenants.update(tenants)
             raise
         for charge, _ in charges:
             self.metrics.chargebacks.labels(charge.outcome).inc()
+
+
+async def _no_ack() -> None:
+    return None
 
 
 def _envelope(message: Message, cause: Envelope | None, *, occurred_at: datetime | None = None) -> Envelope:

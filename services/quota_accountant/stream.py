@@ -44,10 +44,15 @@ LEADER_TOPIC = f"{APP_ID}-__assignor-__leader"
 #: one partition per table: the accountant is a single instance (per-queue aggregates need every input)
 TABLE_PARTITIONS = 1
 
-EventHandler = Callable[[str, bytes | None], Awaitable[None]]
-"""Called with (input topic, record value) for every input record, in order per partition."""
-RecoveredHandler = Callable[[Mapping[TableName, Mapping[str, bytes]]], Awaitable[None]]
-"""Called with every table's rows once the tables are recovered (at start and after every rebalance)."""
+Ack = Callable[[], Awaitable[None]]
+"""Acknowledges one input record to Faust (its offset may then be committed)."""
+EventHandler = Callable[[str, bytes | None, Ack], Awaitable[None]]
+"""Called with (input topic, record value, its ack) for every input record, in order per partition; the
+handler calls the ack once the record's outputs are acknowledged, possibly after it returned."""
+Rows = Mapping[TableName, Mapping[str, bytes]]
+RecoveredHandler = Callable[[Callable[[], Rows]], Awaitable[None]]
+"""Called once the tables are recovered (at start and after every rebalance) with a reader of every
+table's rows."""
 
 
 def changelog_topic(table: TableName) -> str:
@@ -93,6 +98,7 @@ class AccountantStreams:
         min_insync_replicas: int | None = None,
     ) -> None:
         self._on_event = on_event
+        self._input_topics = tuple(input_topics)
         self._on_recovered = on_recovered
         self.failure: asyncio.Future[None] | None = None
         self.app = faust.App(
@@ -140,28 +146,35 @@ class AccountantStreams:
         async def follow(stream: StreamT[bytes]) -> None:
             manual = cast(Stream[bytes], stream).noack()
             async for event in manual.events():
+
+                async def ack(event: Any = event) -> None:
+                    await manual.ack(event)
+
                 try:
-                    await self._on_event(topic_name, event.message.value)
+                    await self._on_event(topic_name, event.message.value, ack)
                 except Exception as exc:  # unacknowledged: never committed; the service ends
                     log.exception("quota accountant failed on %s offset %s", topic_name, event.message.offset)
-                    self._fail(exc)
+                    self.fail(exc)
                     await asyncio.Event().wait()  # hold the stream until the app stops
-                await manual.ack(event)
 
         self.app.agent(source, name=f"{APP_ID}.{topic_name}")(follow)
 
-    def _fail(self, exc: BaseException) -> None:
+    def fail(self, exc: BaseException) -> None:
+        """End the app's run with ``exc`` (``failure`` raises it)."""
         if self.failure is not None and not self.failure.done():
             self.failure.set_exception(exc)
 
-    async def _recovered(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
-        rows = {name: {bytes(k).decode(): bytes(v) for k, v in table.items() if v is not None}
+    def rows(self) -> dict[TableName, dict[str, bytes]]:
+        """Every row the tables hold now."""
+        return {name: {bytes(k).decode(): bytes(v) for k, v in table.items() if v is not None}
                 for name, table in self.tables.items()}
+
+    async def _recovered(self, sender: Any, *args: Any, signal: Any = None, **kwargs: Any) -> None:
         try:
-            await self._on_recovered(rows)
+            await self._on_recovered(self.rows)
         except Exception as exc:
             log.exception("quota accountant could not rebuild its ledger from the tables")
-            self._fail(exc)
+            self.fail(exc)
             raise
 
     def write(self, changes: Sequence[Change]) -> None:
@@ -175,8 +188,45 @@ class AccountantStreams:
             else:
                 table[key] = change.row
 
+    def _rewind_never_committed(self) -> None:
+        """Work around a gap in Faust's recovery that loses input records.
+
+        During recovery Faust pauses the source partitions on its side only: the Kafka consumer goes on
+        fetching them, and Faust drops what it fetched. Afterwards ``perform_seek`` moves each source
+        partition back to its committed offset, but only when that offset is above 0; a partition with no
+        committed offset (a new group, or a partition that got its first record while the service was
+        down) keeps its advanced position, its first records are never processed, and the offsets of
+        later ones are committed past them. Here, after Faust's seek, such partitions are moved back to
+        their beginning too (what ``auto_offset_reset=earliest`` means); records read twice are folded
+        idempotently."""
+        consumer: Any = self.app.consumer
+        faust_seek = consumer.perform_seek
+        inputs = set(self._input_topics)
+
+        async def rewind(thread: Any) -> list[Any]:
+            kafka = thread._ensure_consumer()
+            tps = [tp for tp in kafka.assignment() if tp.topic in inputs]
+            if not tps:
+                return []
+            beginnings = await kafka.beginning_offsets(tps)
+            rewound = []
+            for tp in tps:
+                if not await kafka.committed(tp):
+                    kafka.seek(tp, beginnings[tp])
+                    rewound.append(tp)
+            return rewound
+
+        async def perform_seek() -> None:
+            await faust_seek()
+            for tp in await consumer._thread.call_thread(rewind, consumer._thread):
+                consumer._read_offset[tp] = None
+                log.debug("rewound %s (no committed offset) to its beginning", tp)
+
+        consumer.perform_seek = perform_seek
+
     async def start(self) -> None:
         self.failure = asyncio.get_running_loop().create_future()
+        self._rewind_never_committed()
         await self.app.start()
 
     async def stop(self) -> None:
