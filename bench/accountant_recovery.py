@@ -117,13 +117,40 @@ async def _run_until(settings: object, attempts: int, *, restart: bool) -> tuple
         await task
 
 
+async def _records(settings: object) -> dict[str, int]:
+    """Records held per kind of topic: the inputs, the usage topic, the accountant's changelogs."""
+    from aiokafka import AIOKafkaConsumer
+    from aiokafka.structs import TopicPartition
+
+    reader = AIOKafkaConsumer(**settings.client_options())  # type: ignore[attr-defined]
+    await reader.start()
+    try:
+        topics = await reader.topics()
+        kinds = {"inputs": [t for t in topics if t in ("muster.decisions.v1", "muster.runs.v1")],
+                 "usage": [t for t in topics if t == "muster.usage.v1"],
+                 "changelogs": [t for t in topics if t.endswith("-changelog")]}
+        counts: dict[str, int] = {}
+        for kind, names in kinds.items():
+            tps = [TopicPartition(t, p) for t in names for p in (reader.partitions_for_topic(t) or set())]
+            if not tps:
+                counts[kind] = 0
+                continue
+            ends = await reader.end_offsets(tps)
+            starts = await reader.beginning_offsets(tps)
+            counts[kind] = sum(ends[tp] - starts[tp] for tp in tps)
+        return counts
+    finally:
+        await reader.stop()
+
+
 async def _measure(settings: object, attempts: int) -> dict[str, object]:
     fill = await _fill(settings, attempts)
     _, first, _ = await _run_until(settings, attempts, restart=False)
+    records = await _records(settings)
     ready, complete, at_ready = await _run_until(settings, attempts, restart=True)
     return {"attempts": attempts, "fill_s": round(fill, 1), "first_fold_s": round(first, 1),
             "restart_ready_s": round(ready, 2), "restart_complete_s": round(complete, 2),
-            "settled_at_ready": at_ready}
+            "settled_at_ready": at_ready, **{f"{k}_records": v for k, v in records.items()}}
 
 
 def _measure_tree(code: Path, attempts: int) -> dict[str, object]:
@@ -152,10 +179,11 @@ def main() -> int:
             rows.append((f"before ({args.before})", _measure_tree(Path(before_dir), args.attempts)))
         rows.append(("this tree", _measure_tree(Path(args.code), args.attempts)))
     print(f"{'code':<22} {'attempts':>9} {'fill s':>7} {'1st fold s':>10} {'restart: ready s':>17} "
-          f"{'complete s':>10} {'settled at ready':>17}")
+          f"{'complete s':>10} {'settled at ready':>17} {'input recs':>10} {'usage recs':>10} {'changelog recs':>14}")
     for label, r in rows:
         print(f"{label:<22} {r['attempts']:>9} {r['fill_s']:>7} {r['first_fold_s']:>10} {r['restart_ready_s']:>17} "
-              f"{r['restart_complete_s']:>10} {r['settled_at_ready']:>17}")
+              f"{r['restart_complete_s']:>10} {r['settled_at_ready']:>17} {r['inputs_records']:>10} "
+              f"{r['usage_records']:>10} {r['changelogs_records']:>14}")
     return 0
 
 

@@ -291,8 +291,13 @@ class Accountant:
             if pruned:
                 self._pending.append((_no_ack, pruned))
             raise
+        # the batch's rows, each key once with its last row: the mirror already holds that state
+        latest: dict[tuple[str, str], Change] = {}
         for _, changes in batch:
-            self._write(changes)
+            for change in changes:
+                latest.pop((change.table, change.key), None)
+                latest[(change.table, change.key)] = change
+        self._write(list(latest.values()))
         self._write(pruned)
         for ack, _ in batch:
             await ack()
