@@ -120,18 +120,27 @@ async def _run_until(settings: object, attempts: int, *, restart: bool) -> tuple
 async def _records(settings: object) -> dict[str, int]:
     """Records held per kind of topic: the inputs, the usage topic, the accountant's changelogs."""
     from aiokafka import AIOKafkaConsumer
+    from aiokafka.admin import AIOKafkaAdminClient
     from aiokafka.structs import TopicPartition
 
-    reader = AIOKafkaConsumer(**settings.client_options())  # type: ignore[attr-defined]
-    await reader.start()
+    options = settings.client_options()  # type: ignore[attr-defined]
+    admin = AIOKafkaAdminClient(**options)
+    await admin.start()
     try:
-        topics = await reader.topics()
+        topics = await admin.list_topics()
         kinds = {"inputs": [t for t in topics if t in ("muster.decisions.v1", "muster.runs.v1")],
                  "usage": [t for t in topics if t == "muster.usage.v1"],
                  "changelogs": [t for t in topics if t.endswith("-changelog")]}
+        described = await admin.describe_topics([t for names in kinds.values() for t in names])
+        partitions = {d["topic"]: [p["partition"] for p in d["partitions"]] for d in described}
+    finally:
+        await admin.close()
+    reader = AIOKafkaConsumer(**options)
+    await reader.start()
+    try:
         counts: dict[str, int] = {}
         for kind, names in kinds.items():
-            tps = [TopicPartition(t, p) for t in names for p in (reader.partitions_for_topic(t) or set())]
+            tps = [TopicPartition(t, p) for t in names for p in partitions.get(t, [])]
             if not tps:
                 counts[kind] = 0
                 continue
