@@ -99,6 +99,11 @@ class ResourceRequest(_Spec):
             return min(int(self.mig_profile.split("g.", 1)[0]) / MIG_COMPUTE_SLICES, 1.0) * self.mig_slices
         return self.gpu_fraction or self.gpus
 
+    def gpu_share(self, replicas: int) -> float | None:
+        """A sharing job's GPUs as charged for ``replicas`` pods (what status and views show); None for
+        whole GPUs."""
+        return round(replicas * self.gpus_charged, 4) if self.shares_gpus else None
+
     @field_validator("cpu")
     @classmethod
     def _cpu(cls, v: str) -> str:
