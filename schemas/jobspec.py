@@ -6,7 +6,7 @@ import functools
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from schemas.envelope import Name
 
@@ -188,8 +188,12 @@ class EnvFromSecret(_Spec):
     prefix: EnvName | None = Field(default=None, exclude_if=lambda v: v is None)
 
 
-#: an environment entry: a plain value (the short form), or an ``EnvVar``
-EnvEntry = EnvValue | EnvVar
+def _env_form(entry: object) -> str:
+    return "entry" if isinstance(entry, dict | EnvVar) else "value"
+
+
+#: an environment entry: a plain value (the short form), or an ``EnvVar``; an error names the form meant
+EnvEntry = Annotated[Annotated[EnvValue, Tag("value")] | Annotated[EnvVar, Tag("entry")], Discriminator(_env_form)]
 
 
 class PodTemplate(_Spec):
