@@ -3,10 +3,12 @@ and the rule that finds plain values looking like secrets."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
 import orjson
 import pytest
+import yaml
 from pydantic import ValidationError
 
 from schemas.codec import decode, encode
@@ -142,3 +144,12 @@ def test_errors_name_each_field_and_say_what_to_do() -> None:
     assert error["field"] == "spec.template.env.HF_TOKEN"
     assert "secret_ref" in error["detail"] and "not_secret: true" in error["detail"]
     assert "hf_abc" not in error["detail"]  # the refusal never repeats the value
+
+
+def test_the_example_refers_to_its_secrets_and_passes_the_rule() -> None:
+    path = Path(__file__).resolve().parents[2] / "examples" / "jobs" / "finetune-secrets.yaml"
+    spec = JobSpec.model_validate(yaml.safe_load(path.read_text(encoding="utf-8")))
+    assert spec.template.secret_names() == ["hf-token", "wandb"]
+    assert plain_secret_errors(spec) == []
+    assert plain_secret_errors(spec.model_copy(update={"template": spec.template.model_copy(update={
+        "env": {**spec.template.env, "SORT_KEY": "loss"}})}))[0]["field"] == "spec.template.env.SORT_KEY"
