@@ -74,7 +74,7 @@ def check_env(spec: JobSpec, *, field_prefix: str = "spec") -> None:
     if not found:
         return
     field = f"{field_prefix}.template.env.{found[0].name}"
-    detail = found[0].message(field)
+    detail = found[0].message()
     if len(found) > 1:
         detail += f" (so do {', '.join(e.name for e in found[1:])})"
     raise ApiError(422, PLAIN_SECRET_ENV, detail, field=field)

@@ -32,8 +32,8 @@ class PlainSecret:
     name: str
     why: str  # "its name" or "its value"
 
-    def message(self, field: str) -> str:
-        return (f"{field} looks like a secret ({self.why}) but is a plain value, which Muster would carry in clear "
+    def message(self) -> str:
+        return (f"{self.name} looks like a secret ({self.why}) but is a plain value, which Muster would carry in clear "
                 f"text: put it in a Kubernetes Secret in the job's namespace and refer to it with "
                 f"{{secret_ref: {{name: <secret>, key: <key>}}}} (or env_from); if it is not a secret, write it "
                 f"{{value: ..., not_secret: true}}")
@@ -76,4 +76,4 @@ def spec_plain_secrets(spec: JobSpec) -> list[PlainSecret]:
 def plain_secret_errors(spec: JobSpec, prefix: str = "spec") -> list[dict[str, str]]:
     """``spec_plain_secrets`` in the shape of a 422's errors: ``{"field", "detail"}`` per entry."""
     fields = ((f"{prefix}.template.env.{p.name}", p) for p in spec_plain_secrets(spec))
-    return [{"field": field, "detail": p.message(field)} for field, p in fields]
+    return [{"field": field, "detail": p.message()} for field, p in fields]
