@@ -111,6 +111,8 @@ def _env(container: dict[str, Any], plain_ok: frozenset[str]) -> dict[str, EnvEn
     """The container's ``env`` as spec entries: values, and Secret keys as references."""
     env: dict[str, EnvEntry] = {}
     for entry in container.get("env") or []:
+        if not isinstance(entry, dict):
+            continue
         name = str(entry["name"])
         source = entry.get("valueFrom")
         if source is None and "value" in entry:
@@ -127,7 +129,7 @@ def _env_from(container: dict[str, Any]) -> list[EnvFromSecret]:
     """The container's ``envFrom`` Secrets (config maps are not carried)."""
     sources: list[EnvFromSecret] = []
     for entry in container.get("envFrom") or []:
-        ref = entry.get("secretRef")
+        ref = entry.get("secretRef") if isinstance(entry, dict) else None
         if isinstance(ref, dict):
             sources.append(EnvFromSecret(secret_ref=SecretRef(name=str(ref.get("name", "")),
                                                               optional=bool(ref.get("optional"))),
