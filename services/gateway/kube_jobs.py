@@ -50,7 +50,7 @@ from services.gateway.policy import check_spec, queue_for_submission
 from services.gateway.views import ConfigView, StatusView
 from services.runtime.clock import Clock
 from services.runtime.kube import ADDED, DELETED, EVENTS, JOBS, MODIFIED, KubeRest, build_api_client, job_cache, update
-from services.runtime.kube.errors import is_not_found
+from services.runtime.kube.errors import is_already_exists, is_not_found
 from services.runtime.service import unless_stopped
 from services.spec.durations import parse_duration
 from services.spec.ids import kube_job_id
@@ -61,6 +61,7 @@ log = logging.getLogger(__name__)
 
 _TRUE = frozenset({"true", "yes", "1"})
 FEEDBACK_COMPONENT = "muster-gateway"
+NOT_SUBMITTED = "NotSubmitted"  # the reason of the Warning Event on a labelled Job that was refused
 
 
 class NotSubmittable(ValueError):
@@ -246,6 +247,22 @@ class KubeJobFeedback:
             self._waiting.add(job_id)
             self._wanted.put_nowait(job_id)
 
+    async def refused(self, namespace: str, name: str, uid: str, generation: str, why: str) -> None:
+        """A Warning Event ``NotSubmitted`` on the Job saying why it was not submitted (``kubectl describe job``).
+        One per generation of the Job (a change of its spec may fix it; a change of its status does not):
+        every gateway replica, and a restarted one, writes the same Event name, and AlreadyExists is success.
+        Best effort, as the other feedback."""
+        event = kube_feedback.KubeEvent("Warning", NOT_SUBMITTED, why[:kube_feedback.MAX_MESSAGE])
+        body = kube_event(namespace, name, uid, event, self._now())
+        body["metadata"] = {"name": f"{name}.{uid[:8] or 'job'}.not-submitted.{generation or '0'}",
+                            "namespace": namespace}
+        try:
+            await self._rest.create(EVENTS, body)
+            self.written += 1
+        except Exception as exc:
+            if not is_already_exists(exc):
+                log.warning("refusal of Job %s/%s not written: %s", namespace, name, exc)
+
     async def run(self, stop: asyncio.Event) -> None:
         while True:
             getting = asyncio.ensure_future(self._wanted.get())
@@ -343,6 +360,9 @@ class KubeJobSubmitter:
             if (obj.get("spec") or {}).get("suspend"):
                 log.warning("Job %s not submitted: %s", key, exc)
                 ctx.metrics.submissions.labels("kube", "refused").inc()
+                if self._feedback is not None and meta.get("name"):
+                    await self._feedback.refused(str(meta.get("namespace") or "default"), str(meta["name"]),
+                                                 str(meta.get("uid", "")), str(meta.get("generation", "")), str(exc))
             return
         if submission.job_id in ctx.status or ctx.recent.get(submission.job_id) is not None:
             return

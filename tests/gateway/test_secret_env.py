@@ -149,3 +149,50 @@ def test_the_cli_refuses_a_plain_secret_with_what_to_do(tmp_path: Path, served: 
     assert "spec.template.env.HF_TOKEN" in result.output and "secret_ref" in result.output
     assert SECRET_VALUE not in result.output
     assert gw.publisher.sent == []
+
+
+async def test_a_refused_kube_native_job_tells_its_owner_why_on_the_job(gw: Harness) -> None:
+    """On a simulated cluster: a labelled Job with a plain HF_TOKEN is not submitted, and a Warning Event
+    ``NotSubmitted`` on it (one per generation of the Job, however many replicas see it and however often its
+    status changes) says to use a secretKeyRef."""
+    import asyncio
+
+    from services.gateway.kube_jobs import watch_kube_jobs
+    from services.kubesim import KubeSim
+    from services.runtime.kube import EVENTS, JOBS, KubeRest, build_api_client, create_or_get, ensure_namespace
+    from tests.integration.builders import eventually
+
+    sim = KubeSim.from_cluster_file(str(ROOT / "examples" / "cluster-small.yaml"), profile="zero")
+    async with sim.serve(host="127.0.0.1", port=0) as url:
+        api = await build_api_client(url)
+        async with api:
+            rest = KubeRest(api)
+            await ensure_namespace(rest, "team-a")
+            job = kube_job([{"name": "HF_TOKEN", "value": SECRET_VALUE}])
+            for key in ("uid", "resourceVersion"):
+                del job["metadata"][key]
+            stop = asyncio.Event()
+            watchers = [asyncio.create_task(watch_kube_jobs(gw.ctx, url, stop)) for _ in range(2)]  # two replicas
+
+            async def warnings() -> list[dict[str, Any]]:
+                items, _ = await rest.list(EVENTS, "team-a")
+                return [e for e in items if e.get("reason") == "NotSubmitted"]
+
+            try:
+                await create_or_get(rest, JOBS, job)
+                await eventually(lambda: (gw.registry.get_sample_value(
+                    "muster_gateway_submissions_total", {"source": "kube", "outcome": "refused"}) or 0) >= 2, within=30)
+                for _ in range(300):
+                    if await warnings():
+                        break
+                    await asyncio.sleep(0.1)
+                await asyncio.sleep(1.0)  # both replicas' writes, and those after the Job's status changes, are done
+                events = await warnings()
+            finally:
+                stop.set()
+                await asyncio.gather(*watchers)
+    [event] = events
+    assert event["type"] == "Warning" and event["involvedObject"]["name"] == "resnet-sweep-7"
+    assert "HF_TOKEN" in event["message"] and "valueFrom.secretKeyRef" in event["message"]
+    assert SECRET_VALUE not in event["message"]
+    assert gw.publisher.on(INTENTS_TOPIC) == []
