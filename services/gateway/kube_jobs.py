@@ -254,7 +254,8 @@ class KubeJobFeedback:
         Best effort, as the other feedback."""
         event = kube_feedback.KubeEvent("Warning", NOT_SUBMITTED, why[:kube_feedback.MAX_MESSAGE])
         body = kube_event(namespace, name, uid, event, self._now())
-        body["metadata"] = {"name": f"{name}.{uid[:8] or 'job'}.not-submitted.{generation or '0'}",
+        uid_part = "".join(c for c in uid.lower() if c.isascii() and c.isalnum())[:8] or "job"
+        body["metadata"] = {"name": f"{name}.{uid_part}.not-submitted.{generation or '0'}",
                             "namespace": namespace}
         try:
             await self._rest.create(EVENTS, body)
