@@ -25,6 +25,7 @@ from schemas.jobspec import JobSpec
 from schemas.topics import INTENTS_TOPIC
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
 from services.spec.ids import keyed_job_id, random_job_id
+from services.spec.secret_env import plain_secret_errors
 
 #: the largest envelope sent: the producer's request limit (1 MiB) also carries the key, headers and overhead
 MAX_ENVELOPE_BYTES = MAX_MESSAGE_BYTES - 4096
@@ -87,6 +88,9 @@ class KafkaSubmitter:
             job_spec = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(dict(spec))
         except ValidationError as exc:
             raise InvalidSpec.from_validation(exc) from None
+        plain = plain_secret_errors(job_spec)
+        if plain:
+            raise InvalidSpec(plain)
         if job_spec.schedule is not None:
             raise InvalidSpec([{"field": "spec.schedule", "detail": "recurring jobs are defined through the "
                                 "gateway's API (POST /v1/jobs), not the intents topic"}])
