@@ -18,6 +18,8 @@ from typing import IO, Self
 
 from services.runtime.broker import distribution as dist
 from services.runtime.broker.probe import free_port, port_is_free, wait_until_ready
+from services.runtime.broker.security import BrokerSecurity
+from services.runtime.credentials import write_private
 from services.runtime.broker.properties import (
     DEFAULT_JVM_OPTIONS,
     BrokerLayout,
@@ -80,12 +82,14 @@ class KafkaBroker:
         node_id: int = 1,
         voters: Mapping[int, int] | None = None,
         cluster_id: str | None = None,
+        security: BrokerSecurity | None = None,
     ) -> None:
         if voters and (port is None or controller_port is None):
             raise BrokerError("a node of a cluster needs its port and controller port")
         self._node_id = node_id
         self._voters = dict(voters) if voters else None
         self._cluster_id = cluster_id
+        self._security = security
         self._owns_dir = log_dir is None
         self._root = Path(log_dir) if log_dir is not None else None
         self._distribution = distribution
@@ -114,6 +118,11 @@ class KafkaBroker:
         if self._port is None:
             raise BrokerError("the broker has no port before start()")
         return f"{self._host}:{self._port}"
+
+    @property
+    def security(self) -> BrokerSecurity | None:
+        """Authentication and ACLs (None: an open PLAINTEXT listener)."""
+        return self._security
 
     @property
     def node_id(self) -> int:
@@ -194,7 +203,8 @@ class KafkaBroker:
 
     def _await_ready(self) -> None:
         wait_until_ready(self.bootstrap, timeout=self._startup_timeout, alive=lambda: self.running,
-                         node_id=self._node_id if self._voters else None)
+                         node_id=self._node_id if self._voters else None,
+                         security=self._security.probe_options() if self._security else None)
 
     def stop(self) -> None:
         """SIGTERM (controlled shutdown), wait, then SIGKILL; data and ports are kept."""
@@ -269,8 +279,10 @@ class KafkaBroker:
             node_id=self._node_id,
             voters=self._voters,
             overrides=self._overrides,
+            listeners=self._security.listeners(self._host, self._port, self._controller_port) if self._security else None,
         )
-        layout.server_properties.write_text(render_properties(settings))
+        # the broker's password is in it when authenticated: readable by the owner alone
+        write_private(layout.server_properties, render_properties(settings))
         layout.log4j_properties.write_text(log4j_properties(layout.app_log_dir))
         state = {"port": self._port, "controller_port": self._controller_port, "host": self._host}
         layout.state_file.write_text(json.dumps(state))
@@ -290,6 +302,7 @@ class KafkaBroker:
             *self._java_command(distribution, layout),
             "kafka.tools.StorageTool", "format", "--ignore-formatted",
             "-t", self._cluster_id or new_cluster_id(), "-c", str(layout.server_properties),
+            *(self._security.format_arguments() if self._security else ()),
         ]  # fmt: skip
         result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
         if result.returncode != 0:
