@@ -102,7 +102,8 @@ def tenant_intents_topic(tenant: str) -> str:
 
 def intents_topic_tenant(topic: str) -> str | None:
     """The tenant whose intents topic ``topic`` is, or None (the shared intents topic, or any other topic)."""
-    if topic == INTENTS_TOPIC or not (topic.startswith(TENANT_INTENTS_PREFIX) and topic.endswith(TENANT_INTENTS_SUFFIX)):
+    shaped = topic.startswith(TENANT_INTENTS_PREFIX) and topic.endswith(TENANT_INTENTS_SUFFIX)
+    if topic == INTENTS_TOPIC or not shaped:
         return None
     tenant = topic[len(TENANT_INTENTS_PREFIX):-len(TENANT_INTENTS_SUFFIX)]
     return tenant or None

@@ -18,8 +18,6 @@ from typing import IO, Self
 
 from services.runtime.broker import distribution as dist
 from services.runtime.broker.probe import free_port, port_is_free, wait_until_ready
-from services.runtime.broker.security import BrokerSecurity
-from services.runtime.credentials import write_private
 from services.runtime.broker.properties import (
     DEFAULT_JVM_OPTIONS,
     BrokerLayout,
@@ -28,6 +26,8 @@ from services.runtime.broker.properties import (
     render_properties,
     server_properties,
 )
+from services.runtime.broker.security import BrokerSecurity
+from services.runtime.credentials import write_private
 
 log = logging.getLogger(__name__)
 PORT_ATTEMPTS = 3  # starts on freshly chosen ports when the chosen ones were taken meanwhile

@@ -1,23 +1,26 @@
-"""Sending the ACL table (``acls``) to the broker: one CreateAcls request (API 30, version 1, the oldest
+"""Sending the ACL table (``acls``) and SCRAM users to the broker: one CreateAcls request (API 30, version 1, the oldest
 Kafka 4 still serves) holding every binding. Creating an ACL that exists is a no-op for the broker, so
 this is idempotent. aiokafka's admin client has no ACL call; its protocol classes are used directly."""
 
 from __future__ import annotations
 
 import asyncio
+import hashlib
+import secrets
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import for_code
 from aiokafka.protocol.admin import CreateAclsRequest_v1, DescribeAclsRequest_v1
-from aiokafka.protocol.api import Request
+from aiokafka.protocol.api import Request, RequestStruct, Response
+from aiokafka.protocol.types import CompactArray, CompactBytes, CompactString, Int8, Int16, Int32, Schema, TaggedFields
 
 from services.runtime.kafka.acls import ALLOW, ANY_HOST, AclBinding, Operation, PatternType, ResourceType
 from services.runtime.kafka.settings import KafkaSettings
 
 
-class _CreateAcls(Request[CreateAclsRequest_v1]):
+class _CreateAcls(Request[CreateAclsRequest_v1]):  # type: ignore[misc]
     """CreateAcls with many creations (aiokafka's own request class carries one)."""
 
     API_KEY = 30
@@ -32,7 +35,7 @@ class _CreateAcls(Request[CreateAclsRequest_v1]):
         ])
 
 
-class _DescribeAllAcls(Request[DescribeAclsRequest_v1]):
+class _DescribeAllAcls(Request[DescribeAclsRequest_v1]):  # type: ignore[misc]
     """DescribeAcls matching every ACL (resource, pattern, operation and permission ANY)."""
 
     API_KEY = 29
@@ -111,3 +114,64 @@ async def wait_acls(settings: KafkaSettings, bindings: Sequence[AclBinding], *, 
                 raise AclError(f"broker {node} does not enforce {len(missing)} ACLs after {timeout_s:g}s, e.g. "
                                f"{min(missing).describe()}")
             await asyncio.sleep(0.2)
+
+
+# ---------------------------------------------------------------- SCRAM users (AlterUserScramCredentials)
+
+SCRAM_SHA_512 = 2  # Kafka's ScramMechanism code
+SCRAM_ITERATIONS = 4096  # Kafka's minimum, and its default
+
+
+class _AlterScramResponse(Response):  # type: ignore[misc]
+    API_KEY = 51
+    API_VERSION = 0
+    SCHEMA = Schema(
+        ("throttle_time_ms", Int32),
+        ("results", CompactArray(("user", CompactString("utf-8")), ("error_code", Int16),
+                                 ("error_message", CompactString("utf-8")), ("tags", TaggedFields))),
+        ("tags", TaggedFields),
+    )
+
+
+class _AlterScramStruct(RequestStruct):  # type: ignore[misc]
+    FLEXIBLE_VERSION = True
+    API_KEY = 51
+    API_VERSION = 0
+    RESPONSE_TYPE = _AlterScramResponse
+    SCHEMA = Schema(
+        ("deletions", CompactArray(("name", CompactString("utf-8")), ("mechanism", Int8), ("tags", TaggedFields))),
+        ("upsertions", CompactArray(("name", CompactString("utf-8")), ("mechanism", Int8), ("iterations", Int32),
+                                    ("salt", CompactBytes), ("salted_password", CompactBytes), ("tags", TaggedFields))),
+        ("tags", TaggedFields),
+    )
+
+
+class _AlterScram(Request[_AlterScramStruct]):  # type: ignore[misc]
+    API_KEY = 51
+
+    def __init__(self, users: Mapping[str, str]) -> None:
+        self._users = dict(users)
+
+    def build(self, request_struct_class: type[_AlterScramStruct]) -> _AlterScramStruct:
+        upsertions: list[tuple[str, int, int, bytes, bytes, dict[int, bytes]]] = []
+        for name, password in sorted(self._users.items()):
+            salt = secrets.token_bytes(32)
+            salted = hashlib.pbkdf2_hmac("sha512", password.encode(), salt, SCRAM_ITERATIONS)
+            upsertions.append((name, SCRAM_SHA_512, SCRAM_ITERATIONS, salt, salted, {}))
+        return request_struct_class([], upsertions, {})
+
+
+async def upsert_scram_users(settings: KafkaSettings, users: Mapping[str, str]) -> None:
+    """Create (or set the password of) SCRAM-SHA-512 users on a running cluster, as a super user: the
+    principals that were not known when the storage was formatted (a tenant added later)."""
+    if not users:
+        return
+    admin = AIOKafkaAdminClient(**settings.client_options())
+    await admin.start()
+    try:
+        response = await admin._send_request(_AlterScram(users))  # aiokafka has no public SCRAM call
+    finally:
+        await admin.close()
+    failures = [f"{user}: {message or for_code(code).__name__}" for user, code, message, _ in response.results if code]
+    if failures:
+        raise AclError("the broker refused SCRAM users:\n" + "\n".join(failures))

@@ -38,7 +38,9 @@ class KafkaCredentials:
     def including(self, names: Iterable[str]) -> KafkaCredentials:
         """These credentials plus fresh ones for the ``names`` that have none."""
         missing = [n for n in names if n not in self.passwords]
-        return self if not missing else KafkaCredentials({**self.passwords, **KafkaCredentials.generate(missing).passwords})
+        if not missing:
+            return self
+        return KafkaCredentials({**self.passwords, **KafkaCredentials.generate(missing).passwords})
 
     def password(self, name: str) -> str:
         try:
@@ -49,7 +51,7 @@ class KafkaCredentials:
     def settings(self, name: str, bootstrap: str, **fields: Any) -> KafkaSettings:
         """Client settings that authenticate as ``name`` (SASL_PLAINTEXT, SCRAM-SHA-512)."""
         return KafkaSettings(bootstrap=bootstrap, security_protocol="SASL_PLAINTEXT", sasl_mechanism=MECHANISM,
-                             sasl_username=name, sasl_password=self.password(name), **fields)  # type: ignore[arg-type]
+                             sasl_username=name, sasl_password=self.password(name), **fields)
 
     def admin(self, bootstrap: str, **fields: Any) -> KafkaSettings:
         return self.settings(ADMIN, bootstrap, **fields)
