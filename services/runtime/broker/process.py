@@ -271,6 +271,7 @@ class KafkaBroker:
         assert self._port is not None and self._controller_port is not None
         layout.root.mkdir(parents=True, exist_ok=True)
         layout.app_log_dir.mkdir(exist_ok=True)
+        security = self._security
         settings = server_properties(
             host=self._host,
             port=self._port,
@@ -279,7 +280,7 @@ class KafkaBroker:
             node_id=self._node_id,
             voters=self._voters,
             overrides=self._overrides,
-            listeners=self._security.listeners(self._host, self._port, self._controller_port) if self._security else None,
+            listeners=security.listeners(self._host, self._port, self._controller_port) if security else None,
         )
         # the broker's password is in it when authenticated: readable by the owner alone
         write_private(layout.server_properties, render_properties(settings))
