@@ -100,7 +100,7 @@ def test_the_accountant_owns_its_prefix() -> None:
 
 
 def test_the_table_is_sorted_unique_and_grows_only_by_tenants() -> None:
-    assert TABLE == sorted(set(TABLE))
+    assert sorted(set(TABLE)) == TABLE
     assert len(acl_table(())) + 2 * len(acls.tenant_bindings("x")) == len(TABLE)
     assert {r.principal for r in TABLE} <= set(principals(TENANTS)) - set(acls.SUPER_USERS)
 
