@@ -44,6 +44,11 @@ def _tail(path: Path, limit: int = 3000) -> str:
         return ""
 
 
+def _quoted(argument: str) -> str:
+    """One argument of a Java ``@argfile``: double-quoted, backslashes and quotes escaped."""
+    return '"' + argument.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
 def _set_parent_death_signal() -> None:
     """Ask Linux to SIGTERM the child when the spawning thread dies (best effort)."""
     import ctypes
@@ -299,13 +304,20 @@ class KafkaBroker:
         ]
 
     def _format(self, layout: BrokerLayout, distribution: dist.KafkaDistribution) -> None:
-        command = [
+        java, *arguments = [
             *self._java_command(distribution, layout),
             "kafka.tools.StorageTool", "format", "--ignore-formatted",
             "-t", self._cluster_id or new_cluster_id(), "-c", str(layout.server_properties),
             *(self._security.format_arguments() if self._security else ()),
         ]  # fmt: skip
-        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+        # the arguments (SCRAM passwords among them when authenticated) go through a Java argument file only
+        # the owner may read, never onto the command line, which every local user can see in ps
+        argfile = layout.root / "format.args"
+        write_private(argfile, "\n".join(_quoted(a) for a in arguments) + "\n")
+        try:
+            result = subprocess.run([java, f"@{argfile}"], capture_output=True, text=True, check=False, timeout=120)
+        finally:
+            argfile.unlink(missing_ok=True)
         if result.returncode != 0:
             raise BrokerError(f"formatting {layout.data_dir} failed:\n{result.stdout}{result.stderr}")
 
