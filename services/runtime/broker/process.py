@@ -304,12 +304,13 @@ class KafkaBroker:
         ]
 
     def _format(self, layout: BrokerLayout, distribution: dist.KafkaDistribution) -> None:
-        java, *arguments = [
+        command: list[str] = [
             *self._java_command(distribution, layout),
             "kafka.tools.StorageTool", "format", "--ignore-formatted",
             "-t", self._cluster_id or new_cluster_id(), "-c", str(layout.server_properties),
-            *(self._security.format_arguments() if self._security else ()),
+            *(self._security.format_arguments() if self._security else []),
         ]  # fmt: skip
+        java, arguments = command[0], command[1:]
         # the arguments (SCRAM passwords among them when authenticated) go through a Java argument file only
         # the owner may read, never onto the command line, which every local user can see in ps
         argfile = layout.root / "format.args"
