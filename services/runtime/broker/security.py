@@ -19,7 +19,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from services.runtime.kafka.acls import ADMIN, BROKER, SUPER_USERS
+from services.runtime.kafka.acls import BROKER, SUPER_USERS
 from services.runtime.kafka.principals import MECHANISM, KafkaCredentials
 
 CLIENT_LISTENER = "SASL_PLAINTEXT"
@@ -71,6 +71,3 @@ class BrokerSecurity:
     def probe_options(self) -> Mapping[str, Any]:
         """Client security options of the readiness probe (the admin's)."""
         return self.credentials.admin("unused").security_options()
-
-    def admin_user(self) -> str:
-        return ADMIN

@@ -6,24 +6,19 @@ this table grants. The broker's own principal and the admin are super users (the
 replication and the controller quorum; the admin creates topics, users and these ACLs, and runs the
 tooling). Every other principal is one service or one tenant:
 
-=====================  ==============================================================================
-principal              may
-=====================  ==============================================================================
-muster-gateway         write ``muster.intents.v1`` (it authenticates HTTP users itself) and
-                       ``muster.config.v1``; read status, config, usage, capacity, jobs, dispatches, runs
-muster-queue-manager   read every intents topic (prefix ``muster.intents.``), runs, dispatches, config,
-                       capacity, usage, jobs, status; write jobs, decisions, status and the dead-letter
-                       topics of what it consumes; its consumer groups (prefix ``muster-queue-manager``)
-muster-dispatcher      read decisions, runs; write dispatches and the dead letters of decisions and runs;
-                       its consumer groups (prefix ``muster-dispatcher-``)
-muster-node-watcher    write capacity and runs; read capacity (what it published before a restart)
-muster-quota-accountant  read decisions, runs, dispatches, config, capacity, usage; write usage and the
-                       dead letters of its inputs; everything under its own prefix
-                       ``muster-quota-accountant`` (topics: changelogs and the like, created by itself;
-                       consumer groups; transactional ids)
-tenant-<t>             write and read ``muster.intents.<t>.v1`` (its own intents topic, nothing else),
-                       read its dead letters ``muster.intents.<t>.v1.dlq``; consumer groups ``tenant-<t>.*``
-=====================  ==============================================================================
+- ``muster-gateway``: writes ``muster.intents.v1`` (it authenticates HTTP users itself) and
+  ``muster.config.v1``; reads status, config, usage, capacity, jobs, dispatches, runs.
+- ``muster-queue-manager``: reads every intents topic (prefix ``muster.intents.``), runs, dispatches,
+  config, capacity, usage, jobs, status; writes jobs, decisions, status and the dead-letter topics of
+  what it consumes; its consumer groups (prefix ``muster-queue-manager``).
+- ``muster-dispatcher``: reads decisions, runs; writes dispatches and the dead letters of decisions and
+  runs; its consumer groups (prefix ``muster-dispatcher-``).
+- ``muster-node-watcher``: writes capacity and runs; reads capacity (what it published before a restart).
+- ``muster-quota-accountant``: reads decisions, runs, dispatches, config, capacity, usage; writes usage
+  and the dead letters of its inputs; and everything under its own prefix ``muster-quota-accountant``
+  (topics it creates itself such as changelogs, consumer groups, transactional ids).
+- ``tenant-<t>``: writes and reads ``muster.intents.<t>.v1`` (its own intents topic, nothing else),
+  reads its dead letters ``muster.intents.<t>.v1.dlq``; consumer groups ``tenant-<t>.*``.
 
 No principal but the admin may create topics (except the accountant under its prefix) or touch ACLs.
 Idempotent producers need no ``IdempotentWrite`` on the cluster: since Kafka 3.0 (KIP-679) ``Write``
