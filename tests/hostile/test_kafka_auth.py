@@ -22,12 +22,12 @@ from aiokafka.structs import TopicPartition
 from pydantic import SecretStr
 
 from schemas.config import MusterConfig
-from schemas.decisions import JobAdmitted
+from schemas.decisions import JobAdmitted, JobRejected
 from schemas.topics import DECISIONS_TOPIC, INTENTS_TOPIC, STATUS_TOPIC, dlq_topic, tenant_intents_topic
 from services.runtime.broker import BOOTSTRAP_ENV, KafkaBroker
 from services.runtime.broker.security import BrokerSecurity
-from services.runtime.kafka import KafkaSettings
-from services.runtime.kafka.acls import SERVICE_PRINCIPALS
+from services.runtime.kafka import ConsumerLoop, KafkaSettings
+from services.runtime.kafka.acls import SERVICE_PRINCIPALS, tenant_principal
 from services.runtime.kafka.principals import KafkaCredentials
 from services.runtime.kafka.provision import provision
 from tests.e2e.builders import TENANTS, job_spec
@@ -74,7 +74,9 @@ def secured(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Secured]:
 
 
 @pytest.fixture
-async def system(secured: Secured, tmp_path: Path) -> AsyncIterator[System]:
+async def system(secured: Secured, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[System]:
+    # the queue manager looks for new intents topics (a tenant added) every 2 s instead of every 30 s
+    monkeypatch.setattr(ConsumerLoop, "PATTERN_REFRESH_MS", 2000)
     config: MusterConfig = hostile_config()
     async with running_system(secured.admin(), config, tmp_path, principals=secured.services()) as running:
         yield running
@@ -203,4 +205,25 @@ async def test_forged_intents_are_dead_lettered_and_the_victims_job_keeps_runnin
         assert (await system.api.wait_state(job_id, "succeeded", "failed", within=60))["state"] == "succeeded"
     await system.api.cancel(victim, tenant="team-b")
     assert (await system.api.wait_state(victim, "cancelled", within=60))["state"] == "cancelled"
+    assert_all_running(system)
+
+
+async def test_a_tenant_added_while_the_system_runs_is_read_and_held_to_its_topic(
+        system: System, secured: Secured) -> None:
+    """A new tenant (its user, topic and ACLs provisioned as ``muster up`` does on its next start, or
+    ``muster topics create --tenant team-c --acls``) is picked up by the running queue manager's
+    subscription; its intents are judged as its own, like any tenant's."""
+    credentials = secured.credentials.including([tenant_principal("team-c")])
+    await provision(secured.admin(), credentials, (*TENANTS, "team-c"))
+    team_c = credentials.tenant("team-c", secured.bootstrap, request_timeout_ms=10_000)
+    topic = tenant_intents_topic("team-c")
+    own_id, own = submit_envelope(job_spec("team-c-job"), tenant="team-c")  # team-a's queue: not its own
+    forged_id, forged = submit_envelope(job_spec("team-c-forged"), tenant="team-a")
+    async with producer(team_c) as p:
+        await p.send_and_wait(topic, value(own), key=own_id.encode())
+        await p.send_and_wait(topic, value(forged), key=forged_id.encode())
+    [rejected] = await system.log.wait_for(JobRejected, job_id=own_id, within=60)
+    assert rejected.reason == "forbidden_queue"  # read from the new topic, and judged as team-c's
+    [letter] = await read_dead_letters(system.settings, [topic], count=1, settle_s=1.0)
+    assert (letter.key, letter.reason) == (forged_id.encode(), "tenant_not_proven")
     assert_all_running(system)
