@@ -36,7 +36,7 @@ from services.queue_manager.cycle import run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.metrics import QueueMetrics
 from services.queue_manager.pools import Shard
-from services.queue_manager.provenance import TENANT_NOT_PROVEN, unproven
+from services.queue_manager.provenance import PLAIN_SECRET_ENV, TENANT_NOT_PROVEN, plain_secret_refusal, unproven
 from services.queue_manager.recovery import rebuild, seed_statuses
 from services.queue_manager.reporting import ReportPacer
 from services.queue_manager.routing import passes_over
@@ -203,6 +203,9 @@ class QueueManager:
             refusal = unproven(self.state, delivery.topic, envelope.payload)
             if refusal is not None:
                 raise Refused(TENANT_NOT_PROVEN, refusal)
+            secret = plain_secret_refusal(delivery.topic, envelope.payload)
+            if secret is not None:
+                raise Refused(PLAIN_SECRET_ENV, secret)
             outs = on_input(self.state, envelope.payload, envelope.event_id, self.clock(),
                             retry=delivery.attempt > 1)
             for out in outs:

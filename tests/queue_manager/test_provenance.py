@@ -7,9 +7,9 @@ from typing import cast
 import pytest
 
 from schemas.envelope import make_envelope
-from schemas.intents import CancelJob, SuspendJob
+from schemas.intents import CancelJob, SubmitJob, SuspendJob
 from schemas.topics import INTENTS_TOPIC, JOBS_TOPIC, intents_topic_tenant, is_intents_topic, tenant_intents_topic
-from services.queue_manager.provenance import TENANT_NOT_PROVEN, unproven
+from services.queue_manager.provenance import PLAIN_SECRET_ENV, TENANT_NOT_PROVEN, plain_secret_refusal, unproven
 from services.queue_manager.routing import passes_over
 from services.queue_manager.service import INPUT_PATTERN, QueueManager
 from services.runtime.kafka import Delivery, EnvelopeProducer, KafkaSettings, Refused
@@ -93,3 +93,29 @@ async def test_the_handler_refuses_a_forgery_before_it_touches_the_state() -> No
     await qm.handle(honest, ok)
     await ok.settle()
     assert "j2" in qm.state.jobs
+
+
+def _with_env(job_id: str, env: dict[str, object]) -> SubmitJob:
+    msg = submit(job_id)
+    template = msg.spec.template.model_copy(update={"env": env})
+    return msg.model_copy(update={"spec": msg.spec.model_copy(update={"template": template})})
+
+
+def test_a_tenant_topics_submission_with_a_plain_secret_is_refused() -> None:
+    leaky = _with_env("j1", {"HF_TOKEN": "hf_abc", "EPOCHS": "3"})
+    reason = plain_secret_refusal(A, leaky)
+    assert reason is not None and "HF_TOKEN" in reason and "hf_abc" not in reason and "EPOCHS" not in reason
+    assert plain_secret_refusal(A, _with_env("j2", {"EPOCHS": "3"})) is None
+    assert plain_secret_refusal(INTENTS_TOPIC, leaky) is None  # the gateway's topic: it refused them already
+    assert plain_secret_refusal(A, CancelJob(job_id="j1", requested_by="x")) is None
+
+
+async def test_the_handler_dead_letters_a_plain_secret_from_a_tenant_topic() -> None:
+    qm, producer = _manager(), MemoryProducer()
+    leaky = make_envelope(_with_env("j1", {"DB_PASSWORD": "hunter2"}), "pipeline")
+    delivery = Delivery(topic=A, partition=0, offset=1, key=b"j1", timestamp_ms=0, attempt=1,
+                        _producer=cast(EnvelopeProducer, producer))
+    with pytest.raises(Refused) as refused:
+        await qm.handle(leaky, delivery)
+    assert refused.value.reason == PLAIN_SECRET_ENV and "DB_PASSWORD" in refused.value.detail
+    assert "j1" not in qm.state.jobs and producer.sent == []
