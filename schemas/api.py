@@ -57,6 +57,8 @@ class JobView(_Body):
     priority_class: str
     replicas: int
     gpus: int
+    gpu_share: float | None = Field(
+        default=None, description="a GPU-sharing job's GPUs as charged (fractions, MIG slices' share); gpus is 0")
     position: int | None = None
     reason: str = ""
     message: str = ""

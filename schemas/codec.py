@@ -8,7 +8,7 @@ import orjson
 from pydantic import ValidationError
 
 from schemas.envelope import Envelope, EnvelopeHeader
-from schemas.topics import MESSAGE_TYPES, TOPICS
+from schemas.topics import INTENTS_TOPIC, MESSAGE_TYPES, TOPICS, intents_topic_tenant
 
 #: the message types each registered topic carries (looked up for every decoded record)
 _TYPES_BY_TOPIC: dict[str, frozenset[str]] = {name: frozenset(spec.message_types) for name, spec in TOPICS.items()}
@@ -70,7 +70,7 @@ def decode(raw: bytes | None, *, topic: str | None = None, max_bytes: int = MAX_
             "unsupported_version", f"{header.type} v{header.schema_version} (this build reads v{cls.VERSION})"
         )
     if topic is not None:
-        allowed = _TYPES_BY_TOPIC.get(topic)
+        allowed = _TYPES_BY_TOPIC.get(INTENTS_TOPIC if intents_topic_tenant(topic) else topic)
         if allowed is not None and header.type not in allowed:
             raise DecodeError("wrong_topic", f"{header.type} does not belong on {topic}")
     if not isinstance(payload, dict):

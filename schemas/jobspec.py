@@ -6,7 +6,7 @@ import functools
 import re
 from typing import Annotated, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
 from schemas.envelope import Name
 
@@ -27,6 +27,9 @@ EnvName = Annotated[str, Field(max_length=128, pattern=r"^[A-Za-z_][A-Za-z0-9_.\
 #: any text but NUL, which no process environment or argument vector can hold (it would end the string there)
 EnvValue = Annotated[str, Field(max_length=32768, pattern=r"^[^\x00]*$")]
 Arg = Annotated[str, Field(max_length=4096, pattern=r"^[^\x00]*$")]
+#: a Secret's name (a DNS subdomain, as Kubernetes names Secrets) and one of its keys
+SecretName = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
+SecretKey = Annotated[str, Field(min_length=1, max_length=253, pattern=r"^[-._a-zA-Z0-9]+$")]
 
 
 @functools.lru_cache(maxsize=4096)
@@ -99,6 +102,11 @@ class ResourceRequest(_Spec):
             return min(int(self.mig_profile.split("g.", 1)[0]) / MIG_COMPUTE_SLICES, 1.0) * self.mig_slices
         return self.gpu_fraction or self.gpus
 
+    def gpu_share(self, replicas: int) -> float | None:
+        """A sharing job's GPUs as charged for ``replicas`` pods (what status and views show); None for
+        whole GPUs."""
+        return round(replicas * self.gpus_charged, 4) if self.shares_gpus else None
+
     @field_validator("cpu")
     @classmethod
     def _cpu(cls, v: str) -> str:
@@ -136,15 +144,96 @@ class SecuritySpec(_Spec):
                 or bool(self.host_path_volumes))
 
 
+class SecretKeyRef(_Spec):
+    """One key of a Kubernetes Secret in the job's namespace; the pod reads it (``valueFrom.secretKeyRef``).
+    Muster carries the reference only: it never reads the Secret."""
+
+    name: SecretName
+    key: SecretKey
+    optional: bool = Field(default=False, description="start the pod even when the Secret or key is missing",
+                           exclude_if=lambda v: not v)
+
+
+class EnvVar(_Spec):
+    """An environment entry in long form: a plain ``value`` or a ``secret_ref``, exactly one.
+
+    A plain value travels in clear text on Muster's topics and shows in the job's spec; a value whose name
+    (or content) looks like a secret is refused at submission unless ``not_secret`` says it is not one.
+    """
+
+    value: EnvValue | None = Field(default=None, exclude_if=lambda v: v is None)
+    secret_ref: SecretKeyRef | None = Field(default=None, description="read the value from a Secret's key",
+                                            exclude_if=lambda v: v is None)
+    not_secret: bool = Field(
+        default=False, exclude_if=lambda v: not v,
+        description="with value: the name only looks like a secret's (e.g. SORT_KEY); submit the value as given")
+
+    @model_validator(mode="after")
+    def _one_source(self) -> EnvVar:
+        if (self.value is None) == (self.secret_ref is None):
+            raise ValueError("give exactly one of value and secret_ref")
+        if self.not_secret and self.secret_ref is not None:
+            raise ValueError("not_secret goes with a plain value, not with secret_ref")
+        return self
+
+
+class SecretRef(_Spec):
+    """A whole Kubernetes Secret in the job's namespace."""
+
+    name: SecretName
+    optional: bool = Field(default=False, description="start the pod even when the Secret is missing",
+                           exclude_if=lambda v: not v)
+
+
+class EnvFromSecret(_Spec):
+    """Every key of a Secret as an environment variable (``envFrom.secretRef``), optionally prefixed.
+    An entry of ``env`` with the same name wins."""
+
+    secret_ref: SecretRef
+    prefix: EnvName | None = Field(default=None, exclude_if=lambda v: v is None)
+
+
+def _env_form(entry: object) -> str:
+    return "entry" if isinstance(entry, dict | EnvVar) else "value"
+
+
+#: an environment entry: a plain value (the short form), or an ``EnvVar``; an error names the form meant
+EnvEntry = Annotated[Annotated[EnvValue, Tag("value")] | Annotated[EnvVar, Tag("entry")], Discriminator(_env_form)]
+
+
 class PodTemplate(_Spec):
     # no whitespace and no control characters (a NUL byte cannot reach a container runtime intact)
     image: Annotated[str, Field(min_length=1, max_length=512, pattern=r"^[^\s\x00-\x1f\x7f]+$")]
     command: list[Arg] = Field(default_factory=list, max_length=256)
     args: list[Arg] = Field(default_factory=list, max_length=256)
-    env: dict[EnvName, EnvValue] = Field(default_factory=dict, max_length=256)
+    env: dict[EnvName, EnvEntry] = Field(
+        default_factory=dict, max_length=256,
+        description="environment: NAME: value, or NAME: {secret_ref: {name, key}} to read a Kubernetes Secret's "
+        "key in the job's namespace (secrets belong there, not in plain values)")
+    env_from: list[EnvFromSecret] = Field(
+        default_factory=list, max_length=16, exclude_if=lambda v: not v,
+        description="whole Kubernetes Secrets of the job's namespace as environment variables")
     resources: ResourceRequest = Field(default_factory=ResourceRequest)
     working_dir: Annotated[str, Field(max_length=4096)] | None = None
     security: SecuritySpec = Field(default_factory=SecuritySpec)
+
+    def plain_env(self) -> dict[str, str]:
+        """The entries with a plain value (short or long form), name -> value."""
+        plain: dict[str, str] = {}
+        for name, entry in self.env.items():
+            value = entry if isinstance(entry, str) else entry.value
+            if value is not None:
+                plain[name] = value
+        return plain
+
+    def secret_env(self) -> dict[str, SecretKeyRef]:
+        """The entries read from Secrets, name -> reference."""
+        return {k: v.secret_ref for k, v in self.env.items() if not isinstance(v, str) and v.secret_ref is not None}
+
+    def secret_names(self) -> list[str]:
+        """Every Secret the pods read, sorted (references and ``env_from``)."""
+        names = {ref.name for ref in self.secret_env().values()} | {e.secret_ref.name for e in self.env_from}
+        return sorted(names)
 
 
 class TopologySpec(_Spec):

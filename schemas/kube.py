@@ -46,6 +46,8 @@ GANG_SIZE = "muster.dev/gang-size"
 PRIORITY_CLASS = "muster.dev/priority-class"
 RUNTIME_ESTIMATE = "muster.dev/runtime-estimate"
 PREEMPTIBLE = "muster.dev/preemptible"
+#: comma-separated names of environment entries whose plain values only look like secrets (``not_secret``)
+PLAIN_ENV = "muster.dev/plain-env"
 #: in a job spec's annotations: the user-created suspended Job (``<namespace>/<name>``) to release
 SOURCE_JOB = "muster.dev/source-job"
 

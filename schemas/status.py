@@ -25,7 +25,11 @@ class JobStatusChanged(Message):
     attempt: int = Field(ge=0)
     priority_class: Name
     replicas: int = Field(ge=0)
-    gpus: int = Field(ge=0)
+    gpus: int = Field(ge=0, description="whole GPUs held or asked for; 0 for a GPU-sharing job")
+    gpu_share: float | None = Field(
+        default=None, ge=0,
+        description="a GPU-sharing job's GPUs as charged (its pods' fractions or MIG slices' share); "
+        "absent for whole-GPU jobs")
     position: int | None = Field(default=None, ge=0, description="0-based place in its queue while pending")
     reason: Annotated[str, Field(max_length=64)] = ""
     message: Text = ""

@@ -86,6 +86,40 @@ _SPECS = (
 
 TOPICS: MappingProxyType[str, TopicSpec] = MappingProxyType({t.name: t for t in _SPECS})
 
+#: A tenant's own intents topic, ``muster.intents.<tenant>.v1``: the same messages, key and settings as
+#: ``muster.intents.v1``, written only by that tenant's Kafka principal when the broker enforces ACLs. The
+#: queue manager reads every one of them and accepts an intent only for the tenant its topic names.
+TENANT_INTENTS_PREFIX = "muster.intents."
+TENANT_INTENTS_SUFFIX = ".v1"
+#: every intents topic (the shared one and each tenant's), for a pattern subscription
+INTENTS_TOPIC_PATTERN = r"^muster\.intents\.([a-z0-9]([-a-z0-9.]*[a-z0-9])?\.)?v1$"
+
+
+def tenant_intents_topic(tenant: str) -> str:
+    """The intents topic only ``tenant`` may write (``muster.intents.<tenant>.v1``)."""
+    return f"{TENANT_INTENTS_PREFIX}{tenant}{TENANT_INTENTS_SUFFIX}"
+
+
+def intents_topic_tenant(topic: str) -> str | None:
+    """The tenant whose intents topic ``topic`` is, or None (the shared intents topic, or any other topic)."""
+    shaped = topic.startswith(TENANT_INTENTS_PREFIX) and topic.endswith(TENANT_INTENTS_SUFFIX)
+    if topic == INTENTS_TOPIC or not shaped:
+        return None
+    tenant = topic[len(TENANT_INTENTS_PREFIX):-len(TENANT_INTENTS_SUFFIX)]
+    return tenant or None
+
+
+def is_intents_topic(topic: str) -> bool:
+    """The shared intents topic or a tenant's."""
+    return topic == INTENTS_TOPIC or intents_topic_tenant(topic) is not None
+
+
+def tenant_intents_spec(tenant: str) -> TopicSpec:
+    """The registry entry of ``tenant``'s intents topic: the shared one's, under the tenant's name."""
+    shared = TOPICS[INTENTS_TOPIC]
+    return TopicSpec(tenant_intents_topic(tenant), shared.key, shared.partitions, shared.cleanup_policy,
+                     f"tenant {tenant}", shared.messages, external_producers=True, config=shared.config)
+
 #: every message type (TYPE -> class) and the topic it travels on
 MESSAGE_TYPES: MappingProxyType[str, type[Message]] = MappingProxyType(
     {m.TYPE: m for t in _SPECS for m in t.messages}

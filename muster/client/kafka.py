@@ -22,9 +22,10 @@ from schemas.codec import MAX_MESSAGE_BYTES, encode
 from schemas.envelope import Envelope, make_envelope
 from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec
-from schemas.topics import INTENTS_TOPIC
+from schemas.topics import INTENTS_TOPIC, tenant_intents_topic
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
 from services.spec.ids import keyed_job_id, random_job_id
+from services.spec.secret_env import plain_secret_errors
 
 #: the largest envelope sent: the producer's request limit (1 MiB) also carries the key, headers and overhead
 MAX_ENVELOPE_BYTES = MAX_MESSAGE_BYTES - 4096
@@ -48,17 +49,22 @@ class KafkaSubmitter:
     A submission with an ``idempotency_key`` gets the job id the gateway would give it (the same key
     through either path is the same job); the queue manager queues a job id once, so a retried produce
     queues nothing twice. Connection settings default to ``MUSTER_KAFKA_*`` (TLS and SASL included).
+    ``topic`` defaults to the tenant's own intents topic (``muster.intents.<tenant>.v1``) when the settings
+    authenticate, and to the shared ``muster.intents.v1`` on an open (PLAINTEXT) broker.
     """
 
     def __init__(self, *, tenant: str, user: str, settings: KafkaSettings | None = None,
-                 bootstrap: str | None = None, producer: str = "pipeline", topic: str = INTENTS_TOPIC) -> None:
+                 bootstrap: str | None = None, producer: str = "pipeline", topic: str | None = None) -> None:
         base = settings or KafkaSettings()
         if bootstrap is not None:
             base = base.model_copy(update={"bootstrap": bootstrap})
         self.tenant = tenant
         self.user = user
         self.producer_name = producer
-        self.topic = topic
+        # on an authenticated cluster a tenant may write its own intents topic only (and the queue manager
+        # accepts there only that tenant's intents); an open broker has the shared one
+        authenticated = base.security_protocol != "PLAINTEXT"
+        self.topic = topic or (tenant_intents_topic(tenant) if authenticated else INTENTS_TOPIC)
         self._settings = base.with_identity(client_id=f"muster-submitter-{producer}")
         self._producer = EnvelopeProducer(self._settings, linger_ms=0)
 
@@ -87,6 +93,9 @@ class KafkaSubmitter:
             job_spec = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(dict(spec))
         except ValidationError as exc:
             raise InvalidSpec.from_validation(exc) from None
+        plain = plain_secret_errors(job_spec)
+        if plain:
+            raise InvalidSpec(plain)
         if job_spec.schedule is not None:
             raise InvalidSpec([{"field": "spec.schedule", "detail": "recurring jobs are defined through the "
                                 "gateway's API (POST /v1/jobs), not the intents topic"}])

@@ -10,7 +10,7 @@ from urllib.parse import quote
 
 from pydantic import TypeAdapter, ValidationError
 
-from muster.client.errors import ProtocolError
+from muster.client.errors import InvalidSpec, ProtocolError
 from schemas.api import (
     ActionAccepted,
     ConfigChange,
@@ -36,6 +36,7 @@ from schemas.config import (
     TenantConfig,
 )
 from schemas.jobspec import JobSpec
+from services.spec.secret_env import plain_secret_errors
 
 T = TypeVar("T")
 
@@ -75,7 +76,22 @@ def spec_body(spec: JobSpec | Mapping[str, Any]) -> dict[str, Any]:
     return dict(spec)
 
 
+def refuse_plain_secrets(spec: JobSpec | Mapping[str, Any]) -> None:
+    """``InvalidSpec`` when an environment entry looks like a secret but carries a plain value (the gateway
+    refuses it too; this keeps the value on the submitter's machine). A spec that does not validate is left
+    to the gateway, which lists every invalid field."""
+    try:
+        model = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(dict(spec))
+    except (ValidationError, TypeError, ValueError):
+        return
+    found = plain_secret_errors(model)
+    if found:
+        raise InvalidSpec(found)
+
+
 def submit(spec: JobSpec | Mapping[str, Any], idempotency_key: str | None = None) -> Call[Submitted]:
+    """The submission of ``spec``; ``InvalidSpec`` before anything is sent when it holds a plain secret."""
+    refuse_plain_secrets(spec)
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     return Call("POST", "/v1/jobs", _SUBMITTED.validate_python, json=spec_body(spec), headers=headers)
 

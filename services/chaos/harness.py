@@ -197,6 +197,8 @@ async def run_chaos(plan: ChaosPlan, state_dir: Path, notify: Callable[[str], No
             report.gateway_retries = gateway.retries
             report.faults.unexpected_exits = dict(system.unexpected_exits)
             report.faults.failed_starts = dict(system.failed_starts)
+            report.faults.slow_recoveries = dict(system.slow_recoveries)
+            report.faults.slow_failovers = system.slow_failovers
             await gateway.close()
     report.wall_time_s = round(loop.time() - began, 1)
     return report

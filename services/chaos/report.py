@@ -24,6 +24,10 @@ class FaultCounts:
     watches_closed: int = 0
     unexpected_exits: dict[str, int] = field(default_factory=dict)
     failed_starts: dict[str, int] = field(default_factory=dict)  # restarts that exited before healthy
+    #: restarts not healthy within the expected bound (system.HEALTHY_WITHIN_S) and waited for longer, and
+    #: broker kills whose partitions took longer than system.FAILOVER_WITHIN_S to be led elsewhere
+    slow_recoveries: dict[str, int] = field(default_factory=dict)
+    slow_failovers: int = 0
     #: kill -9 of a broker of a cluster, by what it was ("leader": of most partitions, "controller": active)
     broker_kills: dict[str, int] = field(default_factory=dict)
     #: seconds from each such kill until every partition of Muster's topics had a live leader again

@@ -56,14 +56,21 @@ def jobs_table(jobs: list[JobView], now: datetime, *, wide: bool = False) -> Tab
     for job in jobs:
         position = "-" if job.position is None else str(job.position)
         if not wide:
-            table.add_row(job.job_id, job.queue, job.state, str(job.attempt), str(job.gpus), position,
+            table.add_row(job.job_id, job.queue, job.state, str(job.attempt), gpus_text(job), position,
                           ago(job.submitted_at, now), job.reason)
             continue
         start = f"{job.estimated_start:%Y-%m-%d %H:%M:%S}Z" if job.estimated_start is not None else "-"
-        table.add_row(job.job_id, job.name, job.tenant, job.queue, job.state, str(job.attempt), str(job.gpus),
+        table.add_row(job.job_id, job.name, job.tenant, job.queue, job.state, str(job.attempt), gpus_text(job),
                       position, ago(job.submitted_at, now), job.priority_class, str(job.replicas),
                       job.cluster or "-", start, f"{ago(job.updated_at, now)} ago", job.reason, job.message)
     return table
+
+
+def gpus_text(job: JobView) -> str:
+    """A job's GPUs as a person reads them: whole GPUs, or a sharing job's charged share ("0.5 shared")."""
+    if job.gpu_share is None:
+        return str(job.gpus)
+    return f"{job.gpu_share:.2f}".rstrip("0").rstrip(".") + " shared"
 
 
 def describe_text(explained: Explanation, now: datetime) -> str:
@@ -74,7 +81,7 @@ def describe_text(explained: Explanation, now: datetime) -> str:
         f"Tenant / queue: {job.tenant} / {job.queue}",
         f"State:          {job.state} (attempt {job.attempt})",
         f"Priority class: {job.priority_class}",
-        f"Size:           {job.replicas} pods, {job.gpus} GPUs",
+        f"Size:           {job.replicas} pods, {gpus_text(job)} GPUs",
     ]
     if job.cluster:
         lines.append(f"Cluster:        {job.cluster}")

@@ -6,7 +6,7 @@ import asyncio
 
 import click
 
-from schemas.topics import TOPICS, dlq_topic
+from schemas.topics import TOPICS, dlq_topic, tenant_intents_topic
 from services.cli.output import emit, is_machine, output_option
 
 
@@ -44,8 +44,14 @@ def list_topics(output: str) -> None:
 @click.option("--allow-unsafe", is_flag=True, envvar="MUSTER_TOPICS_ALLOW_UNSAFE",
               help="accept a setting below replication factor 3 / min.insync.replicas 2 (a development "
                    "cluster of one or two brokers)")
+@click.option("--tenant", "tenants", multiple=True, metavar="NAME",
+              help="also create this tenant's own intents topic muster.intents.<NAME>.v1 (repeatable)")
+@click.option("--acls", is_flag=True,
+              help="also create the ACL table (services/runtime/kafka/acls.py) for the services and the "
+                   "--tenant tenants; needs a super user's MUSTER_KAFKA_* credentials and a broker with an "
+                   "authorizer")
 def create(bootstrap: str, replication_factor: int | None, min_insync_replicas: int | None,
-           allow_unsafe: bool) -> None:
+           allow_unsafe: bool, tenants: tuple[str, ...], acls: bool) -> None:
     """Create every registry topic and its .dlq if missing (safe to run again; existing topics are left
     as they are).
 
@@ -53,6 +59,10 @@ def create(bootstrap: str, replication_factor: int | None, min_insync_replicas: 
     restarted without losing an acknowledged record or stopping writes: anything less is refused unless
     --allow-unsafe is given, and so is a cluster of fewer than three brokers. Existing topics below the
     chosen setting are reported.
+
+    On a cluster with ACLs each tenant writes its own intents topic only (``--tenant``, with ``--acls``);
+    the SCRAM users of the principals are the cluster administrator's to create (``muster up --auth``
+    does all of it for the embedded cluster).
     """
     from services.runtime.kafka import replication as rep
     from services.runtime.kafka.settings import KafkaSettings
@@ -69,9 +79,25 @@ def create(bootstrap: str, replication_factor: int | None, min_insync_replicas: 
         click.echo(f"warning: {replication} is not safe for production: "
                    + "; ".join(replication.unsafe_reasons()), err=True)
     created = asyncio.run(ensure_registry_topics(settings, replication=replication))
+    if tenants:
+        from services.runtime.kafka.provision import ensure_tenant_topics
+
+        created += asyncio.run(ensure_tenant_topics(settings, tenants, replication=replication))
     click.echo(f"{brokers} broker{'s' if brokers != 1 else ''}, {replication}: created {len(created)} topics"
                + (f": {', '.join(sorted(created))}" if created else " (all existed)"))
+    if acls:
+        from services.runtime.kafka.acl_admin import AclError, create_acls, wait_acls
+        from services.runtime.kafka.acls import acl_table
+
+        table = acl_table(tenants)
+        try:
+            asyncio.run(create_acls(settings, table))
+            asyncio.run(wait_acls(settings, table))
+        except AclError as exc:
+            raise click.ClickException(str(exc)) from exc
+        click.echo(f"ACLs: {len(table)} (the services and {len(tenants)} tenant{'s' if len(tenants) != 1 else ''})")
     names = [name for spec in TOPICS.values() for name in (spec.name, dlq_topic(spec.name))]
+    names += [name for t in tenants for name in (tenant_intents_topic(t), dlq_topic(tenant_intents_topic(t)))]
     existing = asyncio.run(topic_replication(settings, [n for n in names if n not in created]))
     below = {name: have for name, have in existing.items()
              if have.factor < replication.factor or have.min_insync < replication.min_insync}

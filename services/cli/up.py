@@ -21,6 +21,7 @@ from services.runtime.supervise import Child, free_port, service_children, stop_
 from services.spec.cluster_file import load_cluster_file
 
 MAX_BROKERS = 9  # services.runtime.broker.cluster.MAX_BROKERS (not imported: `muster --help` stays light)
+AUTH_FROM_BROKERS = 3  # unless told, a cluster this large runs with authentication and ACLs
 DEFAULT_CLUSTER = Path(__file__).parent / "data" / "default-cluster.yaml"
 
 
@@ -86,28 +87,76 @@ async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.A
     return access, admins, checks
 
 
-def broker_dir(state_dir: Path, brokers: int) -> Path:
-    """Where the embedded Kafka keeps its data: ``kafka`` for one broker, ``kafka-<n>-brokers`` for a cluster
-    (so switching between the two never mixes their data)."""
-    return state_dir / ("kafka" if brokers == 1 else f"kafka-{brokers}-brokers")
+def broker_dir(state_dir: Path, brokers: int, *, auth: bool = False) -> Path:
+    """Where the embedded Kafka keeps its data: ``kafka`` for one broker, ``kafka-<n>-brokers`` for a cluster,
+    with ``-auth`` when it authenticates (so switching between them never mixes their data)."""
+    return state_dir / (("kafka" if brokers == 1 else f"kafka-{brokers}-brokers") + ("-auth" if auth else ""))
+
+
+def write_client_env(state_dir: Path, credentials: Any, bootstrap: str, tenants: list[str]) -> dict[str, Path]:
+    """Per principal a ``MUSTER_KAFKA_*`` file (owner-only) under ``kafka-clients``: ``admin.env`` for the
+    tools (``muster topics``, ``muster sim --from-kafka``...), ``tenant-<t>.env`` for a tenant's pipelines."""
+    from services.runtime.kafka.acls import tenant_principal
+
+    folder = state_dir / "kafka-clients"
+    settings = {"admin": credentials.admin(bootstrap),
+                **{tenant_principal(t): credentials.tenant(t, bootstrap) for t in tenants}}
+    paths: dict[str, Path] = {}
+    for name, kafka in settings.items():
+        text = "".join(f"{key}={value}\n" for key, value in kafka.environment().items())
+        paths[name] = folder / f"{name}.env"
+        write_private(paths[name], text)
+    return paths
+
+
+def tenants_of(cfg: MusterConfig) -> list[str]:
+    """Every tenant the configuration names (its queues' and its tenant entries)."""
+    return sorted({q.tenant for q in cfg.queues} | {t.name for t in cfg.tenants})
+
+
+def auth_default(auth: bool | None, brokers: int) -> bool:
+    """``--auth``/``--no-auth`` as given; unsaid, on for a cluster of three or more brokers."""
+    return brokers >= AUTH_FROM_BROKERS if auth is None else auth
 
 
 async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap: str | None, port: int,
-               gateway_port: int, profile: str, kube: str, brokers: int) -> None:
+               gateway_port: int, profile: str, kube: str, brokers: int, auth: bool = False) -> None:
     from services.kubesim import KubeSim
     from services.runtime.broker import resolve_broker
+    from services.runtime.broker.security import BrokerSecurity
+    from services.runtime.kafka.principals import CREDENTIALS_FILE, load_or_create
+    from services.runtime.kafka.provision import provision
     from services.runtime.kafka.settings import KafkaSettings
     from services.runtime.kafka.topics import ensure_registry_topics, topic_replication
 
     what = "Apache Kafka" if brokers == 1 else f"{brokers} Apache Kafka brokers (KRaft, each also a controller)"
-    _step(f"starting {what} (the first run fetches the jars from Maven Central; this takes a minute)")
-    broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=broker_dir(state_dir, brokers),
-                                     brokers=brokers)
+    _step(f"starting {what}{' with SASL/SCRAM and ACLs' if auth else ''} "
+          "(the first run fetches the jars from Maven Central; this takes a minute)")
+    log_dir = broker_dir(state_dir, brokers, auth=auth)
+    tenants = tenants_of(cfg)
+    credentials = None
+    if auth:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        credentials = await asyncio.to_thread(load_or_create, log_dir / CREDENTIALS_FILE, tenants)
+    broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=log_dir, brokers=brokers,
+                                     security=BrokerSecurity(credentials) if credentials else None)
     children: list[Child] = []
     try:
         _step(f"Kafka ready at {broker.bootstrap}; creating topics")
-        kafka = KafkaSettings(bootstrap=broker.bootstrap)
-        created = await ensure_registry_topics(kafka)
+        kafka_env: dict[str, dict[str, str]] = {}
+        if credentials is not None:
+            kafka = credentials.admin(broker.bootstrap)
+            done = await provision(kafka, credentials, tenants)
+            created = done.topics_created
+            kafka_env = {service: credentials.service(service, broker.bootstrap).environment()
+                         for service in ("gateway", "queue-manager", "quota-accountant", "dispatcher", "node-watcher")}
+            client_files = await asyncio.to_thread(write_client_env, state_dir, credentials, broker.bootstrap, tenants)
+            _step(f"authentication on: {done.users} SCRAM users, {done.acls} ACLs; a tenant writes only "
+                  "muster.intents.<tenant>.v1")
+        else:
+            kafka = KafkaSettings(bootstrap=broker.bootstrap)
+            created = await ensure_registry_topics(kafka)
+            client_files = {}
         replication = (await topic_replication(kafka, [INTENTS_TOPIC]))[INTENTS_TOPIC]
         _step(f"topics ready ({len(created)} created; {replication})")
         async with contextlib.AsyncExitStack() as stack:
@@ -135,7 +184,8 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             context_file = await asyncio.to_thread(remember, LOCAL_CONTEXT, gateway_url, admin_token)
             merged = state_dir / "config.yaml"
             await asyncio.to_thread(merged.write_text, yaml.safe_dump(cfg.model_dump(mode="json")), encoding="utf-8")
-            children = service_children(cfg, state_dir, broker.bootstrap, access, merged, gateway_port)
+            children = service_children(cfg, state_dir, broker.bootstrap, access, merged, gateway_port,
+                                        kafka_env=kafka_env)
             for child in children:
                 await child.start()
             for child in children:
@@ -146,6 +196,11 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             click.echo(f"  gateway API          {gateway_url}   (docs: {gateway_url}/docs)")
             click.echo(f"  web dashboard        {gateway_url}/ui   (sign in with a token below)")
             click.echo(f"  Kafka bootstrap      {broker.bootstrap}")
+            if client_files:
+                click.echo(f"  Kafka credentials    {state_dir / 'kafka-clients'}/<principal>.env (SASL/SCRAM-SHA-512; "
+                           f"`set -a; . {client_files['admin']}` for the tools; tenants: tenant-<name>.env)")
+            else:
+                click.echo("  Kafka access         open (no authentication: any client may write any topic)")
             click.echo(f"  Kafka topics         {replication}"
                        + ("" if replication.safe else " (development: one broker's loss loses data)"))
             for name, url in urls.items():
@@ -186,12 +241,18 @@ LOCAL_CONTEXT = "local"  # the user-level CLI context `muster up` writes and sel
 @click.option("--brokers", type=click.IntRange(1, MAX_BROKERS), default=1, show_default=True,
               help="Apache Kafka brokers to run (KRaft, each also a controller); 3 or more give Muster's topics "
                    "replication factor 3 and min.insync.replicas 2, so any one broker can fail")
+@click.option("--auth/--no-auth", default=None,
+              help="embedded Kafka with SASL/SCRAM authentication and ACLs (a principal per service and per "
+                   "tenant; a tenant writes only its own intents topic) [default: on from 3 brokers]")
 def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstrap: str | None,
-       kubesim_port: int, gateway_port: int, profile: str, kube: str, brokers: int) -> None:
+       kubesim_port: int, gateway_port: int, profile: str, kube: str, brokers: int, auth: bool | None) -> None:
     """Start the embedded system: Apache Kafka, Muster's topics, GPU clusters and the five services."""
     if bootstrap and brokers != 1:
         raise click.UsageError("--brokers starts embedded brokers; with --bootstrap (or MUSTER_KAFKA_BOOTSTRAP) "
                                "Muster uses that Kafka as it is")
+    if bootstrap and auth:
+        raise click.UsageError("--auth secures the embedded brokers; an external Kafka keeps its own security "
+                               "(give the services MUSTER_KAFKA_SECURITY_PROTOCOL, ..._SASL_USERNAME, ...)")
     try:
         cfg = with_cluster_count(load_cluster_file(cluster_file or DEFAULT_CLUSTER), clusters)
     except ValueError as exc:
@@ -199,4 +260,4 @@ def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstr
     state_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_run(cfg, cluster_file or DEFAULT_CLUSTER, state_dir.resolve(), bootstrap, kubesim_port,
-                         gateway_port, profile, kube, brokers))
+                         gateway_port, profile, kube, brokers, auth_default(auth, brokers) and not bootstrap))

@@ -88,7 +88,9 @@ def template_for(decision: JobAdmitted, settings: DispatchSettings) -> JobTempla
         image=pod.image,
         command=tuple(pod.command),
         args=tuple(pod.args),
-        env=dict(pod.env),
+        env={name: entry if isinstance(entry, str) else (entry.secret_ref or entry.value or "")
+             for name, entry in pod.env.items()},
+        env_from=tuple(pod.env_from),
         replicas=max(spec.replicas, decision.replicas, decision.placement.pods),
         gpus_per_pod=res.gpus,
         gpu_fraction=res.gpu_fraction or 0.0,

@@ -17,6 +17,10 @@ GPU sharing. A MIG job's container asks for ``nvidia.com/mig-<profile>: N`` (the
 mixed strategy). A fractional job's pods carry KAI-Scheduler's ``gpu-fraction`` annotation (e.g. "0.5")
 and no ``nvidia.com/gpu`` limit, as KAI expresses GPU sharing; ``muster.dev/gpu-slots`` lists the shared
 GPU the plan gave each completion index. Both tolerate the GPU taint and select the GPU type.
+
+Secrets. An environment entry that refers to a Secret's key becomes ``valueFrom.secretKeyRef`` and a whole
+Secret becomes ``envFrom.secretRef``: the Secret lives in the job's namespace and only the kubelet reads it;
+its value is never in the spec, the topics or the manifest.
 """
 
 from __future__ import annotations
@@ -29,6 +33,7 @@ from types import MappingProxyType
 from typing import Any
 
 from schemas.decisions import PlacementPlan
+from schemas.jobspec import EnvFromSecret, SecretKeyRef
 from schemas.kube import (
     ATTEMPT,
     CLUSTER,
@@ -48,7 +53,7 @@ from services.runtime.kube.names import job_object_name, label_value
 
 ANY_GPU = ""  # a template whose gpu_type is ANY_GPU accepts any GPU type (no selector, no annotation)
 
-_EMPTY: Mapping[str, str] = MappingProxyType({})
+_EMPTY: Mapping[str, Any] = MappingProxyType({})
 #: the largest ``activeDeadlineSeconds`` the Kubernetes API accepts (int64); longer runtimes mean "no limit"
 MAX_DEADLINE_S = 2**63 - 1
 
@@ -91,7 +96,8 @@ class JobTemplate:
     image: str
     command: tuple[str, ...] = ()
     args: tuple[str, ...] = ()
-    env: Mapping[str, str] = field(default_factory=lambda: _EMPTY)
+    env: Mapping[str, str | SecretKeyRef] = field(default_factory=lambda: _EMPTY)  # a value, or a Secret's key
+    env_from: tuple[EnvFromSecret, ...] = ()  # whole Secrets
     replicas: int = 1  # the largest gang; an elastic admission may place fewer
     gpus_per_pod: int = 0
     gpu_type: str = ANY_GPU
@@ -243,9 +249,11 @@ def _container(template: JobTemplate, attempt: int) -> dict[str, Any]:
     muster_env = {"MUSTER_JOB_ID": template.job_id, "MUSTER_ATTEMPT": str(attempt)}
     if template.checkpoint is not None:
         muster_env["MUSTER_CHECKPOINT_DIR"] = template.checkpoint.directory
-    env = [{"name": k, "value": v} for k, v in template.env.items() if k not in muster_env]
+    env = [_env_var(k, v) for k, v in template.env.items() if k not in muster_env]
     env += [{"name": k, "value": v} for k, v in muster_env.items()]
     container: dict[str, Any] = {"name": template.container_name, "image": template.image, "env": env}
+    if template.env_from:
+        container["envFrom"] = [_env_from(source) for source in template.env_from]
     if template.command:
         container["command"] = list(template.command)
     if template.args:
@@ -281,3 +289,22 @@ def _container(template: JobTemplate, attempt: int) -> dict[str, Any]:
     if context:
         container["securityContext"] = context
     return container
+
+
+def _env_var(name: str, value: str | SecretKeyRef) -> dict[str, Any]:
+    if isinstance(value, str):
+        return {"name": name, "value": value}
+    ref: dict[str, Any] = {"name": value.name, "key": value.key}
+    if value.optional:
+        ref["optional"] = True
+    return {"name": name, "valueFrom": {"secretKeyRef": ref}}
+
+
+def _env_from(source: EnvFromSecret) -> dict[str, Any]:
+    ref: dict[str, Any] = {"name": source.secret_ref.name}
+    if source.secret_ref.optional:
+        ref["optional"] = True
+    entry: dict[str, Any] = {"secretRef": ref}
+    if source.prefix:
+        entry["prefix"] = source.prefix
+    return entry

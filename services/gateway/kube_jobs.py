@@ -1,6 +1,12 @@
 """Kube-native submissions: ``batch/v1`` Jobs labelled ``muster.dev/queue`` and created with ``suspend: true``
 become ``SubmitJob`` intents (the pattern Kueue uses). The dispatcher unsuspends the object once admitted;
-the spec carries ``muster.dev/source-job: <namespace>/<name>`` so it knows the object already exists."""
+the spec carries ``muster.dev/source-job: <namespace>/<name>`` so it knows the object already exists.
+
+The first container's environment travels in the spec as the HTTP path's would: ``valueFrom.secretKeyRef``
+as a reference (never resolved: the gateway does not read Secrets), ``envFrom.secretRef`` as ``env_from``,
+plain values as values. A plain value that looks like a secret is refused, as at the HTTP door, unless the
+Job's ``muster.dev/plain-env`` annotation names the entry. Other sources (``fieldRef``, ``configMapKeyRef``...)
+are not carried: the Job runs as its owner wrote it."""
 
 from __future__ import annotations
 
@@ -13,11 +19,22 @@ from pydantic import ValidationError
 
 from schemas.envelope import Envelope
 from schemas.intents import SubmitJob
-from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest, SecuritySpec
+from schemas.jobspec import (
+    EnvEntry,
+    EnvFromSecret,
+    EnvVar,
+    JobSpec,
+    PodTemplate,
+    ResourceRequest,
+    SecretKeyRef,
+    SecretRef,
+    SecuritySpec,
+)
 from schemas.kube import (
     GPU_RESOURCE,
     GPU_TYPE,
     JOB_ID,
+    PLAIN_ENV,
     PREEMPTIBLE,
     PRIORITY_CLASS,
     QUEUE,
@@ -33,16 +50,18 @@ from services.gateway.policy import check_spec, queue_for_submission
 from services.gateway.views import ConfigView, StatusView
 from services.runtime.clock import Clock
 from services.runtime.kube import ADDED, DELETED, EVENTS, JOBS, MODIFIED, KubeRest, build_api_client, job_cache, update
-from services.runtime.kube.errors import is_not_found
+from services.runtime.kube.errors import is_already_exists, is_not_found
 from services.runtime.service import unless_stopped
 from services.spec.durations import parse_duration
 from services.spec.ids import kube_job_id
+from services.spec.secret_env import spec_plain_secrets
 
 log = logging.getLogger(__name__)
 
 
 _TRUE = frozenset({"true", "yes", "1"})
 FEEDBACK_COMPONENT = "muster-gateway"
+NOT_SUBMITTED = "NotSubmitted"  # the reason of the Warning Event on a labelled Job that was refused
 
 
 class NotSubmittable(ValueError):
@@ -89,6 +108,36 @@ def _resources(container: dict[str, Any], node_selector: dict[str, str]) -> Reso
     )
 
 
+def _env(container: dict[str, Any], plain_ok: frozenset[str]) -> dict[str, EnvEntry]:
+    """The container's ``env`` as spec entries: values, and Secret keys as references."""
+    env: dict[str, EnvEntry] = {}
+    for entry in container.get("env") or []:
+        if not isinstance(entry, dict):
+            continue
+        name = str(entry["name"])
+        source = entry.get("valueFrom")
+        if source is None and "value" in entry:
+            value = str(entry["value"])
+            env[name] = EnvVar(value=value, not_secret=True) if name in plain_ok else value
+        elif isinstance(source, dict) and isinstance(source.get("secretKeyRef"), dict):
+            ref = source["secretKeyRef"]
+            env[name] = EnvVar(secret_ref=SecretKeyRef(name=str(ref.get("name", "")), key=str(ref.get("key", "")),
+                                                       optional=bool(ref.get("optional"))))
+    return env
+
+
+def _env_from(container: dict[str, Any]) -> list[EnvFromSecret]:
+    """The container's ``envFrom`` Secrets (config maps are not carried)."""
+    sources: list[EnvFromSecret] = []
+    for entry in container.get("envFrom") or []:
+        ref = entry.get("secretRef") if isinstance(entry, dict) else None
+        if isinstance(ref, dict):
+            sources.append(EnvFromSecret(secret_ref=SecretRef(name=str(ref.get("name", "")),
+                                                              optional=bool(ref.get("optional"))),
+                                         prefix=entry.get("prefix") or None))
+    return sources
+
+
 def spec_from_job(obj: dict[str, Any]) -> JobSpec:
     """The job spec a labelled ``batch/v1`` Job describes (first container of its pod template)."""
     meta = obj.get("metadata") or {}
@@ -111,7 +160,8 @@ def spec_from_job(obj: dict[str, Any]) -> JobSpec:
                 image=container.get("image", ""),
                 command=list(container.get("command") or []),
                 args=list(container.get("args") or []),
-                env={e["name"]: str(e.get("value", "")) for e in container.get("env") or [] if "value" in e},
+                env=_env(container, frozenset(n.strip() for n in annotations.get(PLAIN_ENV, "").split(","))),
+                env_from=_env_from(container),
                 resources=_resources(container, node_selector),
                 working_dir=container.get("workingDir"),
                 security=_security(pod),
@@ -147,6 +197,12 @@ def submission_from_job(obj: dict[str, Any], config: ConfigView, now: datetime) 
         check_spec(spec, queue, config)
     except ApiError as exc:
         raise NotSubmittable(f"{exc.field}: {exc.detail}") from None
+    plain = spec_plain_secrets(spec)
+    if plain:
+        names = ", ".join(p.name for p in plain)
+        raise NotSubmittable(f"env {names}: looks like a secret ({plain[0].why}) but is a plain value, which Muster "
+                             "would carry in clear text: read it from a Secret (valueFrom.secretKeyRef or "
+                             f"envFrom.secretRef), or name it in the {PLAIN_ENV} annotation if it is not a secret")
     created = meta.get("creationTimestamp")
     submitted_at = datetime.fromisoformat(created.replace("Z", "+00:00")) if isinstance(created, str) else now
     return SubmitJob(job_id=kube_job_id(namespace, meta["name"], str(meta.get("uid", ""))), tenant=tenant.name,
@@ -190,6 +246,23 @@ class KubeJobFeedback:
         if job_id not in self._waiting:
             self._waiting.add(job_id)
             self._wanted.put_nowait(job_id)
+
+    async def refused(self, namespace: str, name: str, uid: str, generation: str, why: str) -> None:
+        """A Warning Event ``NotSubmitted`` on the Job saying why it was not submitted (``kubectl describe job``).
+        One per generation of the Job (a change of its spec may fix it; a change of its status does not):
+        every gateway replica, and a restarted one, writes the same Event name, and AlreadyExists is success.
+        Best effort, as the other feedback."""
+        event = kube_feedback.KubeEvent("Warning", NOT_SUBMITTED, why[:kube_feedback.MAX_MESSAGE])
+        body = kube_event(namespace, name, uid, event, self._now())
+        uid_part = "".join(c for c in uid.lower() if c.isascii() and c.isalnum())[:8] or "job"
+        body["metadata"] = {"name": f"{name}.{uid_part}.not-submitted.{generation or '0'}",
+                            "namespace": namespace}
+        try:
+            await self._rest.create(EVENTS, body)
+            self.written += 1
+        except Exception as exc:
+            if not is_already_exists(exc):
+                log.warning("refusal of Job %s/%s not written: %s", namespace, name, exc)
 
     async def run(self, stop: asyncio.Event) -> None:
         while True:
@@ -288,6 +361,9 @@ class KubeJobSubmitter:
             if (obj.get("spec") or {}).get("suspend"):
                 log.warning("Job %s not submitted: %s", key, exc)
                 ctx.metrics.submissions.labels("kube", "refused").inc()
+                if self._feedback is not None and meta.get("name"):
+                    await self._feedback.refused(str(meta.get("namespace") or "default"), str(meta["name"]),
+                                                 str(meta.get("uid", "")), str(meta.get("generation", "")), str(exc))
             return
         if submission.job_id in ctx.status or ctx.recent.get(submission.job_id) is not None:
             return

@@ -15,6 +15,9 @@ from services.gateway.submissions import RecentSubmissions, spec_digest
 from services.gateway.views import ConfigView, StatusView
 from services.spec.ids import keyed_job_id
 from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, non_preemptible_refusal
+from services.spec.secret_env import spec_plain_secrets
+
+PLAIN_SECRET_ENV = "plain_secret_env"
 
 _ELEVATED_FIELDS = ("privileged", "run_as_root", "host_network", "host_pid", "host_ipc", "host_path_volumes")
 
@@ -61,6 +64,20 @@ def check_spec(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
                        field="spec.priority_class")
     check_security(spec, queue)
     check_preemptibility(queue.tenant, spec.priority_class, config, preemptible=spec.preemptible)
+
+
+def check_env(spec: JobSpec, *, field_prefix: str = "spec") -> None:
+    """422 ``plain_secret_env`` when an environment entry looks like a secret (by name, or a URL with a
+    password) but carries a plain value: the spec travels in clear text on Muster's topics, so a secret must be
+    a ``secret_ref`` to a Kubernetes Secret. An entry marked ``not_secret`` passes."""
+    found = spec_plain_secrets(spec)
+    if not found:
+        return
+    field = f"{field_prefix}.template.env.{found[0].name}"
+    detail = found[0].message()
+    if len(found) > 1:
+        detail += f" (so do {', '.join(e.name for e in found[1:])})"
+    raise ApiError(422, PLAIN_SECRET_ENV, detail, field=field)
 
 
 def check_capacity(spec: JobSpec, sizes: Mapping[tuple[str, str], Mapping[int, int]]) -> None:
@@ -146,6 +163,7 @@ def plan_submission(
     """Authorise and validate ``spec``; decide its job id. Raises ``ApiError`` (403, 409, 422)."""
     queue = queue_for_submission(spec, principal, config)
     check_spec(spec, queue, config)
+    check_env(spec)
     check_capacity(spec, sizes or {})
     tenant = queue.tenant
     spec = resolve_dependencies(spec, tenant, status, recent)

@@ -13,7 +13,7 @@ from schemas.status import JobStatusChanged
 from services.gateway.auth import Principal
 from services.gateway.cron import firing_time_of, next_firings, valid_schedule
 from services.gateway.errors import ApiError
-from services.gateway.policy import check_spec, queue_for_submission
+from services.gateway.policy import check_env, check_spec, queue_for_submission
 from services.gateway.views import ConfigView
 
 MAX_NAME = 63
@@ -43,6 +43,7 @@ def plan_recurring(spec: JobSpec, principal: Principal, config: ConfigView, now:
     """Authorise ``spec`` as a submission would (403, 422) and decide what to publish for it."""
     queue = queue_for_submission(spec, principal, config)
     check_spec(spec, queue, config)
+    check_env(spec)
     if spec.schedule is None or not valid_schedule(spec.schedule):
         raise ApiError(422, "invalid_schedule", f"not a cron expression: {spec.schedule!r}", field="spec.schedule")
     name = recurring_name(queue.tenant, spec.name)

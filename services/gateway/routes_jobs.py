@@ -47,6 +47,10 @@ async def submit_job(spec: JobSpec, ctx: Context, caller: Caller, response: Resp
 
     A spec with ``schedule`` (a cron expression, UTC) is not queued now: it defines the recurring job
     ``<tenant>.<spec name>``, which submits the spec at every firing; re-posting it changes nothing.
+
+    Secrets are read from Kubernetes Secrets of the tenant's namespace (``secret_ref``, ``env_from``), never
+    sent as plain values: an environment entry whose name (``*_TOKEN``, ``*_PASSWORD``, ``*_KEY``...) or value (a
+    URL with a password) looks like a secret answers 422 ``plain_secret_env`` unless it says ``not_secret``.
     """
     if spec.schedule is not None:
         return await define_recurring(ctx, spec, caller, response)

@@ -22,7 +22,7 @@ from typing import Any
 import orjson
 
 from schemas.intents import SubmitJob
-from schemas.topics import INTENTS_TOPIC
+from schemas.topics import is_intents_topic
 from services.queue_manager.state import QueueState
 
 
@@ -30,7 +30,7 @@ def passes_over(qs: QueueState, topic: str, key: bytes | None, value: bytes | No
     """Whether this shard would ignore the record anyway (see the module docstring)."""
     if not qs.config.shard.sharded or value is None:
         return False
-    if topic != INTENTS_TOPIC:
+    if not is_intents_topic(topic):
         return key is not None and key.decode(errors="replace") not in qs.jobs
     try:
         data: Any = orjson.loads(value)

@@ -25,6 +25,7 @@ from schemas.topics import (
     CONFIG_TOPIC,
     DISPATCHES_TOPIC,
     INTENTS_TOPIC,
+    INTENTS_TOPIC_PATTERN,
     JOBS_TOPIC,
     RUNS_TOPIC,
     STATUS_TOPIC,
@@ -35,6 +36,7 @@ from services.queue_manager.cycle import run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.metrics import QueueMetrics
 from services.queue_manager.pools import Shard
+from services.queue_manager.provenance import PLAIN_SECRET_ENV, TENANT_NOT_PROVEN, plain_secret_refusal, unproven
 from services.queue_manager.recovery import rebuild, seed_statuses
 from services.queue_manager.reporting import ReportPacer
 from services.queue_manager.routing import passes_over
@@ -47,6 +49,7 @@ from services.runtime.kafka import (
     KafkaSettings,
     Outgoing,
     OutputOrder,
+    Refused,
 )
 from services.runtime.kafka.table import CompactedTable
 from services.runtime.service import BackgroundTask
@@ -56,6 +59,10 @@ log = logging.getLogger(__name__)
 PRODUCER = "queue_manager"
 GROUP_ID = "muster-queue-manager"
 INPUT_TOPICS = (INTENTS_TOPIC, RUNS_TOPIC, DISPATCHES_TOPIC)
+#: the inputs as one subscription: the shared intents topic, every tenant's (``muster.intents.<t>.v1``, as
+#: tenants are added), runs and dispatches
+INPUT_PATTERN = "^(" + "|".join([INTENTS_TOPIC_PATTERN.strip("^$"),
+                                 *(t.replace(".", r"\.") for t in INPUT_TOPICS[1:])]) + ")$"
 
 
 def group_id(shard: Shard) -> str:
@@ -193,6 +200,12 @@ class QueueManager:
         """ConsumerLoop handler: fold one input and emit what it changed (committed after the acks)."""
         self.metrics.inputs[envelope.type].inc()
         async with self._lock:
+            refusal = unproven(self.state, delivery.topic, envelope.payload)
+            if refusal is not None:
+                raise Refused(TENANT_NOT_PROVEN, refusal)
+            secret = plain_secret_refusal(delivery.topic, envelope.payload)
+            if secret is not None:
+                raise Refused(PLAIN_SECRET_ENV, secret)
             outs = on_input(self.state, envelope.payload, envelope.event_id, self.clock(),
                             retry=delivery.attempt > 1)
             for out in outs:
@@ -289,9 +302,9 @@ class QueueManager:
         # batch settle: a fetched batch's records and statuses are acknowledged together before the
         # commit (one broker round trip per batch); a failed output stops the service, which then
         # recovers from muster.jobs and re-reads the uncommitted batch
-        loop = ConsumerLoop(self.settings, INPUT_TOPICS, self.handle, self.producer, group_id=group_id(self.shard),
+        loop = ConsumerLoop(self.settings, (), self.handle, self.producer, group_id=group_id(self.shard),
                             settle="batch", max_records=500, order=self._order,
-                            skip=self._passes_over)
+                            skip=self._passes_over, pattern=INPUT_PATTERN)
 
         async def stopper() -> None:
             await stop.wait()

@@ -49,6 +49,7 @@ def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
         priority_class=spec.priority_class,
         replicas=replicas,
         gpus=replicas * spec.template.resources.gpus,
+        gpu_share=spec.template.resources.gpu_share(replicas),
         position=info.position if info is not None else None,
         reason=(info.reason.value if info is not None else entry.reason)[:64],
         message=(info.message if info is not None else entry.message)[:2048],

@@ -9,7 +9,7 @@ import os
 import signal
 import socket
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -122,21 +122,29 @@ async def supervise(children: list[Child], stop: asyncio.Event, notify: Callable
 
 
 def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, clusters: dict[str, ClusterAccess],
-                     config_file: Path, gateway_port: int) -> list[Child]:
-    """The five services: one gateway, queue manager and accountant; a dispatcher + watcher per cluster."""
-    env = {"MUSTER_KAFKA_BOOTSTRAP": bootstrap}
+                     config_file: Path, gateway_port: int,
+                     kafka_env: Mapping[str, Mapping[str, str]] | None = None) -> list[Child]:
+    """The five services: one gateway, queue manager and accountant; a dispatcher + watcher per cluster.
+    ``kafka_env``: per service (``gateway``, ``queue-manager``...) the ``MUSTER_KAFKA_*`` variables of its
+    own Kafka principal, on an authenticated cluster."""
+    kafka_env = kafka_env or {}
+
+    def env_of(service: str) -> dict[str, str]:
+        return {"MUSTER_KAFKA_BOOTSTRAP": bootstrap, **kafka_env.get(service, {})}
+
     logs = state_dir / "logs"
     children = [
         # the gateway also turns labelled, suspended batch/v1 Jobs of the first cluster into submissions
         Child("gateway", ["gateway", "--config", str(config_file), "--tokens", str(state_dir / "tokens.yaml"),
                           *next(iter(clusters.values())).args("gateway")],
-              gateway_port, logs / "gateway.log", env),
-        Child("queue-manager", ["queue-manager"], free_port(), logs / "queue-manager.log", env),
-        Child("quota-accountant", ["quota-accountant"], free_port(), logs / "quota-accountant.log", env),
+              gateway_port, logs / "gateway.log", env_of("gateway")),
+        Child("queue-manager", ["queue-manager"], free_port(), logs / "queue-manager.log", env_of("queue-manager")),
+        Child("quota-accountant", ["quota-accountant"], free_port(), logs / "quota-accountant.log",
+              env_of("quota-accountant")),
     ]
     for name, access in clusters.items():
         for service in ("dispatcher", "node-watcher"):
             children.append(Child(f"{service}/{name}", [service, "--cluster", name, *access.args(service),
                                                         "--instance", name],
-                                  free_port(), logs / f"{service}-{name}.log", env))
+                                  free_port(), logs / f"{service}-{name}.log", env_of(service)))
     return children

@@ -7,6 +7,7 @@ import uuid
 
 import pytest
 
+from schemas.jobspec import EnvFromSecret, EnvVar, SecretKeyRef, SecretRef
 from schemas.runs import JobDispatched, RunAllPodsReady, RunFailed, RunStarted, RunSucceeded
 from services.kubesim.kubelet import KubeletProfile
 from services.runtime.kafka import KafkaSettings
@@ -137,3 +138,25 @@ async def test_a_suspended_user_job_is_released_onto_its_placement(
         assert job["spec"]["suspend"] is False
         pods = await cluster.pods("team-b", jid)
         assert [p["spec"]["nodeName"] for p in pods] == ["east-t4-1"]
+
+
+async def test_a_job_reading_secrets_runs_with_the_references_in_its_pods(
+        registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
+    """The spec names a Secret's key and a whole Secret; the dispatcher's Job is accepted, its pods carry the
+    references (never a value: Muster does not read Secrets) and the gang runs to success."""
+    jid = job_id("secrets")
+    base = spec(replicas=2, seconds=1.0)
+    with_secrets = base.model_copy(update={"template": base.template.model_copy(update={
+        "env": {**base.template.env, "HF_TOKEN": EnvVar(secret_ref=SecretKeyRef(name="hf", key="token"))},
+        "env_from": [EnvFromSecret(secret_ref=SecretRef(name="wandb"), prefix="WANDB_")]})})
+    async with running(registry_settings, kube_backend) as cluster:
+        await cluster.decide(admitted(jid, 0, plan=placement("east-a100-0", "east-a100-1"), job_spec=with_secrets))
+        await cluster.outputs.wait_for(RunSucceeded, job_id=jid)
+        pods = await cluster.pods("team-a", jid)
+        assert len(pods) == 2
+        for pod in pods:
+            container = pod["spec"]["containers"][0]
+            env = {e["name"]: e for e in container["env"]}
+            assert env["HF_TOKEN"]["valueFrom"] == {"secretKeyRef": {"name": "hf", "key": "token"}}
+            assert env["EPOCHS"]["value"] == "3"
+            assert container["envFrom"] == [{"secretRef": {"name": "wandb"}, "prefix": "WANDB_"}]

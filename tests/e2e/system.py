@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -176,6 +176,9 @@ class System:
     log: TopicLog
     scheduler: SchedulerConfig = SCHEDULER
     services: dict[str, Service] = field(default_factory=dict)
+    #: on an authenticated cluster, each service's own Kafka settings (``gateway``, ``queue-manager``...);
+    #: ``settings`` is then the admin's, for the test's own reads and writes
+    principals: Mapping[str, KafkaSettings] = field(default_factory=dict)
     gateway_url: str | None = None
     _api: Api | None = None
 
@@ -184,8 +187,9 @@ class System:
         assert self._api is not None, "the gateway has not started"
         return self._api
 
-    def options(self, **changes: Any) -> ServeOptions:
-        base = ServeOptions(kafka=self.settings, http_port=0, config_file=self.config_file,
+    def options(self, service: str | None = None, **changes: Any) -> ServeOptions:
+        kafka = self.principals.get(service, self.settings) if service else self.settings
+        base = ServeOptions(kafka=kafka, http_port=0, config_file=self.config_file,
                             tokens_file=self.tokens_file)
         return dataclasses.replace(base, **changes)
 
@@ -195,7 +199,7 @@ class System:
         return service
 
     async def start_gateway(self) -> str:
-        server = GatewayMain(self.options(**self.first_cluster().access.fields("gateway")))
+        server = GatewayMain(self.options("gateway", **self.first_cluster().access.fields("gateway")))
         service = self._spawn("gateway", server.run(handle_signals=False))
         service.stopper = server.stop
         await service.started(server.ready.wait)
@@ -204,19 +208,21 @@ class System:
         return server.url
 
     async def start_queue_manager(self) -> None:
-        main = QueueManagerMain(self.options(), scheduler_config=self.scheduler, period_s=CYCLE_PERIOD_S)
+        main = QueueManagerMain(self.options("queue-manager"), scheduler_config=self.scheduler,
+                                period_s=CYCLE_PERIOD_S)
         service = self._spawn("queue-manager", main.run(handle_signals=False))
         service.stopper = main.stop
         await service.started(main.manager.ready.wait)
 
     async def start_accountant(self) -> None:
-        main = QuotaAccountantMain(self.options(), settings=ACCOUNTANT)
+        main = QuotaAccountantMain(self.options("quota-accountant"), settings=ACCOUNTANT)
         service = self._spawn("quota-accountant", main.run(handle_signals=False))
         service.stopper = main.stop
         await service.started(main.accountant.ready.wait)
 
     async def start_dispatcher(self, cluster: str) -> None:
-        options = self.options(cluster=cluster, instance=cluster, **self.clusters[cluster].access.fields("dispatcher"))
+        options = self.options("dispatcher", cluster=cluster, instance=cluster,
+                               **self.clusters[cluster].access.fields("dispatcher"))
         main = DispatcherMain(options, settings=DISPATCH)
         service = self._spawn(f"dispatcher/{cluster}", main.run(handle_signals=False))
         service.stopper = main.stop
@@ -226,7 +232,7 @@ class System:
 
     async def start_watcher(self, cluster: str) -> None:
         access = self.clusters[cluster].access.fields("node-watcher")
-        main = NodeWatcherMain(self.options(cluster=cluster, instance=cluster, **access))
+        main = NodeWatcherMain(self.options("node-watcher", cluster=cluster, instance=cluster, **access))
         service = self._spawn(f"node-watcher/{cluster}", main.run(handle_signals=False))
         service.stopper = main.stop
         await service.started(main.composed.wait)
@@ -252,9 +258,11 @@ class System:
 
 @contextlib.asynccontextmanager
 async def running_system(settings: KafkaSettings, config: MusterConfig, tmp_path: Path, *,
-                         scheduler: SchedulerConfig = SCHEDULER, real: RealKube | None = None) -> AsyncIterator[System]:
+                         scheduler: SchedulerConfig = SCHEDULER, real: RealKube | None = None,
+                         principals: Mapping[str, KafkaSettings] | None = None) -> AsyncIterator[System]:
     """Start a cluster per cluster of ``config`` (kubesim, or with ``real`` one real control plane each),
-    then gateway, node watchers, accountant, queue manager and dispatchers."""
+    then gateway, node watchers, accountant, queue manager and dispatchers (each with its own Kafka
+    settings from ``principals``, when given)."""
     config_file = tmp_path / "cluster.yaml"
     config_file.write_text(yaml.safe_dump(config.model_dump(mode="json")), encoding="utf-8")
     tokens_file = tmp_path / "tokens.yaml"
@@ -280,7 +288,8 @@ async def running_system(settings: KafkaSettings, config: MusterConfig, tmp_path
         log = TopicLog(settings)
         await log.start()
         stack.push_async_callback(log.stop)
-        system = System(settings, config, config_file, tokens_file, clusters, log, scheduler)
+        system = System(settings, config, config_file, tokens_file, clusters, log, scheduler,
+                        principals=dict(principals or {}))
         stack.push_async_callback(system.stop_all)
         url = await system.start_gateway()
         system._api = Api(await stack.enter_async_context(httpx.AsyncClient(base_url=url, timeout=10)))

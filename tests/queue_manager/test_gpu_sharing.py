@@ -12,7 +12,10 @@ from schemas.decisions import JobAdmitted
 from schemas.jobs import JobRecord, JobRecorded
 from schemas.jobspec import ResourceRequest
 from schemas.runs import RunStarted
+from schemas.status import JobStatusChanged
+from services.cli.render import gpus_text
 from services.core import SchedulerConfig
+from services.gateway.presenters import job_from_status
 from services.queue_manager.cycle import run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.recovery import rebuild
@@ -63,6 +66,10 @@ def test_sharing_jobs_are_admitted_with_their_shares_and_charged_them() -> None:
     assert (h1.gpu_fraction, h1.gpu_slots, h2.gpu_fraction, h2.gpu_slots) == (0.5, [0], 0.25, [0])
     assert qs.sched.queue_usage("team-a")["gpu:a100"] == Fraction(2, 7) + Fraction(3, 4)
     assert qs.sched.free_gpus(NODE) == 0  # the shared GPU holds fractions
+    shown = {s.job_id: (s.gpus, s.gpu_share) for s in of_type(out.statuses, JobStatusChanged)}
+    assert shown == {"mig": (0, round(2 / 7, 4)), "h1": (0, 0.5), "h2": (0, 0.25)}  # not "0 GPUs"
+    assert [gpus_text(job_from_status(s)) for s in of_type(out.statuses, JobStatusChanged)
+            if s.job_id == "mig"] == ["0.29 shared"]
     for job_id, adm in admitted.items():
         keep(on_input(qs, RunStarted(**run_fields(job_id, adm.attempt), pods_running=1, pods_total=1),
                       uuid.uuid4().hex, NOW))

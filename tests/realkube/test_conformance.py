@@ -20,10 +20,13 @@ import orjson
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
+from schemas.jobspec import EnvFromSecret, SecretKeyRef
+from services.dispatcher.render import render_job
 from services.kubesim import KubeSim
 from services.runtime.kube import JOBS, NAMESPACES, PODS, KubeRest, PatchType, build_api_client
 from services.spec.cluster_file import load_cluster_file
 from tests.builders.realkube import RealKube
+from tests.kube.builders import placement, template
 from tests.realkube.conftest import CLUSTER_FILE
 
 pytestmark = pytest.mark.realkube
@@ -212,6 +215,37 @@ async def job_suspend_resume_and_indexed_completion(api: Api) -> Observed:
     return out
 
 
+def _secret_env() -> dict[str, Any]:
+    """The environment the dispatcher renders for a spec with a Secret's key and a whole Secret."""
+    tpl = template(env={"LR": "0.1", "HF_TOKEN": SecretKeyRef(name="hf", key="token")},
+                   env_from=(EnvFromSecret.model_validate({"secret_ref": {"name": "wandb"}, "prefix": "WANDB_"}),))
+    container = render_job(tpl, 0, placement(("east-a100-0", 1)))["spec"]["template"]["spec"]["containers"][0]
+    return {"env": container["env"], "envFrom": container["envFrom"]}
+
+
+async def job_with_secret_references(api: Api) -> Observed:
+    """A Job whose pods read a Secret's key and a whole Secret: accepted as written, its pods created with the
+    references (the Secrets need not exist for that: only a kubelet resolves them)."""
+    body = job("s1")
+    body["spec"]["template"]["spec"]["containers"][0].update(_secret_env())
+    status, created = await api.call("POST", api.jobs(), body)
+    out: Observed = {"create": status}
+    container = created["spec"]["template"]["spec"]["containers"][0]
+    out["job env"] = [e for e in container["env"] if "valueFrom" in e]
+    out["job envFrom"] = container.get("envFrom")
+
+    async def pods() -> Any:
+        _, listed = await api.call("GET", api.pods(), query=[("labelSelector", "job-name=s1")])
+        return listed["items"] if len(listed["items"]) == 2 else None
+
+    created_pods = await until(pods, within=60)
+    out["pods"] = len(created_pods)
+    first = created_pods[0]["spec"]["containers"][0]
+    out["pod env"] = [e for e in first["env"] if "secretKeyRef" in (e.get("valueFrom") or {})]
+    out["pod envFrom"] = first.get("envFrom")
+    return out
+
+
 async def watch_from_a_version(api: Api) -> Observed:
     _, listed = await api.call("GET", api.pods(), query=[("labelSelector", "app=watch")])
     version = listed["metadata"]["resourceVersion"]
@@ -278,6 +312,7 @@ CORPUS: dict[str, Callable[[Api], Awaitable[Observed]]] = {
     "subresources": status_and_binding_subresources,
     "finalizers": deletion_with_finalizers,
     "jobs": job_suspend_resume_and_indexed_completion,
+    "secret references": job_with_secret_references,
     "watch": watch_from_a_version,
     "compacted watch": watch_from_a_compacted_version,
     "list pages": list_pages,

@@ -368,9 +368,15 @@ function JobRow({ job }) {
       <td><a href=${`#/jobs/${encodeURIComponent(job.job_id)}`}>${job.name}</a><br /><small class="muted">${job.job_id}</small></td>
       <td>${job.tenant}</td><td>${job.queue}</td><td>${job.user || ""}</td>
       <td><${Badge} state=${job.state} />${job.reason ? html`<br /><small class="muted">${job.reason}</small>` : ""}</td>
-      <td>${job.priority_class}</td><td class="num">${job.gpus}</td><td>${where.trim()}</td>
+      <td>${job.priority_class}</td><td class="num">${gpuText(job)}</td><td>${where.trim()}</td>
       <td>${job.cluster || ""}</td><td title=${stamp(job.submitted_at)}>${ago(job.submitted_at)}</td>
     </tr>`;
+}
+
+// A job's GPUs: whole GPUs, or a sharing job's charged share (fractions, MIG slices) marked "shared".
+function gpuText(job) {
+  if (job.gpu_share === null || job.gpu_share === undefined) return String(job.gpus);
+  return `${Number(job.gpu_share.toFixed(2))} shared`;
 }
 
 // ------------------------------------------------------------------ one job
@@ -387,7 +393,7 @@ function JobPage({ jobId, who }) {
     <p><a href="#/jobs">← Jobs</a></p>
     <h1>${job.name} <${Badge} state=${job.state} /></h1>
     <p class="muted">${[job.job_id, `${job.tenant} / ${job.queue}`, job.user, job.priority_class,
-      `${job.gpus} GPUs (${job.replicas} pods)`, `attempt ${job.attempt}`].filter(Boolean).join(" · ")}</p>
+      `${gpuText(job)} GPUs (${job.replicas} pods)`, `attempt ${job.attempt}`].filter(Boolean).join(" · ")}</p>
     <p class="summary" data-testid="summary">${detail.summary}</p>
     <${Problem} error=${error} />
     ${detail.actions.length > 0 && html`<${Actions} detail=${detail} who=${who} />`}

@@ -26,6 +26,7 @@ from services.runtime.broker import distribution as dist
 from services.runtime.broker.probe import free_port, port_is_free
 from services.runtime.broker.process import BrokerError, KafkaBroker
 from services.runtime.broker.properties import CLUSTER_JVM_OPTIONS, BrokerLayout, new_cluster_id
+from services.runtime.broker.security import BrokerSecurity
 
 log = logging.getLogger(__name__)
 
@@ -62,6 +63,7 @@ class KafkaCluster:
         overrides: Mapping[str, str] | None = None,
         startup_timeout: float = 180.0,
         stop_timeout: float = 30.0,
+        security: BrokerSecurity | None = None,
     ) -> None:
         if not 1 <= brokers <= MAX_BROKERS:
             raise BrokerError(f"a cluster of {brokers} brokers: choose 1 to {MAX_BROKERS}")
@@ -74,6 +76,7 @@ class KafkaCluster:
         self._overrides = dict(overrides or {})
         self._startup_timeout = startup_timeout
         self._stop_timeout = stop_timeout
+        self._security = security
         self._nodes: dict[int, KafkaBroker] = {}
         self._lock = threading.RLock()
         self._atexit_registered = False
@@ -82,6 +85,11 @@ class KafkaCluster:
     def size(self) -> int:
         """The number of nodes (brokers)."""
         return self._size
+
+    @property
+    def security(self) -> BrokerSecurity | None:
+        """Authentication and ACLs of every node (None: open PLAINTEXT listeners)."""
+        return self._security
 
     @property
     def log_dir(self) -> Path:
@@ -240,7 +248,7 @@ class KafkaCluster:
                 log_dir=self._root / f"node-{i}", distribution=distribution, host=self._host, port=p,
                 controller_port=c, jvm_options=self._jvm_options, overrides=self._overrides,
                 startup_timeout=self._startup_timeout, stop_timeout=self._stop_timeout, node_id=i,
-                voters=voters, cluster_id=state["cluster_id"],
+                voters=voters, cluster_id=state["cluster_id"], security=self._security,
             )
             for i, (p, c) in zip(ids, ports, strict=True)
         }

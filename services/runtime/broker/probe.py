@@ -5,7 +5,8 @@ from __future__ import annotations
 import asyncio
 import socket
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
+from typing import Any
 
 from aiokafka.client import AIOKafkaClient
 from aiokafka.errors import KafkaError
@@ -39,12 +40,14 @@ def tcp_open(bootstrap: str, timeout: float = 1.0) -> bool:
         return False
 
 
-async def metadata_ready(bootstrap: str, *, request_timeout_ms: int = 5000, node_id: int | None = None) -> bool:
+async def metadata_ready(bootstrap: str, *, request_timeout_ms: int = 5000, node_id: int | None = None,
+                         security: Mapping[str, Any] | None = None) -> bool:
     """One metadata request: True when the broker answers and lists at least one broker (``node_id``
-    among them, when given: a node of a cluster is ready once it has registered)."""
+    among them, when given: a node of a cluster is ready once it has registered). ``security``: the
+    client's security options (``KafkaSettings.security_options``) on an authenticated listener."""
     if not await asyncio.to_thread(tcp_open, bootstrap.split(",")[0]):
         return False
-    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=request_timeout_ms)
+    client = AIOKafkaClient(bootstrap_servers=bootstrap, request_timeout_ms=request_timeout_ms, **(security or {}))
     try:
         await client.bootstrap()
         brokers = client.cluster.brokers()
@@ -58,11 +61,11 @@ async def metadata_ready(bootstrap: str, *, request_timeout_ms: int = 5000, node
 
 
 async def _wait_ready(bootstrap: str, deadline: float, alive: Callable[[], bool], interval: float,
-                      node_id: int | None) -> None:
+                      node_id: int | None, security: Mapping[str, Any] | None) -> None:
     while True:
         if not alive():
             raise RuntimeError("the broker process exited before it became ready")
-        if await metadata_ready(bootstrap, node_id=node_id):
+        if await metadata_ready(bootstrap, node_id=node_id, security=security):
             return
         if time.monotonic() >= deadline:
             raise TimeoutError(f"broker at {bootstrap} did not answer a metadata request in time")
@@ -76,6 +79,7 @@ def wait_until_ready(
     alive: Callable[[], bool] = lambda: True,
     interval: float = 0.25,
     node_id: int | None = None,
+    security: Mapping[str, Any] | None = None,
 ) -> None:
     """Block until a metadata request to ``bootstrap`` succeeds (and lists ``node_id``, when given).
 
@@ -88,4 +92,4 @@ def wait_until_ready(
         pass
     else:
         raise RuntimeError("wait_until_ready blocks; call it through asyncio.to_thread from async code")
-    asyncio.run(_wait_ready(bootstrap, time.monotonic() + timeout, alive, interval, node_id))
+    asyncio.run(_wait_ready(bootstrap, time.monotonic() + timeout, alive, interval, node_id, security))

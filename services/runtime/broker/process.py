@@ -26,6 +26,8 @@ from services.runtime.broker.properties import (
     render_properties,
     server_properties,
 )
+from services.runtime.broker.security import BrokerSecurity
+from services.runtime.credentials import write_private
 
 log = logging.getLogger(__name__)
 PORT_ATTEMPTS = 3  # starts on freshly chosen ports when the chosen ones were taken meanwhile
@@ -40,6 +42,11 @@ def _tail(path: Path, limit: int = 3000) -> str:
         return path.read_text(errors="replace")[-limit:]
     except OSError:
         return ""
+
+
+def _quoted(argument: str) -> str:
+    """One argument of a Java ``@argfile``: double-quoted, backslashes and quotes escaped."""
+    return '"' + argument.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
 def _set_parent_death_signal() -> None:
@@ -80,12 +87,14 @@ class KafkaBroker:
         node_id: int = 1,
         voters: Mapping[int, int] | None = None,
         cluster_id: str | None = None,
+        security: BrokerSecurity | None = None,
     ) -> None:
         if voters and (port is None or controller_port is None):
             raise BrokerError("a node of a cluster needs its port and controller port")
         self._node_id = node_id
         self._voters = dict(voters) if voters else None
         self._cluster_id = cluster_id
+        self._security = security
         self._owns_dir = log_dir is None
         self._root = Path(log_dir) if log_dir is not None else None
         self._distribution = distribution
@@ -114,6 +123,11 @@ class KafkaBroker:
         if self._port is None:
             raise BrokerError("the broker has no port before start()")
         return f"{self._host}:{self._port}"
+
+    @property
+    def security(self) -> BrokerSecurity | None:
+        """Authentication and ACLs (None: an open PLAINTEXT listener)."""
+        return self._security
 
     @property
     def node_id(self) -> int:
@@ -194,7 +208,8 @@ class KafkaBroker:
 
     def _await_ready(self) -> None:
         wait_until_ready(self.bootstrap, timeout=self._startup_timeout, alive=lambda: self.running,
-                         node_id=self._node_id if self._voters else None)
+                         node_id=self._node_id if self._voters else None,
+                         security=self._security.probe_options() if self._security else None)
 
     def stop(self) -> None:
         """SIGTERM (controlled shutdown), wait, then SIGKILL; data and ports are kept."""
@@ -261,6 +276,7 @@ class KafkaBroker:
         assert self._port is not None and self._controller_port is not None
         layout.root.mkdir(parents=True, exist_ok=True)
         layout.app_log_dir.mkdir(exist_ok=True)
+        security = self._security
         settings = server_properties(
             host=self._host,
             port=self._port,
@@ -269,8 +285,10 @@ class KafkaBroker:
             node_id=self._node_id,
             voters=self._voters,
             overrides=self._overrides,
+            listeners=security.listeners(self._host, self._port, self._controller_port) if security else None,
         )
-        layout.server_properties.write_text(render_properties(settings))
+        # the broker's password is in it when authenticated: readable by the owner alone
+        write_private(layout.server_properties, render_properties(settings))
         layout.log4j_properties.write_text(log4j_properties(layout.app_log_dir))
         state = {"port": self._port, "controller_port": self._controller_port, "host": self._host}
         layout.state_file.write_text(json.dumps(state))
@@ -286,12 +304,21 @@ class KafkaBroker:
         ]
 
     def _format(self, layout: BrokerLayout, distribution: dist.KafkaDistribution) -> None:
-        command = [
+        command: list[str] = [
             *self._java_command(distribution, layout),
             "kafka.tools.StorageTool", "format", "--ignore-formatted",
             "-t", self._cluster_id or new_cluster_id(), "-c", str(layout.server_properties),
+            *(self._security.format_arguments() if self._security else []),
         ]  # fmt: skip
-        result = subprocess.run(command, capture_output=True, text=True, check=False, timeout=120)
+        java, arguments = command[0], command[1:]
+        # the arguments (SCRAM passwords among them when authenticated) go through a Java argument file only
+        # the owner may read, never onto the command line, which every local user can see in ps
+        argfile = layout.root / "format.args"
+        write_private(argfile, "\n".join(_quoted(a) for a in arguments) + "\n")
+        try:
+            result = subprocess.run([java, f"@{argfile}"], capture_output=True, text=True, check=False, timeout=120)
+        finally:
+            argfile.unlink(missing_ok=True)
         if result.returncode != 0:
             raise BrokerError(f"formatting {layout.data_dir} failed:\n{result.stdout}{result.stderr}")
 

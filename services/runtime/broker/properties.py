@@ -126,11 +126,13 @@ def server_properties(
     node_id: int = 1,
     voters: Mapping[int, int] | None = None,
     overrides: Mapping[str, str] | None = None,
+    listeners: Mapping[str, str] | None = None,
 ) -> dict[str, str]:
     """The ``server.properties`` entries of a combined broker + controller listening on ``host``.
 
     ``voters`` maps every node id of a cluster to its controller port (this node's included); without it
-    the node is a cluster of one. Replication defaults follow the number of voters.
+    the node is a cluster of one. Replication defaults follow the number of voters. ``listeners``
+    replaces the PLAINTEXT listener entries (``security.BrokerSecurity.listeners``: SASL and ACLs).
     """
     quorum = dict(voters) if voters else {node_id: controller_port}
     if quorum.get(node_id) != controller_port:
@@ -144,6 +146,7 @@ def server_properties(
         "controller.listener.names": "CONTROLLER",
         "inter.broker.listener.name": "PLAINTEXT",
         "listener.security.protocol.map": "CONTROLLER:PLAINTEXT,PLAINTEXT:PLAINTEXT",
+        **(listeners or {}),
         "log.dirs": str(data_dir),
         **SINGLE_NODE_SETTINGS,
         **replication_settings(len(quorum)),

@@ -14,6 +14,7 @@ from services.runtime.broker import distribution as dist
 from services.runtime.broker.cluster import KafkaCluster
 from services.runtime.broker.container import ContainerBroker, container_problem
 from services.runtime.broker.process import BrokerError, KafkaBroker
+from services.runtime.broker.security import BrokerSecurity
 
 BOOTSTRAP_ENV = "MUSTER_KAFKA_BOOTSTRAP"
 #: which launcher starts the broker: ``auto`` (the default: the order of ``resolve_broker``), ``local``
@@ -58,7 +59,7 @@ def chosen_launcher(launcher: str | None = None) -> str:
 
 def resolve_broker(
     bootstrap: str | None = None, *, log_dir: str | Path | None = None, brokers: int = 1,
-    launcher: str | None = None,
+    launcher: str | None = None, security: BrokerSecurity | None = None,
 ) -> ResolvedBroker:
     """A reachable broker (``brokers`` > 1: a cluster of that many), in this order of preference.
 
@@ -71,22 +72,28 @@ def resolve_broker(
     ``launcher`` (else ``MUSTER_KAFKA_LAUNCHER``) narrows 2-4: ``local`` is 2-3 only, ``container`` is 4
     only (and says clearly why it cannot run: no testcontainers, no Docker engine, more than one broker),
     ``auto`` (the default) is all of them. Brokers of cases 2-4 are returned started; the caller closes them.
+    ``security``: the launched brokers authenticate and authorise (``security.BrokerSecurity``); the local
+    launcher only, and never for an external broker (whose clients bring their own ``MUSTER_KAFKA_*``).
     """
     if brokers < 1:
         raise BrokerError(f"{brokers} brokers: at least one is needed")
     name = chosen_launcher(launcher)
     address = bootstrap or os.environ.get(BOOTSTRAP_ENV)
     if address:
+        if security is not None:
+            raise BrokerError(f"an external broker ({address}) runs its own authentication; it cannot be given one")
         return ExternalBroker(address)
     if name == "container":
+        if security is not None:
+            raise BrokerError("the container launcher runs an open broker; authentication needs the local launcher")
         return _container(brokers)
     kafka_home = os.environ.get("KAFKA_HOME")
     if kafka_home:
-        return _local(dist.from_kafka_home(kafka_home), log_dir, brokers)
+        return _local(dist.from_kafka_home(kafka_home), log_dir, brokers, security)
     local_problem = _local_jvm_problem()
     if local_problem is None:
-        return _local(None, log_dir, brokers)
-    if name == "auto" and brokers == 1 and container_problem() is None:
+        return _local(None, log_dir, brokers, security)
+    if name == "auto" and brokers == 1 and security is None and container_problem() is None:
         return ContainerBroker().start()
     raise BrokerError(
         f"no Kafka broker available: {local_problem}; set {BOOTSTRAP_ENV} or KAFKA_HOME, "
@@ -105,10 +112,10 @@ def _container(brokers: int) -> ContainerBroker:
 
 
 def _local(distribution: dist.KafkaDistribution | None, log_dir: str | Path | None,
-           brokers: int) -> KafkaBroker | KafkaCluster:
+           brokers: int, security: BrokerSecurity | None = None) -> KafkaBroker | KafkaCluster:
     if brokers == 1:
-        return KafkaBroker(log_dir=log_dir, distribution=distribution).start()
-    return KafkaCluster(brokers, log_dir=log_dir, distribution=distribution).start()
+        return KafkaBroker(log_dir=log_dir, distribution=distribution, security=security).start()
+    return KafkaCluster(brokers, log_dir=log_dir, distribution=distribution, security=security).start()
 
 
 def _local_jvm_problem() -> str | None:

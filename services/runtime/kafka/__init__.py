@@ -1,6 +1,6 @@
 """The Kafka kit on aiokafka: settings, envelope producer, consumer loop with DLQ, topic creation."""
 
-from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, TombstoneHandler
+from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, Refused, TombstoneHandler
 from services.runtime.kafka.loop import ConsumerLoop, LoopStats, RetryPolicy
 from services.runtime.kafka.producer import BatchFuture, DeliveryFuture, EnvelopeProducer, Outgoing
 from services.runtime.kafka.replication import Replication, ReplicationError
@@ -29,6 +29,7 @@ __all__ = [
     "Outgoing",
     "OutputOrder",
     "PartitionsCallback",
+    "Refused",
     "Replication",
     "ReplicationError",
     "RetryPolicy",

@@ -12,6 +12,16 @@ from schemas.envelope import Envelope
 from services.runtime.kafka.producer import BatchFuture, DeliveryFuture, EnvelopeProducer, Outgoing
 
 
+class Refused(Exception):
+    """Raised by a handler for a record it will not accept (a forged intent, say): the loop sends the record to
+    the dead-letter topic with ``reason`` and ``detail`` at once, without retrying, and moves on."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"{reason}: {detail}")
+        self.reason = reason
+        self.detail = detail
+
+
 @dataclass
 class Delivery:
     """One consumed record's origin (topic, partition, offset) and the handler's outbox.

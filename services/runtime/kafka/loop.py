@@ -17,7 +17,7 @@ from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from schemas.codec import DecodeError, decode
 from schemas.topics import dlq_topic
 from services.runtime import tracing
-from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, TombstoneHandler
+from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, Refused, TombstoneHandler
 from services.runtime.kafka.headers import dead_letter_headers, dead_letter_key, dead_letter_value
 from services.runtime.kafka.producer import EnvelopeProducer
 from services.runtime.kafka.settings import KafkaSettings
@@ -81,7 +81,8 @@ class ConsumerLoop:
     """Runs one consumer-group member: each record is decoded, handled, its outputs acknowledged, and
     only then its offset committed (at-least-once; handlers must be idempotent).
 
-    A record that cannot be decoded goes to ``<topic>.dlq`` at once; a handler that keeps failing goes
+    A record that cannot be decoded, or that the handler refuses (``Refused``), goes to ``<topic>.dlq`` at
+    once; a handler that keeps failing goes
     there after ``retry.attempts`` tries (reason ``handler_error``); the loop moves on. If a dead letter
     cannot be written the loop stops with the error, the record uncommitted. On revocation the handled
     offsets of the revoked partitions are committed.
@@ -95,8 +96,13 @@ class ConsumerLoop:
     handlers whose work on different keys is independent and waits on I/O (the dispatcher's API calls).
     ``on_tombstone`` receives null values (deletes on compacted topics) with their key; without it
     they are dead-lettered as ``malformed``. ``skip(topic, key, value)`` may pass a record over before
-    it is decoded (committed like a handled one).
+    it is decoded (committed like a handled one). ``pattern`` (a regular expression) subscribes to every
+    topic whose name matches it, now and as topics are created, instead of ``topics``; those a principal
+    may not describe stay out of sight.
     """
+
+    #: how often a pattern subscription looks for new matching topics (aiokafka's default is 5 minutes)
+    PATTERN_REFRESH_MS = 30_000
 
     ISOLATION_LEVEL = "read_committed"
     AUTO_OFFSET_RESET = "earliest"
@@ -119,6 +125,7 @@ class ConsumerLoop:
         order: OutputOrder | None = None,
         skip: Callable[[str, bytes | None, bytes | None], bool] | None = None,
         concurrency: int = 1,
+        pattern: str | None = None,
     ) -> None:
         group = group_id or settings.group_id
         if not group:
@@ -133,6 +140,9 @@ class ConsumerLoop:
         self.group_id = group
         self._settings = settings
         self._topics = tuple(topics)
+        self._pattern = pattern
+        if pattern is not None and self._topics:
+            raise ValueError("subscribe to topics or to a pattern, not both")
         self._handler = handler
         self._producer = producer
         self._retry = retry or RetryPolicy()
@@ -179,6 +189,7 @@ class ConsumerLoop:
             enable_auto_commit=False,
             auto_offset_reset=self.AUTO_OFFSET_RESET,
             isolation_level=self.ISOLATION_LEVEL,
+            **({"metadata_max_age_ms": self.PATTERN_REFRESH_MS} if self._pattern else {}),
         )
         self._consumer = consumer
         registry = _LOOPS.get()
@@ -186,7 +197,10 @@ class ConsumerLoop:
             registry.add(self)
         try:
             await consumer.start()
-            consumer.subscribe(self._topics, listener=_Rebalance(self))
+            if self._pattern is not None:
+                consumer.subscribe(pattern=self._pattern, listener=_Rebalance(self))
+            else:
+                consumer.subscribe(self._topics, listener=_Rebalance(self))
             while not self._stopping.is_set():
                 batch = await consumer.getmany(timeout_ms=self.POLL_TIMEOUT_MS, max_records=self._max_records)
                 if self._concurrency > 1:
@@ -299,7 +313,7 @@ class ConsumerLoop:
                     self._batch.collect(delivery)
                 else:
                     await delivery.settle()
-            except DecodeError as exc:
+            except (DecodeError, Refused) as exc:
                 await self._dead_letter(record, exc.reason, exc.detail, attempts=attempt)
                 return
             except Exception as exc:

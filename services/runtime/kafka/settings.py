@@ -42,12 +42,16 @@ class KafkaSettings(BaseSettings):
 
     def client_options(self) -> dict[str, Any]:
         """Keyword arguments shared by aiokafka producers, consumers and admin clients."""
-        options: dict[str, Any] = {
+        return {
             "bootstrap_servers": self.bootstrap,
             "client_id": self.client_id,
             "request_timeout_ms": self.request_timeout_ms,
-            "security_protocol": self.security_protocol,
+            **self.security_options(),
         }
+
+    def security_options(self) -> dict[str, Any]:
+        """The security part of ``client_options`` (protocol, TLS context, SASL mechanism and credentials)."""
+        options: dict[str, Any] = {"security_protocol": self.security_protocol}
         if self.security_protocol in ("SSL", "SASL_SSL"):
             context = create_ssl_context(
                 cafile=self.ssl_cafile,
@@ -64,6 +68,20 @@ class KafkaSettings(BaseSettings):
             options["sasl_plain_username"] = self.sasl_username
             options["sasl_plain_password"] = self.sasl_password.get_secret_value()
         return options
+
+    def environment(self) -> dict[str, str]:
+        """The ``MUSTER_KAFKA_*`` variables that give a child process these security settings and bootstrap
+        (identity fields, client id and group, are the child's own)."""
+        env = {"MUSTER_KAFKA_BOOTSTRAP": self.bootstrap, "MUSTER_KAFKA_SECURITY_PROTOCOL": self.security_protocol}
+        if self.security_protocol.startswith("SASL_"):
+            env["MUSTER_KAFKA_SASL_MECHANISM"] = self.sasl_mechanism
+            env["MUSTER_KAFKA_SASL_USERNAME"] = self.sasl_username or ""
+            env["MUSTER_KAFKA_SASL_PASSWORD"] = self.sasl_password.get_secret_value() if self.sasl_password else ""
+        for name in ("ssl_cafile", "ssl_certfile", "ssl_keyfile"):
+            value = getattr(self, name)
+            if value:
+                env[f"MUSTER_KAFKA_{name.upper()}"] = value
+        return env
 
     def with_identity(self, *, client_id: str | None = None, group_id: str | None = None) -> KafkaSettings:
         """A copy with another client id and/or consumer group."""
