@@ -18,7 +18,7 @@ from schemas.runs import (
     RunStarted,
     RunSucceeded,
 )
-from services.quota_accountant.attempts import Admission, Outcome
+from services.quota_accountant.attempts import Admission, AttemptKey, Outcome
 from services.quota_accountant.ledger import NO_EFFECT, Effect, Ledger
 
 #: GPU type recorded when neither the job spec nor the capacity view names one
@@ -78,7 +78,16 @@ def apply(ledger: Ledger, envelope: Envelope, node_types: NodeTypes) -> Effect:
     return NO_EFFECT
 
 
+def attempt_key_of(envelope: Envelope) -> AttemptKey | None:
+    """The attempt an input is a fact of (None for a message the ledger does not fold)."""
+    msg = envelope.payload
+    if isinstance(msg, _FACTS):
+        return (msg.job_id, msg.attempt)
+    return None
+
+
 _ENDS = (RunSucceeded, RunFailed, RunEvicted, RunDeleted, JobStopped, DispatchFailed)
+_FACTS = (JobAdmitted, JobScaled, RunStarted, *_ENDS)
 EndEvent = RunSucceeded | RunFailed | RunEvicted | RunDeleted | JobStopped | DispatchFailed
 
 

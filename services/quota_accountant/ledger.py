@@ -12,13 +12,16 @@ tenant, and a ``Charge`` comes out. An end releases the attempt's quota at once,
 is seen (the start travels on another topic and may come later); the first end seen is the end.
 Usage read at time ``t`` adds the running attempts' GPU time up to ``t`` to the settled part, exactly
 (piecewise-constant allocations, closed-form decay), whatever order the facts arrived in.
-How the ledger is rebuilt after a restart is described in ``services.quota_accountant.accountant``.
+The whole state can be read out (``attempts``, ``settled``, ``book``, ``buckets``) and put back
+(``Ledger.load``); how the service keeps it in changelog-backed tables is described in
+``services.quota_accountant.accountant``.
 """
 
 from __future__ import annotations
 
 import math
 from collections import defaultdict
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from services.core.fairshare import interval_value
@@ -60,6 +63,19 @@ class QueueUsage:
 class _QueueBook:
     decayed: DecayedTotal
     gpu_seconds: float = 0.0
+
+
+@dataclass(frozen=True)
+class Book:
+    """A queue's settled history: decayed GPU-seconds (``decayed`` as of ``as_of``) and plain GPU-seconds."""
+
+    decayed: float
+    as_of: float
+    gpu_seconds: float
+
+
+Buckets = Mapping[tuple[WindowKind, float], float]
+"""A tenant's settled GPU-seconds per (window kind, window start)."""
 
 
 @dataclass
@@ -114,6 +130,51 @@ class Ledger:
         self._fold(charge.queue, charge.tenant, charge.segments())
         self.settled[charge.key] = charge.ended_at
         return Effect(frozenset({charge.queue}), frozenset({charge.tenant}))
+
+    # ------------------------------------------------------------------ whole state
+
+    @classmethod
+    def load(
+        cls,
+        half_life_s: float,
+        horizon_s: float,
+        *,
+        attempts: Iterable[Attempt] = (),
+        settled: Mapping[AttemptKey, float] | None = None,
+        books: Mapping[str, Book] | None = None,
+        buckets: Mapping[str, Buckets] | None = None,
+    ) -> Ledger:
+        """A ledger holding exactly the state read out of another one (see ``book`` and ``buckets``)."""
+        ledger = cls(half_life_s, horizon_s)
+        ledger.attempts = {a.key: a for a in attempts}
+        ledger.settled = dict(settled or {})
+        for queue, book in (books or {}).items():
+            ledger._queues[queue] = _QueueBook(DecayedTotal(half_life_s, book.decayed, book.as_of), book.gpu_seconds)
+        ledger._windows = {tenant: dict(b) for tenant, b in (buckets or {}).items() if b}
+        return ledger
+
+    def book(self, queue: str) -> Book | None:
+        """The queue's settled history, None before its first settled attempt."""
+        book = self._queues.get(queue)
+        if book is None:
+            return None
+        return Book(book.decayed.value, book.decayed.as_of, book.gpu_seconds)
+
+    def buckets(self, tenant: str) -> dict[tuple[WindowKind, float], float]:
+        """The tenant's settled GPU-seconds per window (a copy; empty when none is kept)."""
+        return dict(self._windows.get(tenant, {}))
+
+    def booked_queues(self) -> set[str]:
+        return set(self._queues)
+
+    def allocation(self, queue: str) -> dict[str, float]:
+        """GPUs held per ``gpu:<type>`` by the queue's admitted, unfinished attempts."""
+        allocated: dict[str, float] = {}
+        for record in self.attempts.values():
+            admission = record.admission
+            if admission is not None and admission.queue == queue and record.holds_quota:
+                allocated[admission.resource] = allocated.get(admission.resource, 0) + record.current_gpus()
+        return allocated
 
     # ------------------------------------------------------------------ reads
 

@@ -49,7 +49,8 @@ class AccountantMetrics:
             ["type"], registry=registry,
         )
         self.restored_charges = Counter(
-            "muster_quota_accountant_restored_charges", "Chargeback records read back on start", registry=registry,
+            "muster_quota_accountant_restored_charges", "Settled attempts restored from the changelog tables on start",
+            registry=registry,
         )
         self._resources: dict[str, set[str]] = {}
 
