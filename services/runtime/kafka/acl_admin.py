@@ -9,6 +9,7 @@ import hashlib
 import secrets
 import time
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 from aiokafka.admin import AIOKafkaAdminClient
 from aiokafka.errors import for_code
@@ -49,16 +50,22 @@ class AclError(RuntimeError):
     """The broker refused one or more ACLs."""
 
 
+async def _ask(settings: KafkaSettings, request: Request) -> Any:
+    """Send one request with a short-lived admin client: aiokafka has no public call for ACLs or SCRAM
+    users, so the request goes through its generic ``_send_request``."""
+    admin = AIOKafkaAdminClient(**settings.client_options())
+    await admin.start()
+    try:
+        return await admin._send_request(request)
+    finally:
+        await admin.close()
+
+
 async def create_acls(settings: KafkaSettings, bindings: Sequence[AclBinding]) -> int:
     """Create ``bindings`` (as a super user: ``settings`` must be the admin's). Returns how many were sent."""
     if not bindings:
         return 0
-    admin = AIOKafkaAdminClient(**settings.client_options())
-    await admin.start()
-    try:
-        response = await admin._send_request(_CreateAcls(bindings))  # aiokafka has no public ACL call
-    finally:
-        await admin.close()
+    response = await _ask(settings, _CreateAcls(bindings))
     failures = []
     for binding, (code, message) in zip(bindings, response.creation_responses, strict=True):
         if code != 0:
@@ -166,12 +173,7 @@ async def upsert_scram_users(settings: KafkaSettings, users: Mapping[str, str]) 
     principals that were not known when the storage was formatted (a tenant added later)."""
     if not users:
         return
-    admin = AIOKafkaAdminClient(**settings.client_options())
-    await admin.start()
-    try:
-        response = await admin._send_request(_AlterScram(users))  # aiokafka has no public SCRAM call
-    finally:
-        await admin.close()
+    response = await _ask(settings, _AlterScram(users))
     failures = [f"{user}: {message or for_code(code).__name__}" for user, code, message, _ in response.results if code]
     if failures:
         raise AclError("the broker refused SCRAM users:\n" + "\n".join(failures))
