@@ -76,3 +76,16 @@ def folded_state(nodes: int = 1, gpus_per_node: int = 8, quota: int = 64) -> Que
 
 def of_type(outs: list[Out], cls: type[Message]) -> list[Any]:
     return [o.message for o in outs if isinstance(o.message, cls)]
+
+
+def queue_manager() -> Any:
+    """A ``QueueManager`` (no broker) holding the test configuration and one node."""
+    from services.queue_manager.service import QueueManager
+    from services.runtime.kafka import KafkaSettings
+
+    qm = QueueManager(KafkaSettings(bootstrap="127.0.0.1:1"), clock=lambda: NOW)
+    for msg in config_messages():
+        qm.state.fold_config(msg.key(), msg)
+    n = node()
+    qm.state.fold_capacity(n.key(), n)
+    return qm

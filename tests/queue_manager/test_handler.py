@@ -11,18 +11,14 @@ from schemas.jobs import JobRecorded
 from schemas.status import JobStatusChanged
 from schemas.topics import INTENTS_TOPIC, JOBS_TOPIC, STATUS_TOPIC
 from services.queue_manager.service import QueueManager
-from services.runtime.kafka import Delivery, EnvelopeProducer, KafkaSettings
-from tests.queue_manager.builders import NOW, config_messages, node, submit
+from services.runtime.kafka import Delivery, EnvelopeProducer
+from tests.queue_manager.builders import queue_manager, submit
 from tests.queue_manager.fakes import MemoryProducer
 
 
 def _manager() -> QueueManager:
-    qm = QueueManager(KafkaSettings(bootstrap="127.0.0.1:1"), clock=lambda: NOW)
-    for msg in config_messages():
-        qm.state.fold_config(msg.key(), msg)
-    n = node()
-    qm.state.fold_capacity(n.key(), n)
-    return qm
+    manager: QueueManager = queue_manager()
+    return manager
 
 
 def _delivery(producer: MemoryProducer, attempt: int = 1) -> Delivery:

@@ -12,8 +12,8 @@ from schemas.topics import INTENTS_TOPIC, JOBS_TOPIC, intents_topic_tenant, is_i
 from services.queue_manager.provenance import PLAIN_SECRET_ENV, TENANT_NOT_PROVEN, plain_secret_refusal, unproven
 from services.queue_manager.routing import passes_over
 from services.queue_manager.service import INPUT_PATTERN, QueueManager
-from services.runtime.kafka import Delivery, EnvelopeProducer, KafkaSettings, Refused
-from tests.queue_manager.builders import NOW, config_messages, folded_state, node, submit
+from services.runtime.kafka import Delivery, EnvelopeProducer, Refused
+from tests.queue_manager.builders import NOW, folded_state, queue_manager, submit
 from tests.queue_manager.fakes import MemoryProducer
 
 A, B = tenant_intents_topic("team-a"), tenant_intents_topic("team-b")
@@ -70,12 +70,8 @@ def test_a_tenant_topic_is_decoded_as_an_intents_topic_by_a_shard() -> None:
 
 
 def _manager() -> QueueManager:
-    qm = QueueManager(KafkaSettings(bootstrap="127.0.0.1:1"), clock=lambda: NOW)
-    for msg in config_messages():
-        qm.state.fold_config(msg.key(), msg)
-    n = node()
-    qm.state.fold_capacity(n.key(), n)
-    return qm
+    manager: QueueManager = queue_manager()
+    return manager
 
 
 async def test_the_handler_refuses_a_forgery_before_it_touches_the_state() -> None:
