@@ -108,8 +108,9 @@ def test_weights_set_the_fair_share() -> None:
     b_jobs=st_.lists(st_.sampled_from([2, 4, 8]), min_size=1, max_size=6),
 )
 def test_fair_share_preemption_settles(a_jobs: list[int], b_jobs: list[int]) -> None:
-    """Whatever the mix, repeated cycles stop preempting for fairness: no job is preempted for fair share
-    twice, and the loop goes quiet (no ping-pong)."""
+    """Whatever the mix, repeated cycles stop preempting for fairness: no job is preempted twice, and the
+    loop goes quiet (no ping-pong). Besides fair share, a job may be moved once to make room for a gang
+    that fragmentation alone keeps out (consolidation, e.g. a 2-GPU job of each team on both nodes)."""
     st = teams()
     for i, g in enumerate(a_jobs):
         st.submit(job(f"a{i}", "team-a", gpus_per_pod=g, submit=i, checkpointable=True))
@@ -122,7 +123,7 @@ def test_fair_share_preemption_settles(a_jobs: list[int], b_jobs: list[int]) -> 
         result = cycle(st, now, CFG)
         for d in result.decisions:
             if isinstance(d, Preempt):
-                assert d.reason == PreemptReason.FAIR_SHARE.value
+                assert d.reason in (PreemptReason.FAIR_SHARE.value, PreemptReason.CONSOLIDATION.value)
                 preempted[d.job_id] = preempted.get(d.job_id, 0) + 1
         for jid, rj in list(st.running.items()):
             if rj.terminating:
