@@ -1,11 +1,13 @@
 """Pollux workloads: muster against Tiresias (2D-LAS) and FIFO, next to the published figures.
 
-    .venv/bin/python bench/pollux_replay.py [--traces-dir ../shared/traces] [--policy NAME ...] [--json FILE]
+    .venv/bin/python bench/pollux_replay.py [--traces-dir DIR] [--policy NAME ...] [--json FILE] [--elastic]
 
 Every ``pollux-derived/workload-N.csv`` found is replayed on ``examples/sim/cluster-pollux.yaml``
 (16 nodes x 4 GPUs) in the setting the published figures use: decisions every 60 s, every (re)start
 holds its GPUs 30 s without progress, a preempted job keeps its progress. No policy sees a job's true
 duration: muster learns runtimes from the jobs that finished before (a job's id is its name).
+``--elastic`` lets every multi-pod job run on as few as one pod, at a speed linear in its GPUs, and
+charges a restart for every resize (``SimOptions.all_elastic``).
 Tiresias is replayed here too, so the ratio to read is muster / tiresias of the same run; the
 published averages are printed beside them for reference.
 """
@@ -16,6 +18,7 @@ import argparse
 import json
 import statistics
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -50,7 +53,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--traces-dir", type=Path, default=None, help="folder holding pollux-derived/")
     parser.add_argument("--policy", action="append", choices=sorted(POLICIES), help="default: fifo, tiresias, muster")
     parser.add_argument("--json", type=Path, help="also write every report here")
+    parser.add_argument("--elastic", action="store_true",
+                        help="every multi-pod job elastic down to one pod (Pollux resizes every job)")
     args = parser.parse_args(argv)
+    options = replace(OPTIONS, all_elastic=True) if args.elastic else OPTIONS
     files = workloads(args.traces_dir or default_traces_dir())
     cluster = load_cluster_file(CLUSTER)
     policies = args.policy or list(DEFAULT_POLICIES)
@@ -58,12 +64,13 @@ def main(argv: list[str] | None = None) -> int:
     reports: dict[str, dict[int, Any]] = {}
     for name in policies:
         for n, path in files.items():
-            report = build_report(simulate(read_workload_csv(path), cluster, policy_config(name), options=OPTIONS))
+            report = build_report(simulate(read_workload_csv(path), cluster, policy_config(name), options=options))
             table.setdefault(name, {})[n] = report["avg_jct_s"]
             reports.setdefault(name, {})[n] = report
         print(f"  ran {name}", file=sys.stderr, flush=True)
     numbers = list(files)
-    print(f"average JCT (s) per workload; {len(numbers)} workloads, 16x4 GPUs, 60 s rounds, 30 s restarts")
+    setting = ", every job elastic" if args.elastic else ""
+    print(f"average JCT (s) per workload; {len(numbers)} workloads, 16x4 GPUs, 60 s rounds, 30 s restarts{setting}")
     print(f"{'policy':34}" + "".join(f"{'w' + str(n):>9}" for n in numbers) + f"{'mean':>9}")
     rows = {**table, **{k: v for k, v in PUBLISHED.items() if all(n in v for n in numbers)}}
     for name, by_n in rows.items():

@@ -112,6 +112,8 @@ class Cycle:
         self.reservations: list[tuple[Reservation, frozenset[str] | None]] = []
         self._exclusions: dict[tuple[str, ...], Excluded] = {}
         self.taken: set[str] = set()  # running jobs already preempted, shrunk or grown this cycle
+        # per queue, the running elastic jobs below full size, by their place in the queue's order (lazily)
+        self.growers: dict[str, list[tuple[tuple[int, float], str]]] | None = None
         self.stopped: dict[str, dict[str, Amount]] = {}  # queue -> what its jobs preempted this cycle hold
         self.rejected: set[str] = set()
         self.admitted: dict[str, tuple[int, Job, str]] = {}  # job -> (decision index, job, gpu type)
@@ -318,14 +320,45 @@ class Cycle:
                         self.quota_fails[quota_key] = reason
                 if reason is None:
                     spread = not self.cfg.bin_packing
-                    placement = Placer(self.cap, job, excluded, spread).place(gpu_type, pods, pods)
+                    most = self._most_pods(job, gpu_type, pods)
+                    placement = Placer(self.cap, job, excluded, spread).place(gpu_type, pods, most)
                     if placement is not None:
-                        self.commit_admit(job, gpu_type, placement, pods, borrowed)
+                        placed = sum(a.pods for a in placement.nodes)
+                        if placed > pods:
+                            borrowed = book.check(job.queue, job_request(job, gpu_type, placed),
+                                                  may_borrow=job.preemptible)[1]
+                        self.commit_admit(job, gpu_type, placement, placed, borrowed)
                         return None
                     reason = self.fails[key] = self._why_not_placed(job, gpu_type, pods, excluded)
             if best is None or _PRECEDENCE.index(reason) < _PRECEDENCE.index(best):
                 best = reason
         return best if best is not None else PendingReason.NO_MATCHING_NODES
+
+    def _most_pods(self, job: Job, gpu_type: str, pods: int) -> int:
+        """The most pods an elastic job may start with. Jobs are walked in order, so a job that waits for
+        capacity of this type is ahead of it (or of another queue): then only its minimum, the rest is
+        left to grow later. Otherwise as many of its replicas as its quota and user limit allow (``pods``,
+        its minimum, already passed both). A fixed-size job: ``pods``."""
+        if not job.elastic or not self.cfg.elastic:
+            return pods
+        wanted = self.wanted
+        if wanted and ("" in wanted or gpu_type in wanted or not job.gpu_type):
+            return pods
+        book = self.book
+
+        def allowed(k: int) -> bool:
+            if book.check(job.queue, job_request(job, gpu_type, k), may_borrow=job.preemptible)[0] is not None:
+                return False
+            return not job.gpu_amount or book.user_ok(job.queue, job.user, k * job.gpu_amount)
+
+        low, high = pods, job.replicas  # allowed(low) holds; find the largest allowed k in [low, high]
+        while low < high:
+            mid = (low + high + 1) // 2
+            if allowed(mid):
+                low = mid
+            else:
+                high = mid - 1
+        return low
 
     def _why_not_placed(self, job: Job, gpu_type: str, pods: int, excluded: Excluded) -> PendingReason:
         if excluded.reserved and Placer(self.cap, job).place(gpu_type, pods, pods) is not None:

@@ -6,12 +6,12 @@ from collections.abc import Iterable
 from dataclasses import replace
 from typing import TYPE_CHECKING
 
-from .model import Admit, Job, NodeAssignment, Placement, Scale, TopologyMode
+from .model import Admit, Job, NodeAssignment, Placement, RunningJob, Scale, TopologyMode
 from .placement import Placer
 from .quota import job_request
 
 if TYPE_CHECKING:
-    from .cycle import Cycle
+    from .cycle import Cycle, Excluded
 
 
 def merge(placement: Placement, extra: Iterable[NodeAssignment]) -> Placement:
@@ -42,55 +42,135 @@ def _allowed_nodes(cycle: Cycle, job: Job, placement: Placement) -> list[str] | 
     return list(cycle.cap.domain_nodes.get(first.domain(topo.level), ()))
 
 
+Entry = tuple[str, Job, int, Placement, str]  # job id, job, current pods, placement, GPU type
+
+
+def _place_in_order(cycle: Cycle, rj: RunningJob) -> tuple[int, float]:
+    """Where a running job would stand among its queue's waiting jobs: (-priority, rank)."""
+    order, job = cycle.order, rj.job
+    if order.kind == "submit":
+        return -job.priority, job.submit_time
+    attained = rj.attained(cycle.now)
+    if order.kind == "las":
+        return -job.priority, float(order.level(attained))
+    return -job.priority, order.remaining(job, cycle.st.estimate(job, order.learned), attained)
+
+
+def _growers(cycle: Cycle) -> dict[str, list[tuple[tuple[int, float], str]]]:
+    """Per queue, its running elastic jobs below full size by their place in its order (the furthest
+    ahead last); built once per cycle."""
+    if cycle.growers is None:
+        st = cycle.st
+        cycle.growers = {}
+        for jid in st.elastic_running:
+            rj = st.running[jid]
+            if rj.terminating or rj.replicas >= rj.job.replicas:
+                continue
+            cycle.growers.setdefault(rj.job.queue, []).append((_place_in_order(cycle, rj), jid))
+        for waiting_list in cycle.growers.values():
+            waiting_list.sort(reverse=True)
+    return cycle.growers
+
+
+def may_grow_in_walk(cycle: Cycle) -> bool:
+    """Whether a running elastic job may still grow ahead of a job walked later in this cycle."""
+    return any(_growers(cycle).values())
+
+
+def grow_ahead_of(cycle: Cycle, waiting: Job) -> None:
+    """Before ``waiting`` is considered, grow the running elastic jobs of its queue that stand ahead of it
+    in the queue's order into free capacity: a job below its full size still wants the rest, and a job
+    behind it must not take it first (it would have, had the GPUs been free when it started)."""
+    entries = _growers(cycle).get(waiting.queue)
+    if not entries:
+        return
+    order = cycle.order
+    if order.kind == "submit":
+        place: tuple[int, float] = (-waiting.priority, waiting.submit_time)
+    else:
+        place = (-waiting.priority, order.rank(waiting, cycle.st.estimate(waiting, order.learned)))
+    st = cycle.st
+    while entries and entries[-1][0] < place:
+        _, jid = entries.pop()
+        rj = st.running[jid]
+        if jid in cycle.taken:
+            continue
+        _grow_one(cycle, (jid, rj.job, rj.replicas, rj.placement, st.run_type.get(jid, "")),
+                  cycle.exclusion_for_growth())
+
+
+def _worth_growing(cycle: Cycle, rj: RunningJob, current: int, target: int) -> bool:
+    """Whether growing a running job from ``current`` to ``target`` pods saves it more time than the
+    resize costs it (``resize_cost_s``), by its estimated remaining work at the GPUs it holds now."""
+    cost = cycle.cfg.resize_cost_s
+    if cost <= 0:
+        return True
+    job, order = rj.job, cycle.order
+    est = cycle.st.estimate(job, order.learned)
+    left = (order.default_estimate_s if est is None else est) * max(job.total_gpus, 1) - rj.attained(cycle.now)
+    if left <= 0:
+        return False  # past its estimate: nothing says it has long to go
+    gpus = max(current * job.gpus_per_pod, 1)
+    return left / gpus * (1.0 - current / target) > cost
+
+
 def grow(cycle: Cycle) -> None:
     """Scale elastic jobs up (or enlarge this cycle's admissions) where capacity is idle."""
     if "" in cycle.wanted:
         return
-    st, book = cycle.st, cycle.book
-    entries: list[tuple[int, float, str, Job, int, Placement, str]] = []
+    st = cycle.st
+    entries: list[tuple[int, float, Entry]] = []
     for jid in st.elastic_running:
         rj = st.running[jid]
         if jid in cycle.taken or rj.terminating or rj.replicas >= rj.job.replicas:
             continue
-        entries.append(
-            (-rj.job.priority, rj.start_time, jid, rj.job, rj.replicas, rj.placement, st.run_type.get(jid, ""))
-        )
+        entry = (jid, rj.job, rj.replicas, rj.placement, st.run_type.get(jid, ""))
+        entries.append((-rj.job.priority, rj.start_time, entry))
     for jid, (idx, job, gpu_type) in cycle.admitted.items():
         d = cycle.decisions[idx]
         if job.elastic and isinstance(d, Admit) and d.replicas < job.replicas:
-            entries.append((-job.priority, cycle.now, jid, job, d.replicas, d.placement, gpu_type))
-    entries.sort(key=lambda e: (e[0], e[1], e[2]))
+            entries.append((-job.priority, cycle.now, (jid, job, d.replicas, d.placement, gpu_type)))
+    entries.sort(key=lambda e: (e[0], e[1], e[2][0]))
     excluded = cycle.exclusion_for_growth()
-    for _, _, jid, job, current, placement, gpu_type in entries[: cycle.cfg.max_growth_per_cycle]:
-        root = book.root_of.get(job.queue)
-        if gpu_type in cycle.wanted or job.queue in cycle.quota_wanted or f"cohort:{root}" in cycle.quota_wanted:
-            continue
-        k = job.replicas - current
-        while k > 0 and (
-            book.check(job.queue, job_request(job, gpu_type, k), may_borrow=job.preemptible)[0] is not None
-            or (job.gpu_amount and not book.user_ok(job.queue, job.user, k * job.gpu_amount))
-        ):
-            k -= 1
-        if k <= 0:
-            continue
-        placer = Placer(cycle.cap, job, excluded)
-        names = _allowed_nodes(cycle, job, placement)
-        found = (
-            placer.fill_group((placement.cluster, gpu_type), 1, k) if names is None else placer.place_in(names, 1, k)
-        )
-        if not found:
-            continue
-        added = sum(a.pods for a in found)
-        for a in found:
-            cycle.cap.take(job.gpus_per_pod, job.cpu_m, job.memory_mb, a)
-        book.add(job.queue, job_request(job, gpu_type, added), job.user, +1)
-        new_placement = merge(placement, found)
-        if jid in cycle.admitted:
-            idx = cycle.admitted[jid][0]
-            d = cycle.decisions[idx]
-            assert isinstance(d, Admit)
-            borrowed = d.borrowed or book.over_nominal(job.queue)
-            cycle.decisions[idx] = Admit(jid, d.attempt, new_placement, current + added, borrowed)
-        else:
-            cycle.taken.add(jid)
-            cycle.decisions.append(Scale(jid, job.attempt, current + added, new_placement))
+    for _, _, entry in entries[: cycle.cfg.max_growth_per_cycle]:
+        if entry[4] not in cycle.wanted:
+            _grow_one(cycle, entry, excluded)
+
+
+def _grow_one(cycle: Cycle, entry: Entry, excluded: Excluded) -> None:
+    """Add as many of the job's missing pods as its quota and the free capacity allow."""
+    jid, job, current, placement, gpu_type = entry
+    book = cycle.book
+    root = book.root_of.get(job.queue)
+    if job.queue in cycle.quota_wanted or f"cohort:{root}" in cycle.quota_wanted:
+        return
+    k = job.replicas - current
+    while k > 0 and (
+        book.check(job.queue, job_request(job, gpu_type, k), may_borrow=job.preemptible)[0] is not None
+        or (job.gpu_amount and not book.user_ok(job.queue, job.user, k * job.gpu_amount))
+    ):
+        k -= 1
+    if k <= 0:
+        return
+    running = cycle.st.running.get(jid) if jid not in cycle.admitted else None
+    if running is not None and not _worth_growing(cycle, running, current, current + k):
+        return
+    placer = Placer(cycle.cap, job, excluded)
+    names = _allowed_nodes(cycle, job, placement)
+    found = placer.fill_group((placement.cluster, gpu_type), 1, k) if names is None else placer.place_in(names, 1, k)
+    if not found:
+        return
+    added = sum(a.pods for a in found)
+    for a in found:
+        cycle.cap.take(job.gpus_per_pod, job.cpu_m, job.memory_mb, a)
+    book.add(job.queue, job_request(job, gpu_type, added), job.user, +1)
+    new_placement = merge(placement, found)
+    if jid in cycle.admitted:
+        idx = cycle.admitted[jid][0]
+        d = cycle.decisions[idx]
+        assert isinstance(d, Admit)
+        borrowed = d.borrowed or book.over_nominal(job.queue)
+        cycle.decisions[idx] = Admit(jid, d.attempt, new_placement, current + added, borrowed)
+    else:
+        cycle.taken.add(jid)
+        cycle.decisions.append(Scale(jid, job.attempt, current + added, new_placement))

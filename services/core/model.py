@@ -425,6 +425,9 @@ class SchedulerConfig:
     status_depth: int = 100  # pending status (position, estimate) computed for this many per queue
     max_preemption_attempts: int = 16  # blocked jobs per cycle that may look for victims
     max_growth_per_cycle: int = 256  # elastic jobs per cycle that may grow
+    # what resizing a running elastic job costs it (a checkpoint and a restart at the new size): it grows
+    # only when that saves it more time than this, by its estimated remaining work
+    resize_cost_s: float = 300.0
     # order of equal-priority jobs inside a queue: "remaining" (least estimated remaining GPU-time first),
     # "submit" (first come, first served) or "las" (least attained GPU-service, in two levels, as Tiresias)
     queue_order: str = "remaining"

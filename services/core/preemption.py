@@ -39,9 +39,10 @@ class Plan:
     placement: Placement
 
 
-def shrink_candidate(rj: RunningJob, gpu_type: str) -> Candidate:
-    """Give up the replicas above ``min_size``, taken from the end of the placement."""
-    drop = rj.replicas - rj.job.min_size
+def shrink_candidate(rj: RunningJob, gpu_type: str, pods: int | None = None) -> Candidate:
+    """Give up ``pods`` replicas (default: all above ``min_size``), taken from the end of the placement."""
+    pods = rj.replicas - rj.job.min_size if pods is None else pods
+    drop = pods
     kept: list[NodeAssignment] = []
     released: list[NodeAssignment] = []
     for a in reversed(rj.placement.nodes):
@@ -65,7 +66,6 @@ def shrink_candidate(rj: RunningJob, gpu_type: str) -> Candidate:
                     slots=a.slots[: a.pods - take] if a.slots else (),
                 )
             )
-    pods = rj.replicas - rj.job.min_size
     keep = Placement(rj.placement.cluster, tuple(reversed(kept)))
     return Candidate(rj, gpu_type, tuple(released), pods, keep, PreemptReason.PRIORITY)
 
@@ -104,6 +104,7 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
                 and rj.replicas > rj.job.min_size
                 and rj.job.priority <= job.priority
                 and t in types
+                and _may_shrink_for(cycle, rj, job)
             ):
                 shrinks.append(shrink_candidate(rj, t))
     shrinks.sort(key=lambda c: (c.run.job.priority, -c.run.start_time, c.run.job.job_id))
@@ -168,6 +169,26 @@ def _over_share(cycle: Cycle, job: Job, borrowed: list[VictimKey], types: list[s
         cycle.add_held(released, rj)
         if after <= cycle.share_after(v.queue, released, -1):
             yield key
+
+
+def _may_shrink_for(cycle: Cycle, rj: RunningJob, job: Job) -> bool:
+    """Whether running elastic ``rj`` gives its pods above its minimum to waiting ``job``. A job of lower
+    priority, or of another queue (quota and fair share decide between queues), always does. A job of the
+    same queue and priority only when it is behind ``job`` in the queue's order: shrinking costs it a restart
+    too, so the rule is the one reordering preemption follows (``reorder_ratio`` under ``remaining``),
+    and under ``submit`` order only for an earlier submission."""
+    v = rj.job
+    if v.priority < job.priority or v.queue != job.queue:
+        return True
+    order, st, now = cycle.order, cycle.st, cycle.now
+    if order.kind == "submit":
+        return (job.submit_time, job.job_id) < (v.submit_time, v.job_id)
+    attained = rj.attained(now)
+    if order.kind == "las":
+        return order.level(attained) > order.level(job.attained_gpu_s)
+    behind = order.remaining(v, st.estimate(v, order.learned), attained)
+    ahead = order.remaining(job, st.estimate(job, order.learned), job.attained_gpu_s)
+    return behind > cycle.cfg.reorder_ratio * ahead
 
 
 def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimKey]:
@@ -270,6 +291,20 @@ def find_plan(cycle: Cycle, job: Job, min_runtime: float | None = None) -> Plan 
         if p is not None:
             chosen.remove(c)
             placement = p
+        else:
+            release(cycle, c, +1)
+    for i, c in enumerate(chosen):  # a shrink gives up only the pods the job needs
+        if not c.shrink or c.pods <= 1:
+            continue
+        release(cycle, c, -1)
+        for pods in range(1, c.pods):
+            fewer = shrink_candidate(c.run, c.gpu_type, pods)
+            release(cycle, fewer, +1)
+            p = fits(cycle, job)
+            if p is not None:
+                chosen[i], placement = fewer, p
+                break
+            release(cycle, fewer, -1)
         else:
             release(cycle, c, +1)
     for c in chosen:

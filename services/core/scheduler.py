@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import heapq
 from collections.abc import Iterator
+from dataclasses import replace
 
 from .backfill import find_reservation
 from .consolidation import find_moves
 from .cycle import Cycle
-from .elastic import grow
+from .elastic import grow, grow_ahead_of, may_grow_in_walk
 from .model import (
     CycleResult,
     Job,
@@ -22,7 +23,7 @@ from .model import (
 )
 from .pending import ordered
 from .policy import resolve
-from .preemption import Plan, find_plan, hold, hold_for_preemptor, hold_nominal, protected_until
+from .preemption import Plan, find_plan, fits, hold, hold_for_preemptor, hold_nominal, protected_until
 from .state import SchedulerState
 
 _QUOTA_BLOCKED = (
@@ -153,6 +154,8 @@ def _ordered(cycle: Cycle, report: bool) -> None:
         position = waiting.get(q, 0)
         trying = cycle.admissions < cfg.max_admissions_per_cycle and blocked.get(q, 0) < cfg.backfill_depth
         if trying:
+            if cfg.elastic and st.elastic_running:
+                grow_ahead_of(cycle, job)
             outcome = _consider(cycle, job, position, report and position < cfg.status_depth)
             if outcome is not None:
                 blocked[q] = blocked.get(q, 0) + 1
@@ -202,11 +205,14 @@ def _settled(cycle: Cycle) -> bool:
 
 
 def _wants_matter(cycle: Cycle) -> bool:
-    """Whether what waiting jobs want may still hold elastic growth back: growth is on, it is not
-    already ruled out for the cycle (a waiting job that accepts any GPU type wants capacity) and an
-    elastic job is running or waiting."""
+    """Whether the rest of the walk may still change elastic growth: growth is on, and either what waiting
+    jobs want may still hold it back (it is not already ruled out for the cycle by a waiting job that
+    accepts any GPU type, and an elastic job is running or waiting) or a running elastic job below its
+    full size may still grow ahead of a later job of its queue."""
     st = cycle.st
-    return cycle.cfg.elastic and "" not in cycle.wanted and bool(st.elastic_running or st.elastic_pending)
+    if not cycle.cfg.elastic:
+        return False
+    return ("" not in cycle.wanted and bool(st.elastic_running or st.elastic_pending)) or may_grow_in_walk(cycle)
 
 
 def _may_look_for_victims(cycle: Cycle) -> bool:
@@ -242,28 +248,34 @@ def gpus_needed(job: Job) -> int:
 def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingReason | None:
     """Admit, preempt for, or reserve for one job; returns its pending reason (None: admitted)."""
     st, cfg = cycle.st, cycle.cfg
-    reason = cycle.try_admit(job)
-    if reason is None:
-        return None
     start: float | None = None
     looked = False  # whether this job was one of the cycle's bounded victim searches
     victims = st.victims_of.get(job.job_id)
-    if victims:
-        start = hold_for_preemptor(cycle, job, [st.running[v] for v in victims if v in st.running])
-        reason = PendingReason.PREEMPTING
-    elif cfg.preemption and reason in _PREEMPTABLE_REASONS and cycle.preempt_attempts < cfg.max_preemption_attempts:
-        cycle.preempt_attempts += 1
+    whole = _plan_for_whole(cycle, job)
+    if whole is not None:
         looked = True
-        plan = find_plan(cycle, job)
-        if plan is not None:
-            reason, start = PendingReason.PREEMPTING, _carry_out(cycle, job, plan)
-        elif cfg.min_runtime_s > 0:
-            until = protected_until(cycle, job)
-            if until is not None:
-                if reason in _QUOTA_BLOCKED:
-                    hold_nominal(cycle, job)
-                reason = PendingReason.PROTECTED
-                start = until
+        reason, start = PendingReason.PREEMPTING, _carry_out(cycle, *whole)
+    else:
+        found = cycle.try_admit(job)
+        if found is None:
+            return None
+        reason = found
+        if victims:
+            start = hold_for_preemptor(cycle, job, [st.running[v] for v in victims if v in st.running])
+            reason = PendingReason.PREEMPTING
+        elif cfg.preemption and reason in _PREEMPTABLE_REASONS and cycle.preempt_attempts < cfg.max_preemption_attempts:
+            cycle.preempt_attempts += 1
+            looked = True
+            plan = find_plan(cycle, job)
+            if plan is not None:
+                reason, start = PendingReason.PREEMPTING, _carry_out(cycle, job, plan)
+            elif cfg.min_runtime_s > 0:
+                until = protected_until(cycle, job)
+                if until is not None:
+                    if reason in _QUOTA_BLOCKED:
+                        hold_nominal(cycle, job)
+                    reason = PendingReason.PROTECTED
+                    start = until
     reason = cycle.lent_out(job, reason)
     if reason is PendingReason.CAPACITY and cfg.consolidation and looked:
         moves = find_moves(cycle, job)
@@ -289,6 +301,27 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
             start = cycle.quota_start(job, reason, start)
         cycle.report(job, reason, position, start)
     return reason
+
+
+def _plan_for_whole(cycle: Cycle, job: Job) -> tuple[Job, Plan] | None:
+    """For an elastic job that would start below its full size, the victims that would let it start whole
+    (None: start with what is free). Victims are found as for any waiting job (lower priority, far behind
+    in the queue's order, reclaimed or over their fair share; elastic jobs shrink first), so a job ahead
+    gets its full size before jobs behind it run, as it would if it were not elastic; a job that only
+    waits for jobs ahead of it starts with what is free instead of waiting."""
+    st, cfg = cycle.st, cycle.cfg
+    if not (cfg.elastic and cfg.preemption and job.elastic) or job.shares_gpus:
+        return None
+    if job.job_id in st.victims_of or cycle.preempt_attempts >= cfg.max_preemption_attempts:
+        return None
+    if fits(cycle, job) is None:
+        return None  # not even its minimum is free: the usual search, for its minimum
+    whole = replace(job, min_replicas=None)
+    if fits(cycle, whole) is not None:
+        return None  # free capacity is enough
+    cycle.preempt_attempts += 1
+    plan = find_plan(cycle, whole)
+    return None if plan is None else (whole, plan)
 
 
 def _carry_out(cycle: Cycle, job: Job, plan: Plan) -> float:

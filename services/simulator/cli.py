@@ -78,6 +78,8 @@ def load_subset(
 @click.option("--round", "round_", help="Decide only every ROUND (e.g. 60), as the research simulators do.")
 @click.option("--all-checkpointable", is_flag=True,
               help="Treat every job as checkpointable (a preempted job keeps its progress).")
+@click.option("--all-elastic", is_flag=True,
+              help="Treat every multi-pod job as elastic down to one pod (speed linear in the GPUs it holds).")
 @click.option(
     "--traces-dir",
     type=click.Path(file_okay=False, path_type=Path),
@@ -107,6 +109,7 @@ def sim(
     restart_cost: str,
     round_: str | None,
     all_checkpointable: bool,
+    all_elastic: bool,
     traces_dir: Path | None,
     status_depth: int | None,
     write_workload: str | None,
@@ -121,6 +124,7 @@ def sim(
             restart_cost_s=parse_duration(restart_cost),
             round_s=parse_duration(round_) if round_ else None,
             all_checkpointable=all_checkpointable,
+            all_elastic=all_elastic,
         )
         workload, config = load_subset(
             workload_spec,

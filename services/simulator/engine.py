@@ -15,8 +15,11 @@ research simulators (Tiresias, Pollux: 60 s) do; events between two rounds wait 
 
 Work model: a job's work is ``duration x GPUs`` GPU-seconds at its full size; it progresses at a
 rate equal to the GPUs it currently holds (linear scaling), so an elastic job running at half size
-takes twice as long, and ``Scale`` only changes the rate. Every (re)start first costs
-``restart_cost_s`` during which the job holds its GPUs and makes no progress. A preempted job keeps
+takes twice as long. Below a job's own size that is conservative for data-parallel training, whose
+speed-up is concave in its GPUs (the Pollux workloads' own figures at several sizes agree); above it,
+it would flatter, and no job grows past its size. Every (re)start, and every ``Scale`` (the job
+re-forms its gang at the new size from a checkpoint), first costs ``restart_cost_s`` during which the
+job holds its GPUs and makes no progress. A preempted job keeps
 running until its stop time ``now + min(grace period, checkpoint_s)``; then a checkpointable job
 keeps the progress made so far and a non-checkpointable one restarts from zero when it is admitted
 again. A job that completes during its grace period simply completes.
@@ -60,6 +63,7 @@ from services.core.model import (
     Scale,
     SchedulerConfig,
 )
+from services.core.policy import resolve
 from services.simulator.workload import Workload, WorkloadJob, min_replicas, pod_shape
 from services.spec.cluster_file import core_cohorts, core_nodes, core_queues, queue_node_selectors
 
@@ -89,6 +93,10 @@ class SimOptions:
     restart_cost_s: float = 0.0  # every (re)start holds the GPUs this long before the job makes progress
     round_s: float | None = None  # cycles only at multiples of this (None: after every batch of events)
     all_checkpointable: bool = False  # treat every job as checkpointable (the research simulators' setting)
+    # treat every multi-pod job as elastic down to one pod (Pollux's setting: every job may be resized) under
+    # a policy that resizes; a job's speed is linear in the GPUs it holds, which understates it below its
+    # size when scaling is concave
+    all_elastic: bool = False
     idle_ticks_limit: int = 48  # stop after this many fruitless max-interval ticks with nothing running
     max_time_s: float | None = None  # stop the clock here (virtual seconds)
     # per-queue depth of pending status (position, start estimate) the core computes each cycle;
@@ -195,6 +203,8 @@ class Simulator:
         tolerations = frozenset(t for n in nodes for t in n.taints)
         selectors = queue_node_selectors(cluster)  # a queue with a pool runs only on that pool's nodes
         node_sizes = {t: _gpus_per_node(nodes, t) for t in {j.gpu_type for j in workload.jobs}}
+        # a policy that does not resize runs every job at the size it asked for
+        all_elastic = self._opts.all_elastic and resolve(config).elastic
         for spec in workload.jobs:
             replicas, per_pod = pod_shape(spec.num_gpus, node_sizes[spec.gpu_type])
             job = Job(
@@ -204,7 +214,7 @@ class Simulator:
                 replicas=replicas,
                 gpus_per_pod=per_pod,
                 gpu_type=spec.gpu_type,
-                min_replicas=min_replicas(spec.min_gpus, per_pod, replicas),
+                min_replicas=min_replicas(per_pod if all_elastic else spec.min_gpus, per_pod, replicas),
                 priority=spec.priority,
                 tenant=tenants.get(spec.queue, ""),
                 runtime_estimate=spec.runtime_estimate,
@@ -342,6 +352,8 @@ class Simulator:
             self._schedule_completion(rec, now)
         elif isinstance(decision, Scale):
             self._progress(rec, now)
+            # a data-parallel job re-forms its gang at the new size: a checkpoint and restart
+            rec.warm_at = max(rec.warm_at, now + self._opts.restart_cost_s)
             self._set_rate(rec, decision.replicas * rec.unit, now)
             self._schedule_completion(rec, now)
         elif isinstance(decision, Preempt):

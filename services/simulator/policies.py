@@ -16,6 +16,7 @@ ABLATIONS: dict[str, SchedulerConfig] = {
     "muster-no-fair-share": SchedulerConfig(policy="muster", fair_share=False),
     "muster-no-fair-share-preemption": SchedulerConfig(policy="muster", fair_share_preemption=False),
     "muster-no-consolidation": SchedulerConfig(policy="muster", consolidation=False),
+    "muster-no-elastic": SchedulerConfig(policy="muster", elastic=False),
     # the order inside a queue and what it builds on
     "muster-submit-order": SchedulerConfig(policy="muster", queue_order="submit"),
     "muster-las-order": SchedulerConfig(policy="muster", queue_order="las"),

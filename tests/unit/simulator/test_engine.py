@@ -195,3 +195,29 @@ def test_status_depth_override_leaves_decisions_unchanged() -> None:
     full = simulate(wl, cluster, policy_config("muster"))
     lean = simulate(wl, cluster, policy_config("muster"), options=SimOptions(status_depth=0))
     assert {k: r.end for k, r in full.records.items()} == {k: r.end for k, r in lean.records.items()}
+
+
+def test_a_resize_costs_the_job_a_restart() -> None:
+    """The job re-forms its gang at the new size from a checkpoint: ``restart_cost_s`` without progress."""
+    cluster = parse_cluster_yaml(
+        "clusters:\n  - name: c\n    node_groups:\n      - {name: g, count: 2, gpus_per_node: 8, gpu_type: a100}\n"
+        "queues:\n  - name: research\n    quotas:\n      gpu:a100: {nominal: 16}\n"
+    )
+    wl = workload(job("other", 0, 100, 8), job("elastic", 10, 100, 16, min_gpus=8))
+    result = simulate(wl, cluster, policy_config("muster"), options=SimOptions(restart_cost_s=30.0))
+    rec = result.records["elastic"]
+    # 8 GPUs from 10 (progress from 40) to 130, when "other" (started at 0, warm until 30) ends: 720 of
+    # 1,600 GPU-seconds; then 16 GPUs, warm until 160, for the remaining 880 -> 55 s
+    assert rec.first_start == 10.0
+    assert rec.end == 215.0
+    assert rec.gpu_seconds == 8 * 120.0 + 16 * 85.0
+
+
+@pytest.mark.parametrize(("policy", "elastic"), [("muster", True), ("tiresias", False), ("muster-no-elastic", False)])
+def test_all_elastic_makes_jobs_elastic_only_under_a_policy_that_resizes(policy: str, elastic: bool) -> None:
+    cluster = load_cluster_file(EXAMPLES / "cluster-two-teams.yaml")
+    wl = workload(job("gang", 0, 100, 16, queue="team-a"), job("single", 0, 100, 1, queue="team-a"))
+    result = simulate(wl, cluster, policy_config(policy), options=SimOptions(all_elastic=True))
+    gang = result.records["gang"].job
+    assert gang.min_replicas == (1 if elastic else None) and gang.replicas == 2
+    assert result.records["single"].job.min_replicas is None  # one pod: nothing to shrink
