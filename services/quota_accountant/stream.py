@@ -26,6 +26,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import ssl
+import tempfile
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
@@ -101,12 +102,16 @@ class AccountantStreams:
         self._input_topics = tuple(input_topics)
         self._on_recovered = on_recovered
         self.failure: asyncio.Future[None] | None = None
+        # Faust keeps nothing on disk with the memory store, but still creates its data folder (by default
+        # "<app id>-data" in the working directory): give it a private one that goes away with the stream
+        self._datadir = tempfile.TemporaryDirectory(prefix="muster-quota-accountant-")
         self.app = faust.App(
             APP_ID,
             broker=broker_urls(kafka.bootstrap),
             broker_client_id=kafka.client_id,
             **broker_auth(kafka),
             store="memory://",
+            datadir=self._datadir.name,
             autodiscover=False,
             web_enabled=False,
             key_serializer="raw",
@@ -233,3 +238,4 @@ class AccountantStreams:
         await self.app.stop()
         if self.failure is not None and not self.failure.done():
             self.failure.cancel()
+        self._datadir.cleanup()

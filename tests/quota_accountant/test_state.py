@@ -3,7 +3,9 @@ only what changed, and Faust gets the Kafka security of ``KafkaSettings``."""
 
 from __future__ import annotations
 
+import asyncio
 from datetime import UTC, datetime
+from pathlib import Path
 
 import faust
 import pytest
@@ -12,7 +14,13 @@ from pydantic import SecretStr
 from services.quota_accountant.attempts import Admission
 from services.quota_accountant.ledger import Ledger
 from services.quota_accountant.state import TableMirror, attempt_key, ledger_of, rows_of
-from services.quota_accountant.stream import CHANGELOG_TOPICS, CONSUMER_GROUP, broker_auth, broker_urls
+from services.quota_accountant.stream import (
+    CHANGELOG_TOPICS,
+    CONSUMER_GROUP,
+    AccountantStreams,
+    broker_auth,
+    broker_urls,
+)
 from services.quota_accountant.windows import WINDOW_KINDS
 from services.runtime.kafka import KafkaSettings
 
@@ -103,3 +111,21 @@ def test_faust_gets_the_kafka_settings_security() -> None:
         assert (sasl.ssl_context is not None) == (protocol == "SASL_SSL")
     with pytest.raises(ValueError, match="sasl_username"):
         broker_auth(KafkaSettings(security_protocol="SASL_SSL"))
+
+
+async def test_the_faust_app_keeps_its_data_folder_out_of_the_working_directory(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Faust creates "<app id>-data" in the working directory unless told otherwise: ``muster up`` run from
+    a checkout must not leave one there."""
+
+    async def ignore(*_: object) -> None:
+        return None
+
+    monkeypatch.chdir(tmp_path)
+    streams = AccountantStreams(KafkaSettings(), ["muster.decisions.v1"], on_event=ignore, on_recovered=ignore)
+    datadir = Path(streams.app.conf.datadir)
+    assert await asyncio.to_thread(datadir.is_dir) and tmp_path not in datadir.parents
+    await streams.stop()
+    assert await asyncio.to_thread(lambda: list(tmp_path.iterdir())) == []
+    assert not await asyncio.to_thread(datadir.exists)
