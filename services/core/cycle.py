@@ -128,6 +128,8 @@ class Cycle:
         self.quota_releases = QuotaReleases(state, self.book, now, config.default_runtime_estimate_s)
         self.shares: dict[str, float] = {}
         self.wanted: set[str] = set()  # GPU types blocked jobs could use ("" = any)
+        # GPU types that jobs tried earlier in the walk could not get ("" = any): those jobs are ahead
+        self.blocked: set[str] = set()
         self.quota_wanted: set[str] = set()  # queues and "cohort:<root>" that jobs wait on for quota
         self.preempt_attempts = 0
         self.moves = 0  # running jobs moved this cycle to consolidate (``consolidation``)
@@ -335,14 +337,14 @@ class Cycle:
         return best if best is not None else PendingReason.NO_MATCHING_NODES
 
     def _most_pods(self, job: Job, gpu_type: str, pods: int) -> int:
-        """The most pods an elastic job may start with. Jobs are walked in order, so a job that waits for
-        capacity of this type is ahead of it (or of another queue): then only its minimum, the rest is
-        left to grow later. Otherwise as many of its replicas as its quota and user limit allow (``pods``,
+        """The most pods an elastic job may start with. Jobs are walked in order, so a job tried before it
+        that waits for capacity of this type is ahead of it (or of another queue): then only its minimum,
+        the rest is left to grow later. Otherwise as many of its replicas as its quota and user limit allow (``pods``,
         its minimum, already passed both). A fixed-size job: ``pods``."""
         if not job.elastic or not self.cfg.elastic:
             return pods
-        wanted = self.wanted
-        if wanted and ("" in wanted or gpu_type in wanted or not job.gpu_type):
+        blocked = self.blocked
+        if blocked and ("" in blocked or gpu_type in blocked or not job.gpu_type):
             return pods
         book = self.book
 
@@ -532,6 +534,12 @@ class Cycle:
         self.info[job.job_id] = PendingInfo(job.job_id, reason, describe(reason, job), position, start)
 
     def note_wanted(self, job: Job) -> None:
+        self.wanted.add(job.gpu_type)
+
+    def note_blocked(self, job: Job) -> None:
+        """A job tried in the walk waits for capacity: later elastic jobs start with their minimum only
+        (the same jobs are tried, in the same order, whether or not the cycle reports statuses)."""
+        self.blocked.add(job.gpu_type)
         self.wanted.add(job.gpu_type)
 
     def note_quota_wanted(self, job: Job) -> None:

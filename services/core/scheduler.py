@@ -291,7 +291,7 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
     if _orders_by_preemption(cycle) and reason is not PendingReason.NO_MATCHING_NODES and gpus_needed(job):
         cycle.start_in_order(job, commit=True)  # later jobs wait behind it
     if reason not in _QUOTA_REASONS:
-        cycle.note_wanted(job)
+        cycle.note_blocked(job)
     elif reason is not PendingReason.NO_MATCHING_NODES:
         cycle.note_quota_wanted(job)
     if report:

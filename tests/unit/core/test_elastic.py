@@ -188,3 +188,20 @@ def test_an_elastic_job_takes_its_full_size_from_work_far_behind_it_rather_than_
     (admit,) = cycle(st, 110, CFG).decisions
     assert isinstance(admit, Admit) and admit.job_id == "e" and admit.replicas == 3
     check_invariants(st)
+
+
+def test_a_cycle_that_skips_statuses_sizes_an_elastic_start_the_same() -> None:
+    """Queue ``q``'s second job is not tried (backfill depth 1): a reporting cycle walks it for its status
+    after ``e``, a quiet cycle notes what it wants at once. Only jobs tried ahead of ``e`` make it start
+    with its minimum, so both start it whole."""
+    cfg = SchedulerConfig(min_runtime_s=0.0, backfill=False, backfill_depth=1, queue_order="submit",
+                          fair_share=False)
+    st = state([queue("q", 32), queue("r", 32)], [node("n1", 4)])
+    st.submit(job("head", gpus_per_pod=8, priority=1))  # never fits a 4-GPU node
+    st.submit(job("next", gpus_per_pod=1, submit=2))
+    st.submit(job("e", "r", gpus_per_pod=1, replicas=2, min_replicas=1, submit=1))
+    quiet = schedule(st, 0, cfg, report=False)
+    full = schedule(st, 0, cfg)
+    assert quiet.decisions == full.decisions
+    (d,) = full.decisions
+    assert isinstance(d, Admit) and d.job_id == "e" and d.replicas == 2
