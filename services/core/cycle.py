@@ -338,29 +338,15 @@ class Cycle:
 
     def _most_pods(self, job: Job, gpu_type: str, pods: int) -> int:
         """The most pods an elastic job may start with. Jobs are walked in order, so a job tried before it
-        that waits for capacity of this type is ahead of it (or of another queue): then only its minimum,
-        the rest is left to grow later. Otherwise as many of its replicas as its quota and user limit allow (``pods``,
-        its minimum, already passed both). A fixed-size job: ``pods``."""
+        that waits for capacity of this type is ahead of it (or of another queue): then only its minimum
+        (``pods``), the rest is left to grow later. Otherwise as many of its replicas as its quota and user
+        limit allow. A fixed-size job: ``pods``."""
         if not job.elastic or not self.cfg.elastic:
             return pods
         blocked = self.blocked
         if blocked and ("" in blocked or gpu_type in blocked or not job.gpu_type):
             return pods
-        book = self.book
-
-        def allowed(k: int) -> bool:
-            if book.check(job.queue, job_request(job, gpu_type, k), may_borrow=job.preemptible)[0] is not None:
-                return False
-            return not job.gpu_amount or book.user_ok(job.queue, job.user, k * job.gpu_amount)
-
-        low, high = pods, job.replicas  # allowed(low) holds; find the largest allowed k in [low, high]
-        while low < high:
-            mid = (low + high + 1) // 2
-            if allowed(mid):
-                low = mid
-            else:
-                high = mid - 1
-        return low
+        return max(pods, self.book.most_pods(job, gpu_type, job.replicas))
 
     def _why_not_placed(self, job: Job, gpu_type: str, pods: int, excluded: Excluded) -> PendingReason:
         if excluded.reserved and Placer(self.cap, job).place(gpu_type, pods, pods) is not None:

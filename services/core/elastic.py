@@ -144,12 +144,7 @@ def _grow_one(cycle: Cycle, entry: Entry, excluded: Excluded) -> None:
     root = book.root_of.get(job.queue)
     if job.queue in cycle.quota_wanted or f"cohort:{root}" in cycle.quota_wanted:
         return
-    k = job.replicas - current
-    while k > 0 and (
-        book.check(job.queue, job_request(job, gpu_type, k), may_borrow=job.preemptible)[0] is not None
-        or (job.gpu_amount and not book.user_ok(job.queue, job.user, k * job.gpu_amount))
-    ):
-        k -= 1
+    k = book.most_pods(job, gpu_type, job.replicas - current)
     if k <= 0:
         return
     running = cycle.st.running.get(jid) if jid not in cycle.admitted else None

@@ -254,6 +254,25 @@ class QuotaBook:
                 return True
         return False
 
+    def most_pods(self, job: Job, gpu_type: str, high: int) -> int:
+        """The most pods of ``job`` (0 to ``high``) that its queue may take on ``gpu_type`` on top of what it
+        uses now, by quota (borrowing only if the job is preemptible) and by its user's GPU limit. Both
+        only tighten with more pods, so a bisection finds it."""
+
+        def allowed(k: int) -> bool:
+            if self.check(job.queue, job_request(job, gpu_type, k), may_borrow=job.preemptible)[0] is not None:
+                return False
+            return not job.gpu_amount or self.user_ok(job.queue, job.user, k * job.gpu_amount)
+
+        low, top = 0, high
+        while low < top:
+            mid = (low + top + 1) // 2
+            if allowed(mid):
+                low = mid
+            else:
+                top = mid - 1
+        return low
+
     def user_ok(self, queue: str, user: str, gpus: Amount) -> bool:
         limit = self.queues[queue].user_limit_gpus
         return limit is None or self.user_gpus.get((queue, user), 0) + gpus <= limit
