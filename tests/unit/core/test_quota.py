@@ -207,3 +207,23 @@ def test_a_clone_of_the_quota_book_is_copied_on_write_and_never_changes_the_orig
     again = scratch.clone()  # a clone of a clone shares with its own source only until it writes
     again.add("a", {"gpu:a100": 1}, "alice", -1)
     assert scratch.alloc["a"] == {"gpu:a100": 8} and again.alloc["a"] == {"gpu:a100": 7}
+
+
+def test_most_pods_stops_at_quota_borrowing_and_the_user_limit() -> None:
+    """Nominal 8 in a cohort whose other queue has 8 idle: a preemptible job may take 16 GPUs (8 borrowed),
+    a non-preemptible one its queue's 8, a user capped at 6 GPUs 6; what the queue uses already counts."""
+    book = QuotaBook()
+    book.set_cohort(CohortSpec("c"))
+    book.set_queue(queue("a", 8, cohort="c", user_limit_gpus=6))
+    book.set_queue(queue("b", 8, cohort="c"))
+    book.set_queue(queue("solo", 8))
+    two_per_pod = {"gpus_per_pod": 2, "replicas": 16}
+    assert book.most_pods(job("j", "solo", **two_per_pod), "a100", 16) == 4
+    assert book.most_pods(job("j", "b", preemptible=True, **two_per_pod), "a100", 16) == 8
+    assert book.most_pods(job("j", "b", preemptible=False, **two_per_pod), "a100", 16) == 4
+    assert book.most_pods(job("j", "b", preemptible=True, **two_per_pod), "a100", 3) == 3  # never above ``high``
+    assert book.most_pods(job("j", "a", user="alice", **two_per_pod), "a100", 16) == 3
+    book.add("b", {"gpu:a100": 6}, "bob", +1)
+    assert book.most_pods(job("j", "b", preemptible=True, **two_per_pod), "a100", 16) == 5
+    book.add("solo", {"gpu:a100": 8}, "carol", +1)
+    assert book.most_pods(job("j", "solo", **two_per_pod), "a100", 16) == 0
