@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import count
+from pathlib import Path
 from typing import Any
 
 from fastapi import FastAPI
@@ -140,3 +142,22 @@ def recurring_job(name: str = "nightly", schedule: str = "* * * * *", *, tenant:
                   queue: str = "team-a", created_at: datetime = T0, suspended: bool = False) -> RecurringJobConfig:
     return RecurringJobConfig(name=f"{tenant}.{name}", tenant=tenant, user="alice", suspended=suspended,
                               spec=job_spec(name, queue, schedule=schedule), created_at=created_at)
+
+
+SMALL_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster-small.yaml"
+
+
+@asynccontextmanager
+async def simulated_cluster(namespace: str = "team-a") -> AsyncIterator[tuple[str, Any]]:
+    """A simulated cluster (``examples/cluster-small.yaml``) served on a free port, with ``namespace``
+    created: its URL and a ``KubeRest`` client of it."""
+    from services.kubesim import KubeSim
+    from services.runtime.kube import KubeRest, build_api_client, ensure_namespace
+
+    sim = KubeSim.from_cluster_file(str(SMALL_CLUSTER), profile="zero")
+    async with sim.serve(host="127.0.0.1", port=0) as url:
+        api = await build_api_client(url)
+        async with api:
+            rest = KubeRest(api)
+            await ensure_namespace(rest, namespace)
+            yield url, rest

@@ -21,7 +21,7 @@ from services.gateway.kube_jobs import (
     submission_from_job,
     watch_kube_jobs,
 )
-from tests.gateway.builders import T0, Harness, feed, status_changed
+from tests.gateway.builders import T0, Harness, feed, simulated_cluster, status_changed
 from tests.integration.builders import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -112,28 +112,22 @@ async def test_refused_jobs_are_counted_once_per_version(gw: Harness) -> None:
 
 
 async def test_watch_submits_jobs_created_on_a_simulated_cluster(gw: Harness) -> None:
-    from services.kubesim import KubeSim
-    from services.runtime.kube import JOBS, KubeRest, build_api_client, create_or_get, ensure_namespace
+    from services.runtime.kube import JOBS, create_or_get
 
-    sim = KubeSim.from_cluster_file(str(ROOT / "examples" / "cluster-small.yaml"), profile="zero")
-    async with sim.serve(host="127.0.0.1", port=0) as url:
-        api = await build_api_client(url)
-        async with api:
-            rest = KubeRest(api)
-            await ensure_namespace(rest, "team-a")
-            stop = asyncio.Event()
-            watcher = asyncio.create_task(watch_kube_jobs(gw.ctx, url, stop))
-            try:
-                job = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
-                await create_or_get(rest, JOBS, job)
-                unlabelled = copy.deepcopy(job)
-                unlabelled["metadata"].update(name="plain-job", labels={})
-                await create_or_get(rest, JOBS, unlabelled)
-                await eventually(lambda: len(gw.publisher.on(INTENTS_TOPIC)) >= 1, within=15)
-                await asyncio.sleep(0.3)
-            finally:
-                stop.set()
-                await watcher
+    async with simulated_cluster() as (url, rest):
+        stop = asyncio.Event()
+        watcher = asyncio.create_task(watch_kube_jobs(gw.ctx, url, stop))
+        try:
+            job = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
+            await create_or_get(rest, JOBS, job)
+            unlabelled = copy.deepcopy(job)
+            unlabelled["metadata"].update(name="plain-job", labels={})
+            await create_or_get(rest, JOBS, unlabelled)
+            await eventually(lambda: len(gw.publisher.on(INTENTS_TOPIC)) >= 1, within=15)
+            await asyncio.sleep(0.3)
+        finally:
+            stop.set()
+            await watcher
     [sent] = gw.publisher.on(INTENTS_TOPIC)
     assert isinstance(sent, SubmitJob) and sent.spec.name == "resnet-sweep-7"
     assert sent.spec.annotations[SOURCE_JOB] == "team-a/resnet-sweep-7"

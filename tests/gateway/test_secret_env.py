@@ -14,7 +14,7 @@ from schemas.intents import SubmitJob
 from schemas.jobspec import EnvFromSecret, EnvVar, SecretKeyRef
 from schemas.topics import INTENTS_TOPIC
 from services.gateway.kube_jobs import NotSubmittable, spec_from_job, submission_from_job
-from tests.gateway.builders import T0, Harness, auth, spec_json
+from tests.gateway.builders import T0, Harness, auth, simulated_cluster, spec_json
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_VALUE = "hf_s3cr3t-value-1234"
@@ -158,39 +158,33 @@ async def test_a_refused_kube_native_job_tells_its_owner_why_on_the_job(gw: Harn
     import asyncio
 
     from services.gateway.kube_jobs import watch_kube_jobs
-    from services.kubesim import KubeSim
-    from services.runtime.kube import EVENTS, JOBS, KubeRest, build_api_client, create_or_get, ensure_namespace
+    from services.runtime.kube import EVENTS, JOBS, create_or_get
     from tests.integration.builders import eventually
 
-    sim = KubeSim.from_cluster_file(str(ROOT / "examples" / "cluster-small.yaml"), profile="zero")
-    async with sim.serve(host="127.0.0.1", port=0) as url:
-        api = await build_api_client(url)
-        async with api:
-            rest = KubeRest(api)
-            await ensure_namespace(rest, "team-a")
-            job = kube_job([{"name": "HF_TOKEN", "value": SECRET_VALUE}])
-            for key in ("uid", "resourceVersion"):
-                del job["metadata"][key]
-            stop = asyncio.Event()
-            watchers = [asyncio.create_task(watch_kube_jobs(gw.ctx, url, stop)) for _ in range(2)]  # two replicas
+    async with simulated_cluster() as (url, rest):
+        job = kube_job([{"name": "HF_TOKEN", "value": SECRET_VALUE}])
+        for key in ("uid", "resourceVersion"):
+            del job["metadata"][key]
+        stop = asyncio.Event()
+        watchers = [asyncio.create_task(watch_kube_jobs(gw.ctx, url, stop)) for _ in range(2)]  # two replicas
 
-            async def warnings() -> list[dict[str, Any]]:
-                items, _ = await rest.list(EVENTS, "team-a")
-                return [e for e in items if e.get("reason") == "NotSubmitted"]
+        async def warnings() -> list[dict[str, Any]]:
+            items, _ = await rest.list(EVENTS, "team-a")
+            return [e for e in items if e.get("reason") == "NotSubmitted"]
 
-            try:
-                await create_or_get(rest, JOBS, job)
-                await eventually(lambda: (gw.registry.get_sample_value(
-                    "muster_gateway_submissions_total", {"source": "kube", "outcome": "refused"}) or 0) >= 2, within=30)
-                for _ in range(300):
-                    if await warnings():
-                        break
-                    await asyncio.sleep(0.1)
-                await asyncio.sleep(1.0)  # both replicas' writes, and those after the Job's status changes, are done
-                events = await warnings()
-            finally:
-                stop.set()
-                await asyncio.gather(*watchers)
+        try:
+            await create_or_get(rest, JOBS, job)
+            await eventually(lambda: (gw.registry.get_sample_value(
+                "muster_gateway_submissions_total", {"source": "kube", "outcome": "refused"}) or 0) >= 2, within=30)
+            for _ in range(300):
+                if await warnings():
+                    break
+                await asyncio.sleep(0.1)
+            await asyncio.sleep(1.0)  # both replicas' writes, and those after the Job's status changes, are done
+            events = await warnings()
+        finally:
+            stop.set()
+            await asyncio.gather(*watchers)
     [event] = events
     assert event["type"] == "Warning" and event["involvedObject"]["name"] == "resnet-sweep-7"
     assert "HF_TOKEN" in event["message"] and "valueFrom.secretKeyRef" in event["message"]
