@@ -45,15 +45,10 @@ def _allowed_nodes(cycle: Cycle, job: Job, placement: Placement) -> list[str] | 
 Entry = tuple[str, Job, int, Placement, str]  # job id, job, current pods, placement, GPU type
 
 
-def _place_in_order(cycle: Cycle, rj: RunningJob) -> tuple[int, float]:
-    """Where a running job would stand among its queue's waiting jobs: (-priority, rank)."""
-    order, job = cycle.order, rj.job
-    if order.kind == "submit":
-        return -job.priority, job.submit_time
-    attained = rj.attained(cycle.now)
-    if order.kind == "las":
-        return -job.priority, float(order.level(attained))
-    return -job.priority, order.remaining(job, cycle.st.estimate(job, order.learned), attained)
+def _place_in_order(cycle: Cycle, job: Job, attained: float) -> tuple[int, float]:
+    """Where a job stands among its queue's jobs, waiting or running: (-priority, standing)."""
+    order = cycle.order
+    return -job.priority, order.standing(job, cycle.st.estimate(job, order.learned), attained)
 
 
 def _growers(cycle: Cycle) -> dict[str, list[tuple[tuple[int, float], str]]]:
@@ -66,7 +61,8 @@ def _growers(cycle: Cycle) -> dict[str, list[tuple[tuple[int, float], str]]]:
             rj = st.running[jid]
             if rj.terminating or rj.replicas >= rj.job.replicas:
                 continue
-            cycle.growers.setdefault(rj.job.queue, []).append((_place_in_order(cycle, rj), jid))
+            place = _place_in_order(cycle, rj.job, rj.attained(cycle.now))
+            cycle.growers.setdefault(rj.job.queue, []).append((place, jid))
         for waiting_list in cycle.growers.values():
             waiting_list.sort(reverse=True)
     return cycle.growers
@@ -84,11 +80,7 @@ def grow_ahead_of(cycle: Cycle, waiting: Job) -> None:
     entries = _growers(cycle).get(waiting.queue)
     if not entries:
         return
-    order = cycle.order
-    if order.kind == "submit":
-        place: tuple[int, float] = (-waiting.priority, waiting.submit_time)
-    else:
-        place = (-waiting.priority, order.rank(waiting, cycle.st.estimate(waiting, order.learned)))
+    place = _place_in_order(cycle, waiting, waiting.attained_gpu_s)
     st = cycle.st
     while entries and entries[-1][0] < place:
         _, jid = entries.pop()

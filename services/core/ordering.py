@@ -66,6 +66,16 @@ class QueueOrder:
         left = est * max(job.total_gpus, 1) - attained
         return abs(left)
 
+    def standing(self, job: Job, estimate: float | None, attained: float) -> float:
+        """Where a job with ``attained`` GPU-seconds stands among its priority in its queue (lower is
+        further ahead), waiting or running: its submit time, its level of attained service, or its
+        remaining work, by the order's kind."""
+        if self.kind == "remaining":
+            return self.remaining(job, estimate, attained)
+        if self.kind == "las":
+            return float(self.level(attained))
+        return job.submit_time
+
     def level(self, attained: float) -> int:
         return 0 if attained < self.las_threshold_gpu_s else 1
 

@@ -180,15 +180,14 @@ def _may_shrink_for(cycle: Cycle, rj: RunningJob, job: Job) -> bool:
     v = rj.job
     if v.priority < job.priority or v.queue != job.queue:
         return True
-    order, st, now = cycle.order, cycle.st, cycle.now
-    if order.kind == "submit":
-        return (job.submit_time, job.job_id) < (v.submit_time, v.job_id)
-    attained = rj.attained(now)
+    order, st = cycle.order, cycle.st
+    behind = order.standing(v, st.estimate(v, order.learned), rj.attained(cycle.now))
+    ahead = order.standing(job, st.estimate(job, order.learned), job.attained_gpu_s)
+    if order.kind == "remaining":
+        return behind > cycle.cfg.reorder_ratio * ahead
     if order.kind == "las":
-        return order.level(attained) > order.level(job.attained_gpu_s)
-    behind = order.remaining(v, st.estimate(v, order.learned), attained)
-    ahead = order.remaining(job, st.estimate(job, order.learned), job.attained_gpu_s)
-    return behind > cycle.cfg.reorder_ratio * ahead
+        return behind > ahead
+    return (ahead, job.job_id) < (behind, v.job_id)
 
 
 def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimKey]:
@@ -215,11 +214,7 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimK
                 continue
             if now - rj.start_time < min_runtime:
                 continue
-            attained = rj.attained(now)
-            if order.kind == "las":
-                behind = float(order.level(attained))
-            else:
-                behind = order.remaining(v, st.estimate(v, order.learned), attained)
+            behind = order.standing(v, st.estimate(v, order.learned), rj.attained(now))
             ranked.append((v.priority, False, -behind, jid))
         ranked.sort()
         cycle.victim_lists[f"order:{job.queue}@{min_runtime}"] = ranked
