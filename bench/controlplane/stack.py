@@ -7,6 +7,7 @@ import asyncio
 import contextlib
 import logging
 import multiprocessing
+import os
 import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
@@ -43,6 +44,8 @@ START_TIMEOUT_S = 180.0
 STOP_TIMEOUT_S = 30.0
 #: The cycle period the queue manager runs with when nothing changes (its default).
 PERIOD_S = 5.0
+#: set by ``muster bench --profile FILE``: each queue-manager process writes its own profile to FILE.<pid>
+QM_PROFILE_ENV = "MUSTER_BENCH_QUEUE_MANAGER_PROFILE"
 
 
 @dataclass
@@ -203,6 +206,8 @@ def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, deb
     logging.basicConfig(level=logging.WARNING, format="queue-manager %(levelname)s %(name)s: %(message)s")
     configure_collector()  # as `muster serve` does
 
+    profile_path = os.environ.get(QM_PROFILE_ENV)
+
     async def serve() -> None:
         main = QueueManagerMain(ServeOptions(kafka=settings, http_port=0, pools=pools), scheduler_config=scheduler,
                                 period_s=PERIOD_S, freeze_recovered_heap=True)
@@ -212,7 +217,14 @@ def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, deb
         ready.set()
         await task
 
-    asyncio.run(serve())
+    if not profile_path:
+        asyncio.run(serve())
+        return
+    import cProfile
+
+    with cProfile.Profile() as profiler:
+        asyncio.run(serve())
+    profiler.dump_stats(f"{profile_path}.{os.getpid()}")
 
 
 async def _started(task: asyncio.Task[None], ready: Callable[[], Awaitable[object]]) -> None:

@@ -49,7 +49,8 @@ def _load(module: str) -> Any:
 @click.option("--debounce", type=float, default=None,
               help="throughput only: the queue manager's pause after a change, seconds (default 0.05).")
 @click.option("--profile", type=click.Path(dir_okay=False, path_type=Path), default=None,
-              help="Write a cProfile of the run to this file.")
+              help="Write a cProfile of the run to this file, and one of each queue-manager process the "
+                   "benchmark starts to FILE.<pid>.")
 @click.option("--kube", type=click.Choice(["none", "real"]), default="none", show_default=True,
               help="gang, dispatch, reclaim: measure the Kubernetes side on kubesim and on a real control plane "
                    "(built from Go modules on first use) instead of the queue manager against a fake cluster")
@@ -101,7 +102,9 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
                 text = asyncio.run(module.main(**options))
             else:
                 import cProfile
+                import os
 
+                os.environ["MUSTER_BENCH_QUEUE_MANAGER_PROFILE"] = str(profile)  # read by the spawned processes
                 with cProfile.Profile() as profiler:
                     text = asyncio.run(module.main(**options))
                 profiler.dump_stats(profile)

@@ -1,10 +1,10 @@
 """Pending jobs per queue in heaps with lazy deletion, walked in order without being mutated.
 
-Each queue has a heap by ``(-priority, rank, submit_time)`` (the rank comes from ``ordering``) and a
-heap by promotion time. A walk at ``now`` first yields the jobs whose promotion time has come, by
-priority and then promotion time (the earliest bound first), and then the rest in heap order, each
-job once. A global heap by
-submit time serves the FIFO policies.
+Each queue has a heap by ``(-priority, rank, submit_time)`` (the rank comes from ``ordering``), a
+heap of the promotion times still to come, and a heap of the jobs already promoted, by priority and
+promotion time. A walk at ``now`` first moves the promotions that have come, then yields, within each
+priority, the promoted jobs (the earliest bound first) before the rest in rank order, each job once.
+A global heap by submit time serves the FIFO policies.
 """
 
 from __future__ import annotations
@@ -36,6 +36,15 @@ def _walk_entries(heap: list[Entry]) -> Iterator[Entry]:
                 heapq.heappush(frontier, (heap[c + 1], c + 1))
 
 
+def _clean_top(heap: list[Entry] | None, live: dict[str, int]) -> list[Entry]:
+    """``heap`` without the dead entries at its top (popped for good: they would be skipped by every walk)."""
+    if heap is None:
+        return []
+    while heap and live.get(heap[0][3]) != heap[0][4]:
+        heapq.heappop(heap)
+    return heap
+
+
 def _walk_fifo(heap: list[FifoEntry], live: dict[str, int]) -> Iterator[str]:
     """Yield the live job ids of ``heap`` in heap order, leaving the heap untouched."""
     if not heap:
@@ -56,11 +65,12 @@ def _walk_fifo(heap: list[FifoEntry], live: dict[str, int]) -> Iterator[str]:
 class PendingQueues:
     """Per-queue order (priority, rank, submit time) with promotions, and a global FIFO order."""
 
-    __slots__ = ("_counter", "fifo", "heaps", "live", "promos", "qfifo", "ranks", "sizes")
+    __slots__ = ("_counter", "fifo", "heaps", "live", "promos", "promoted", "qfifo", "ranks", "sizes")
 
     def __init__(self) -> None:
         self.heaps: dict[str, list[Entry]] = {}
-        self.promos: dict[str, list[PromoEntry]] = {}
+        self.promos: dict[str, list[PromoEntry]] = {}  # jobs with a promotion time still to come
+        self.promoted: dict[str, list[Entry]] = {}  # (-priority, promote_at, submit_time, job_id, version)
         self.fifo: list[FifoEntry] = []
         self.qfifo: dict[str, list[FifoEntry]] = {}  # per queue, by submit time
         self.live: dict[str, int] = {}
@@ -80,69 +90,78 @@ class PendingQueues:
         if promote_at != math.inf:
             promo = (promote_at, -job.priority, job.submit_time, job.job_id, version)
             heapq.heappush(self.promos.setdefault(job.queue, []), promo)
-        heapq.heappush(self.fifo, (job.submit_time, job.job_id, version))
-        heapq.heappush(self.qfifo.setdefault(job.queue, []), (job.submit_time, job.job_id, version))
+        self._push_fifo(job.queue, job.submit_time, job.job_id, version)
         self.sizes[job.queue] = self.sizes.get(job.queue, 0) + 1
+
+    def _push_fifo(self, queue: str, submit_time: float, job_id: str, version: int) -> None:
+        heapq.heappush(self.fifo, (submit_time, job_id, version))
+        heapq.heappush(self.qfifo.setdefault(queue, []), (submit_time, job_id, version))
 
     def remove(self, job_id: str, queue: str) -> None:
         if self.live.pop(job_id, None) is None:
             return
         self.ranks.pop(job_id, None)
         self.sizes[queue] -= 1
+        size = self.sizes[queue]
         live = self.live
-        heap = self.heaps.get(queue)
-        if heap is not None and len(heap) > 64 and len(heap) > 2 * self.sizes[queue]:
-            self.heaps[queue] = [e for e in heap if live.get(e[3]) == e[4]]
-            heapq.heapify(self.heaps[queue])
+        for heaps in (self.heaps, self.promoted):
+            heap = heaps.get(queue)
+            if heap is not None and len(heap) > 64 and len(heap) > 2 * size:
+                heaps[queue] = [e for e in heap if live.get(e[3]) == e[4]]
+                heapq.heapify(heaps[queue])
         promos = self.promos.get(queue)
-        if promos is not None and len(promos) > 64 and len(promos) > 2 * self.sizes[queue]:
+        if promos is not None and len(promos) > 64 and len(promos) > 2 * size:
             self.promos[queue] = [e for e in promos if live.get(e[3]) == e[4]]
             heapq.heapify(self.promos[queue])
         qfifo = self.qfifo.get(queue)
-        if qfifo is not None and len(qfifo) > 64 and len(qfifo) > 2 * self.sizes[queue]:
+        if qfifo is not None and len(qfifo) > 64 and len(qfifo) > 2 * size:
             self.qfifo[queue] = [e for e in qfifo if live.get(e[1]) == e[2]]
             heapq.heapify(self.qfifo[queue])
         if len(self.fifo) > 64 and len(self.fifo) > 2 * len(live):
             self.fifo = [e for e in self.fifo if live.get(e[1]) == e[2]]
             heapq.heapify(self.fifo)
 
-    def promoted(self, queue: str, now: float) -> list[tuple[int, float, float, str]]:
-        """``(-priority, promote_at, submit_time, job_id)`` of the queue's live jobs promoted by ``now``,
-        in order."""
-        heap = self.promos.get(queue)
-        out: list[tuple[int, float, float, str]] = []
-        if not heap or heap[0][0] > now:
-            return out
+    def _advance(self, queue: str, now: float) -> None:
+        """Move the queue's jobs whose promotion time has come by ``now`` into its promoted heap.
+
+        A promoted job takes a new version, so its entry in the rank heap is dead from then on (and its
+        FIFO entries are pushed again under that version). Promotions stay: a walk at an earlier ``now``
+        than one before it still sees them promoted (the scheduler's time never goes back)."""
+        promos = self.promos.get(queue)
+        if not promos or promos[0][0] > now:
+            return
         live = self.live
-        stack = [0]
-        n = len(heap)
-        while stack:  # a heap's children are never earlier than their parent: prune at the first later one
-            i = stack.pop()
-            e = heap[i]
-            if e[0] > now:
+        promoted = self.promoted.setdefault(queue, [])
+        while promos and promos[0][0] <= now:
+            at, neg_priority, submit_time, job_id, version = heapq.heappop(promos)
+            if live.get(job_id) != version:
                 continue
-            if live.get(e[3]) == e[4]:
-                out.append((e[1], e[0], e[2], e[3]))
-            stack.extend(c for c in (2 * i + 1, 2 * i + 2) if c < n)
-        out.sort()
-        return out
+            self._counter += 1
+            live[job_id] = self._counter
+            heapq.heappush(promoted, (neg_priority, at, submit_time, job_id, self._counter))
+            self._push_fifo(queue, submit_time, job_id, self._counter)
 
     def walk_queue(self, queue: str, now: float = -math.inf) -> Iterator[str]:
-        """The queue's live jobs: promoted ones first (by priority, then promotion time), then heap order."""
-        heap = self.heaps.get(queue, [])
-        promoted = self.promoted(queue, now)
-        seen = {p[3] for p in promoted}
-        k = 0
+        """The queue's live jobs: promoted ones first (by priority, then promotion time), then heap order.
+
+        Costs the jobs walked, not the queue's length: promotions are moved over as their time comes
+        (``_advance``) and dead entries at the top of either heap are dropped on the way."""
+        self._advance(queue, now)
         live = self.live
+        heap = _clean_top(self.heaps.get(queue), live)
+        promoted = _clean_top(self.promoted.get(queue), live)
+        ahead = (p for p in _walk_entries(promoted) if live.get(p[3]) == p[4])
+        nxt = next(ahead, None)
         for e in _walk_entries(heap):
-            if live.get(e[3]) != e[4] or e[3] in seen:
+            if live.get(e[3]) != e[4]:
                 continue
-            while k < len(promoted) and promoted[k][0] <= e[0]:
-                yield promoted[k][3]
-                k += 1
+            while nxt is not None and nxt[0] <= e[0]:
+                yield nxt[3]
+                nxt = next(ahead, None)
             yield e[3]
-        for p in promoted[k:]:
-            yield p[3]
+        while nxt is not None:
+            yield nxt[3]
+            nxt = next(ahead, None)
 
     def walk_fifo(self, queue: str | None = None) -> Iterator[str]:
         """Live jobs by submit time: of one queue, or of all queues."""

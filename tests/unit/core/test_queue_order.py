@@ -111,6 +111,28 @@ def test_the_indexed_walk_equals_sorting_on_the_spot(
     assert fast == slow
 
 
+@settings(max_examples=60, deadline=None)
+@given(jobs=jobs_strategy, times=st_.lists(st_.floats(0, 20000), min_size=1, max_size=6),
+       kind=st_.sampled_from(["remaining", "las"]))
+def test_the_indexed_walk_equals_sorting_as_time_goes_on(
+    jobs: list[tuple[int, float, float | None, int, float]], times: list[float], kind: str
+) -> None:
+    """Walks at later and later times, with jobs arriving and leaving between them, keep giving the order a
+    full sort gives: promotions the index moved over at one walk stay right at the next."""
+    cfg = SchedulerConfig(queue_order=kind, las_threshold_gpu_s=1000.0, las_promote_knob=2.0)
+    order = queue_order(cfg)
+    st = SchedulerState(queues=[queue("q", 64)], nodes=[node("n", 8)], order=order)
+    pending = list(enumerate(jobs))
+    for step, now in enumerate(sorted(times)):
+        for i, (prio, submit, est, gpus, attained) in pending[step::len(times)]:
+            st.submit(job(f"j{i:02d}", submit=submit, priority=prio, runtime_estimate=est, gpus_per_pod=gpus,
+                          attained_gpu_s=attained, last_run_s=attained / gpus))
+        walked = list(st.walk_queue("q", now, order))
+        assert walked == st._sorted_queue("q", now, order)
+        for job_id in walked[step % 2::3]:
+            st.cancel(job_id)
+
+
 # ---------------------------------------------------------------------- learnt runtimes
 
 
