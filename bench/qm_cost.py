@@ -41,6 +41,7 @@ from services.queue_manager.cycle import run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.service import PRODUCER
 from services.queue_manager.state import Out, QueueState
+from services.runtime.collector import configure_collector
 
 SUBMITTER = "bench_pipeline"
 _RUN_TYPES = frozenset(m.TYPE for m in (*RUNS, *DISPATCHES))
@@ -207,6 +208,7 @@ def main(argv: list[str] | None = None) -> None:
                   inputs_per_cycle=a.inputs, cycle_s=a.cycle_s)
     sizes = ", ".join(f"{s.name} {s.pods}x1 GPU" for s in SIZES)
     if a.cpu:
+        configure_collector()  # the collector's thresholds of a service process
         runs = [replay(sc) for _ in range(a.cpu)]
         per = sorted(r.seconds * 1e6 / r.jobs for r in runs)
         print(f"queue manager, {sc.cohorts} cohorts x {sc.queues} queues x {sc.workloads} workloads ({sizes}): "

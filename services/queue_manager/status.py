@@ -34,6 +34,20 @@ def status_key(s: JobStatusChanged) -> StatusKey:
     return (s.state, s.attempt, s.replicas, s.priority_class, s.position, s.reason, s.message, _bucket(est), s.cluster)
 
 
+def entry_key(entry: JobEntry) -> StatusKey:
+    """``status_key(build_status(entry, now))`` without building the status (most entries a cycle marks
+    dirty publish nothing new)."""
+    spec = entry.spec
+    info = entry.info if entry.state in WAITING else None
+    replicas = entry.replicas if entry.holding else spec.replicas
+    if info is None:
+        return (entry.state, entry.attempt, replicas, spec.priority_class, None, entry.reason[:64],
+                entry.message[:2048], None, entry.placement.cluster if entry.placement is not None else None)
+    est = None if info.estimated_start is None else utc(info.estimated_start).timestamp()
+    return (entry.state, entry.attempt, replicas, spec.priority_class, info.position, info.reason.value[:64],
+            info.message[:2048], _bucket(est), entry.placement.cluster if entry.placement is not None else None)
+
+
 def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
     spec = entry.spec
     waiting = entry.state in ("pending", "suspended")
@@ -85,13 +99,12 @@ class StatusBook:
         for entry in entries:
             if self._detail_only(entry, now):
                 continue
-            status = build_status(entry, now)
-            key = status_key(status)
+            key = entry_key(entry)
             last = self._published.get(entry.job_id)
             if last != key:
                 self._published[entry.job_id] = key
-                out.append(status)
-                if last is not None and last[_IDENTITY] == key[_IDENTITY] and status.position is not None:
+                out.append(build_status(entry, now))
+                if last is not None and last[_IDENTITY] == key[_IDENTITY] and key[_POSITION] is not None:
                     self._detail_at[entry.job_id] = now  # a new position: the next one waits for the refresh
                 else:
                     self._detail_at.pop(entry.job_id, None)  # a new state: its first position goes out at once

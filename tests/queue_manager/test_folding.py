@@ -217,6 +217,30 @@ def test_a_waiting_jobs_position_is_republished_at_most_every_refresh_but_change
     assert (moved.job_id, moved.position) == ("j2", 0)  # and its first new position with the next cycle
 
 
+def test_the_status_key_read_from_an_entry_is_the_key_of_the_status_built_from_it() -> None:
+    """``StatusBook`` compares keys read straight from entries and builds a status only to publish it."""
+    from services.queue_manager.status import build_status, entry_key, status_key
+
+    qs = folded_state(nodes=1)
+    keys = []
+
+    def check(now: float) -> None:
+        for entry in qs.jobs.values():
+            keys.append(entry_key(entry))
+            assert keys[-1] == status_key(build_status(entry, now))
+
+    for i in range(3):
+        feed(qs, submit(f"j{i}", offset_s=i, gpus=4))
+    check(NOW)
+    cycle(qs)  # two admitted, one waiting with a position and an estimated start
+    check(NOW)
+    feed(qs, RunStarted(**run_fields("j0"), pods_running=1, pods_total=1))
+    feed(qs, RunSucceeded(**run_fields("j0")))
+    feed(qs, SuspendJob(job_id="j2", requested_by="alice"))
+    check(NOW + 1)
+    assert len(set(keys)) >= 5
+
+
 def test_high_priority_preempts_then_victim_requeues_and_returns() -> None:
     qs = folded_state()
     admitted_running(qs, "low")
