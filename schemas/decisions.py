@@ -8,7 +8,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.capacity import NodeName
 from schemas.envelope import JobId, Message, Name, Text
-from schemas.jobspec import JobSpec
+from schemas.jobspec import JobSpec, RoleName
 
 PreemptReasonName = Literal[
     "higher_priority",
@@ -40,6 +40,9 @@ class NodePods(BaseModel):
                                                                      exclude_if=lambda v: v is None)
     mig_slices: int = Field(default=0, ge=0, le=56, description="MIG slices of mig_profile per pod",
                             exclude_if=lambda v: not v)
+    role: RoleName | None = Field(default=None, exclude_if=lambda v: v is None,
+                                  description="the role these pods belong to (a job of several roles); None: the "
+                                              "job's only role")
 
 
 class PlacementPlan(BaseModel):
@@ -50,6 +53,13 @@ class PlacementPlan(BaseModel):
     @property
     def pods(self) -> int:
         return sum(n.pods for n in self.nodes)
+
+    def of_role(self, role: str | None) -> list[NodePods]:
+        """The entries of one role (None or the only role's name: the entries without a role)."""
+        return [n for n in self.nodes if n.role == role or (n.role is None and role in (None, ""))]
+
+    def pods_of(self, role: str | None) -> int:
+        return sum(n.pods for n in self.of_role(role))
 
 
 class _JobDecision(Message):

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import functools
 import re
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Discriminator, Field, Tag, field_validator, model_validator
 
@@ -265,13 +265,91 @@ class DependencySpec(_Spec):
         return data
 
 
+#: a role's name: a DNS label short enough to name Kubernetes objects after it (``<job>-<role>``)
+RoleName = Annotated[str, Field(min_length=1, max_length=32, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
+#: the name of the one role of a job given as ``replicas`` + ``template``
+MAIN_ROLE = "main"
+#: roles a job may have (Kueue's limit of pod sets per workload too)
+MAX_ROLES = 8
+
+
+class RoleSpec(_Spec):
+    """One role of a job (a pod set): ``replicas`` pods made from one template, e.g. a launcher, workers,
+    a Ray head or worker group, an LWS leader. A job's roles are admitted together, all or nothing."""
+
+    name: RoleName
+    replicas: int = Field(default=1, ge=1, le=4096, description="pods of this role")
+    min_replicas: int | None = Field(
+        default=None, ge=1, le=4096, exclude_if=lambda v: v is None,
+        description="elastic: the fewest pods of this role the job can start with (one role of a job at most)")
+    template: PodTemplate
+    topology: TopologySpec | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="this role's pods inside one domain of the level; for any role but the job's main one (the "
+                    "elastic one, else the one with most GPUs), the domain where the main role's pods are")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> RoleSpec:
+        if self.min_replicas is not None and self.min_replicas > self.replicas:
+            raise ValueError("min_replicas must not exceed replicas")
+        return self
+
+    @property
+    def gpus(self) -> float:
+        """GPUs the role's pods are charged together (whole GPUs, or shares of GPUs)."""
+        return self.replicas * self.template.resources.gpus_charged
+
+
+_KIND = r"^[A-Z][A-Za-z0-9]*$"
+_API_VERSION = r"^([a-z0-9]([-a-z0-9.]*[a-z0-9])?/)?v[0-9]+((alpha|beta)[0-9]+)?$"
+
+
+class WorkloadObject(_Spec):
+    """The Kubernetes object a job is, of a kind whose controller runs it (JobSet, TrainJob, RayJob,
+    RayCluster, LeaderWorkerSet, Deployment, StatefulSet, a group of Pods...). Kube-native: its owner
+    created it held back (suspended or gated) and ``name`` names it. Through Muster: ``manifest`` is the
+    object, which the dispatcher creates held back in the job's namespace once the job is admitted.
+    Either way the job's ``roles`` are the object's pod sets, and the dispatcher releases the object onto
+    the admitted placement."""
+
+    api_version: Annotated[str, Field(max_length=128, pattern=_API_VERSION)]
+    kind: Annotated[str, Field(max_length=63, pattern=_KIND)]
+    name: Annotated[str, Field(min_length=1, max_length=253)] | None = Field(
+        default=None, exclude_if=lambda v: v is None, description="kube-native: the existing object's name")
+    namespace: Name | None = Field(default=None, exclude_if=lambda v: v is None)
+    uid: Annotated[str, Field(max_length=64)] | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="kube-native: the object's uid, so a new object of the same name is another job")
+    manifest: dict[str, Any] | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="through Muster: the object to create (its metadata.name and namespace are set by Muster)")
+
+    @model_validator(mode="after")
+    def _one_way_in(self) -> WorkloadObject:
+        if (self.name is None) == (self.manifest is None):
+            raise ValueError("give name (an existing object) or manifest (an object to create), exactly one")
+        if self.manifest is not None:
+            if self.manifest.get("kind") not in (None, self.kind):
+                raise ValueError(f"manifest is a {self.manifest.get('kind')}, not a {self.kind}")
+            if self.manifest.get("apiVersion") not in (None, self.api_version):
+                raise ValueError(f"manifest's apiVersion {self.manifest.get('apiVersion')} is not {self.api_version}")
+        return self
+
+
 class JobSpec(_Spec):
     name: Name
     queue: Name
     priority_class: Name = "normal"
     replicas: int = Field(default=1, ge=1, le=4096, description="gang size: pods that start together")
     min_replicas: int | None = Field(default=None, ge=1, le=4096, description="elastic: smallest useful size")
-    template: PodTemplate
+    template: PodTemplate | None = Field(
+        default=None, description="the pods of a one-role job (with replicas); a job of several roles gives roles")
+    roles: list[RoleSpec] = Field(
+        default_factory=list, max_length=MAX_ROLES, exclude_if=lambda v: not v,
+        description="the job's roles (pod sets), admitted together: instead of replicas + template")
+    workload: WorkloadObject | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="the Kubernetes object (JobSet, RayJob, LeaderWorkerSet...) the job is; its roles are its pod sets")
     topology: TopologySpec | None = None
     cluster: Name | None = None
     node_selector: dict[LabelKey, LabelValue] = Field(default_factory=dict, max_length=32)
@@ -308,6 +386,27 @@ class JobSpec(_Spec):
     def _consistent(self) -> JobSpec:
         if self.min_replicas is not None and self.min_replicas > self.replicas:
             raise ValueError("min_replicas must not exceed replicas")
+        if self.roles:
+            if self.template is not None:
+                raise ValueError("give template (one role) or roles, not both")
+            if "replicas" in self.model_fields_set or self.min_replicas is not None:
+                raise ValueError("a job with roles gives replicas and min_replicas per role")
+            names = [r.name for r in self.roles]
+            if len(set(names)) != len(names):
+                raise ValueError("role names must be unique")
+            if sum(r.min_replicas is not None for r in self.roles) > 1:
+                raise ValueError("at most one role may be elastic (min_replicas)")
+            shared = [r.name for r in self.roles if r.template.resources.shares_gpus]
+            if shared and len(self.roles) > 1:
+                raise ValueError(f"GPU sharing (gpu_fraction, mig_profile) is for one-role jobs; role {shared[0]} "
+                                 "asks for it")
+            types = {r.template.resources.gpu_type for r in self.roles if r.template.resources.gpus}
+            if len(types) > 1:
+                raise ValueError("the roles that ask for GPUs must ask for the same gpu_type (or all for none)")
+        elif self.template is None:
+            raise ValueError("give template (the pods of a one-role job) or roles")
+        elif self.workload is not None and self.workload.manifest is not None:
+            raise ValueError("a workload object's pod sets are given as roles")
         named = [d.job for d in self.after]
         if len(set(named)) != len(named):
             raise ValueError("after names a job more than once")
@@ -319,6 +418,84 @@ class JobSpec(_Spec):
             raise ValueError("after_previous adds a 65th entry to after (at most 64)")
         return self
 
+    def pod_roles(self) -> list[RoleSpec]:
+        """The job's roles: ``roles``, or the one role ``main`` that ``replicas`` and ``template`` describe."""
+        if self.roles:
+            return list(self.roles)
+        assert self.template is not None  # _consistent
+        return [RoleSpec.model_construct(name=MAIN_ROLE, replicas=self.replicas, min_replicas=self.min_replicas,
+                                         template=self.template, topology=None)]
+
+    def main_role(self) -> RoleSpec:
+        """The role the scheduler sizes the job by: the elastic one, else the one with most GPUs (then most
+        pods, then the first). Its GPU type is the job's; the others are placed beside it."""
+        roles = self.pod_roles()
+        elastic = [r for r in roles if r.min_replicas is not None]
+        if elastic:
+            return elastic[0]
+        return max(roles, key=lambda r: (r.gpus, r.replicas, -roles.index(r)))
+
+    @property
+    def main_replicas(self) -> int:
+        """Pods of the main role at full size (``replicas`` for a one-role job): what a job's size counts."""
+        return self.replicas if not self.roles else self.main_role().replicas
+
+    @property
+    def main_min_replicas(self) -> int | None:
+        return self.min_replicas if not self.roles else self.main_role().min_replicas
+
+    def resized(self, replicas: int) -> JobSpec:
+        """This spec with its main role at ``replicas`` pods (its elastic minimum lowered to fit)."""
+        low = self.main_min_replicas
+        low = None if low is None else min(low, replicas)
+        if not self.roles:
+            return self.model_copy(update={"replicas": replicas, "min_replicas": low})
+        main = self.main_role().name
+        roles = [r.model_copy(update={"replicas": replicas, "min_replicas": low}) if r.name == main else r
+                 for r in self.roles]
+        return self.model_copy(update={"roles": roles})
+
+    def role_named(self, name: str | None) -> RoleSpec:
+        """The role of a placement entry: ``name``, or (None, as a job of one role's entries have) the main role."""
+        if name is not None:
+            for r in self.pod_roles():
+                if r.name == name:
+                    return r
+        return self.main_role()
+
+    def templates(self) -> list[PodTemplate]:
+        """Every role's pod template."""
+        return [r.template for r in self.pod_roles()]
+
+    def gpus_charged_at(self, main_replicas: int) -> float:
+        """GPUs the job is charged with its main role at ``main_replicas`` pods: whole GPUs, shares of GPUs
+        and MIG slices' shares, every role."""
+        main = self.main_role()
+        return main_replicas * main.template.resources.gpus_charged + sum(
+            r.gpus for r in self.pod_roles() if r.name != main.name)
+
+    @property
+    def main_template(self) -> PodTemplate:
+        """The pod template of the main role (``template`` for a one-role job)."""
+        return self.template if self.template is not None else self.main_role().template
+
+    @property
+    def resources(self) -> ResourceRequest:
+        """The resources of one pod of the main role: the job's GPU type and kind of GPU are these."""
+        return self.main_template.resources
+
+    @property
+    def pods(self) -> int:
+        """Pods of the whole job at full size, every role."""
+        return sum(r.replicas for r in self.pod_roles())
+
     @property
     def total_gpus(self) -> int:
-        return self.replicas * self.template.resources.gpus
+        """Whole GPUs of the whole job at full size, every role."""
+        return sum(r.replicas * r.template.resources.gpus for r in self.pod_roles())
+
+    def gpus_for(self, main_replicas: int) -> int:
+        """Whole GPUs of the job with its main role at ``main_replicas`` pods (an elastic job's current size)."""
+        main = self.main_role()
+        return main_replicas * main.template.resources.gpus + sum(
+            r.replicas * r.template.resources.gpus for r in self.pod_roles() if r.name != main.name)

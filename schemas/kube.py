@@ -51,6 +51,13 @@ PLAIN_ENV = "muster.dev/plain-env"
 #: in a job spec's annotations: the user-created suspended Job (``<namespace>/<name>``) to release
 SOURCE_JOB = "muster.dev/source-job"
 
+# -- every workload kind: holding pods back until admission, and knowing them afterwards ------------
+#: the scheduling gate Muster's pods are created with: the dispatcher sets each pod's planned node
+#: (``nodeSelector`` on the hostname, allowed while a pod is gated) and then removes the gate
+ADMISSION_GATE = "muster.dev/admission"
+#: label on a pod: the role (pod set) of its job it belongs to
+ROLE = "muster.dev/role"
+
 # -- the dispatcher's memory on its Jobs (the node-state watcher reads some) ------------------------
 #: the revision of the attempt: 0 for the first Job, n for the n-th re-creation (restart or rescale)
 REVISION = "muster.dev/revision"

@@ -56,7 +56,7 @@ class Ledger:
     def _apply(self, event: LoggedEvent) -> None:
         msg = event.envelope.payload
         if isinstance(msg, JobAdmitted):
-            resources = msg.spec.template.resources
+            resources = msg.spec.resources
             self.held[msg.job_id] = Holding(msg.attempt, msg.queue, resources.gpu_type or "", resources.gpus,
                                             msg.placement)
             self._check(event)

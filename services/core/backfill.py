@@ -60,12 +60,12 @@ class _ScopedBound:
             return 0
         return max(self.cap.free[name], 0) // self.gpus if self.gpus > 0 else 1_000_000
 
-    def give(self, gpus_per_pod: int, cpu_m: int, memory_mb: int, a: NodeAssignment) -> None:
+    def give(self, job: Job, a: NodeAssignment) -> None:
         if a.node not in self.scope or a.node not in self.cap.nodes:
-            self.cap.give(gpus_per_pod, cpu_m, memory_mb, a)
+            self.cap.give_for(job, a)
             return
         before = self._on(a.node)
-        self.cap.give(gpus_per_pod, cpu_m, memory_mb, a)
+        self.cap.give_for(job, a)
         self.pods += self._on(a.node) - before
 
 
@@ -84,12 +84,12 @@ def _earliest(cycle: Cycle, job: Job, gpu_type: str, scope: frozenset[str] | Non
         j = rj.job
         if bound is None:
             for a in rj.placement.nodes:
-                scratch.give(j.gpus_per_pod, j.cpu_m, j.memory_mb, a)
+                scratch.give_for(j, a)
             if not any(scratch.pod_bound(k, job.gpus_per_pod) >= pods for k in keys):
                 continue
         else:
             for a in rj.placement.nodes:
-                bound.give(j.gpus_per_pod, j.cpu_m, j.memory_mb, a)
+                bound.give(j, a)
             if bound.pods < pods:
                 continue
         tries += 1

@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Mapping
 from fractions import Fraction
 
-from .model import Amount, Node, NodeAssignment
+from .model import Amount, Job, Node, NodeAssignment
 
 GroupKey = tuple[str, str]  # (cluster, gpu_type)
 DOMAIN_LEVELS: tuple[str, ...] = ("zone", "block", "rack")
@@ -171,6 +171,16 @@ class CapacityIndex:
     def give(self, job_gpus: int, cpu_m: int, memory_mb: int, assignment: NodeAssignment) -> None:
         """Return the capacity of ``assignment``."""
         self._change(job_gpus, cpu_m, memory_mb, assignment, +1)
+
+    def take_for(self, job: Job, assignment: NodeAssignment) -> None:
+        """Consume what ``assignment``'s pods of ``job`` need (the pod shape of the assignment's role)."""
+        gpus, cpu_m, memory_mb = job.shape(assignment.role)
+        self._change(gpus, cpu_m, memory_mb, assignment, -1)
+
+    def give_for(self, job: Job, assignment: NodeAssignment) -> None:
+        """Return what ``assignment``'s pods of ``job`` held."""
+        gpus, cpu_m, memory_mb = job.shape(assignment.role)
+        self._change(gpus, cpu_m, memory_mb, assignment, +1)
 
     def _change(self, gpus: int, cpu_m: int, memory_mb: int, a: NodeAssignment, sign: int) -> None:
         name = a.node

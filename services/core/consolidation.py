@@ -42,7 +42,7 @@ def find_moves(cycle: Cycle, job: Job) -> Plan | None:
     if not job.gpus_per_pod or cycle.moves >= cfg.consolidation_max_moves:
         return None
     pods = max(job.min_size, 1)
-    need = pods * job.gpus_per_pod
+    need = job.gpus_at(pods)
     excluded = cycle.exclusion_for(job)
     for gpu_type in candidate_gpu_types(cycle.cap, job):
         reason, _ = cycle.book.check(job.queue, job_request(job, gpu_type, pods), may_borrow=job.preemptible)
@@ -158,25 +158,25 @@ def _placed_with_room(
     placement = Placer(cap, job, excluded).place(gpu_type, pods, pods)
     if placement is None:
         return None
-    taken: list[tuple[int, int, int, NodeAssignment]] = []
+    taken: list[tuple[Job, NodeAssignment]] = []
 
-    def take(gpus: int, cpu: int, mem: int, nodes: tuple[NodeAssignment, ...]) -> None:
+    def take(owner: Job, nodes: tuple[NodeAssignment, ...]) -> None:
         for a in nodes:
-            cap.take(gpus, cpu, mem, a)
-            taken.append((gpus, cpu, mem, a))
+            cap.take_for(owner, a)
+            taken.append((owner, a))
 
-    take(job.gpus_per_pod, job.cpu_m, job.memory_mb, placement.nodes)
+    take(job, placement.nodes)
     try:
         for c in sorted(moved, key=lambda m: (-m.run.gpus, m.run.job.job_id)):  # biggest first: best fit
             v = c.run.job
             again = Placer(cap, v, cycle.exclusion_for(v)).place(gpu_type, c.run.replicas, c.run.replicas)
             if again is None:
                 return None
-            take(v.gpus_per_pod, v.cpu_m, v.memory_mb, again.nodes)
+            take(v, again.nodes)
         return placement
     finally:
-        for gpus, cpu, mem, a in reversed(taken):
-            cap.give(gpus, cpu, mem, a)
+        for owner, a in reversed(taken):
+            cap.give_for(owner, a)
 
 
 def _worth_it(cycle: Cycle, job: Job, need: int, plan: Plan) -> bool:

@@ -72,6 +72,10 @@ def describe(reason: PendingReason, job: Job) -> str:
         need = f"{job.min_size}x{job.gpus_per_pod} GPU{'' if job.gpus_per_pod == 1 else 's'}"
     if job.gpu_type:
         need += f" ({job.gpu_type})"
+    if job.companions:
+        need += " with " + ", ".join(
+            f"{c.name} {c.replicas}x{c.gpus_per_pod} GPU{'' if c.gpus_per_pod == 1 else 's'}" if c.gpus_per_pod
+            else f"{c.name} x{c.replicas}" for c in job.companions)
     level = job.topology.level if job.topology is not None else "domain"
     return MESSAGES.get(reason, reason.value).format(
         queue=job.queue, need=need, user=job.user or "-", tenant=job.tenant or "-", level=level
@@ -204,7 +208,7 @@ class Cycle:
     def borrows(self, job: Job) -> bool:
         """Whether admitting the job would take its queue above nominal quota on every GPU type."""
         memo = self._borrows.setdefault(job.queue, {})
-        key = (job.gpus_per_pod, job.gpu_share, job.cpu_m, job.memory_mb, job.min_size, job.gpu_type)
+        key = (job.gpus_per_pod, job.gpu_share, job.cpu_m, job.memory_mb, job.min_size, job.gpu_type, job.companions)
         answer = memo.get(key)
         if answer is None:
             answer = memo[key] = self._borrows_now(job)
@@ -219,11 +223,14 @@ class Cycle:
             self._headroom[job.queue] = room
         pods = max(job.min_size, 1)
         cpu, mem = job.cpu_m * pods, job.memory_mb * pods
+        for c in job.companions:
+            cpu += c.cpu_m * c.replicas
+            mem += c.memory_mb * c.replicas
         if self.book.is_governed(job.queue, CPU) and cpu > room.get(CPU, 0):
             return True
         if self.book.is_governed(job.queue, MEMORY) and mem > room.get(MEMORY, 0):
             return True
-        gpus = job.gpu_amount * pods
+        gpus = job.amount_at(pods)
         return all(gpus > room.get(gpu_resource(t), 0) for t in self.types_for(job))
 
     # ------------------------------------------------------------------ admission of one job
@@ -301,7 +308,7 @@ class Cycle:
         if tenant and tenant in st.exhausted:
             return PendingReason.BUDGET
         pods = max(job.min_size, 1)
-        if job.gpu_amount and not book.user_ok(job.queue, job.user, pods * job.gpu_amount):
+        if job.needs_gpus and not book.user_ok(job.queue, job.user, job.amount_at(pods)):
             return PendingReason.USER_LIMIT
         if not self.feasible(job, pods):
             return PendingReason.NO_MATCHING_NODES
@@ -325,7 +332,7 @@ class Cycle:
                     most = self._most_pods(job, gpu_type, pods)
                     placement = Placer(self.cap, job, excluded, spread).place(gpu_type, pods, most)
                     if placement is not None:
-                        placed = sum(a.pods for a in placement.nodes)
+                        placed = placement.pods
                         if placed > pods:
                             borrowed = book.check(job.queue, job_request(job, gpu_type, placed),
                                                   may_borrow=job.preemptible)[1]
@@ -377,7 +384,7 @@ class Cycle:
 
     def commit_admit(self, job: Job, gpu_type: str, placement: Placement, pods: int, borrowed: bool) -> None:
         for a in placement.nodes:
-            self.cap.take(job.gpus_per_pod, job.cpu_m, job.memory_mb, a)
+            self.cap.take_for(job, a)
         self.book.add(job.queue, job_request(job, gpu_type, pods), job.user, +1)
         self.admitted[job.job_id] = (len(self.decisions), job, gpu_type)
         self.decisions.append(Admit(job.job_id, job.attempt, placement, pods, borrowed))
@@ -390,7 +397,7 @@ class Cycle:
         self.admitted_runs.setdefault(gpu_type, []).append((end, run))
         pool = self.pools.get(gpu_type)
         if pool is not None:
-            pool.occupy(pods * job.gpus_per_pod, end)
+            pool.occupy(job.gpus_at(pods), end)
         if self.scoped_pools:
             for (t, _), scoped in self.scoped_pools.items():
                 if t == gpu_type:
@@ -399,7 +406,8 @@ class Cycle:
                         scoped.occupy(gpus, end)
 
     def feasible(self, job: Job, pods: int) -> bool:
-        """Whether the job could ever run on the current node set (cached until nodes change)."""
+        """Whether the job could ever run on the current node set (cached until nodes change): its main role
+        on one cluster's nodes of a GPU type, and every companion role on that cluster's nodes."""
         key = ("feasible", _shape(job), pods)
         hit = self.st.cache.get(key)
         if isinstance(hit, bool):
@@ -407,7 +415,7 @@ class Cycle:
         topo = job.topology
         single = topo is not None and topo.mode is TopologyMode.REQUIRED and topo.level == "node"
         per_type: dict[tuple[str, str], int] = {}
-        best_single = 0
+        best_single: dict[tuple[str, str], int] = {}
         for node, count in self.st.node_kinds.values():  # one entry per distinct node shape
             if job.gpu_type and node.gpu_type != job.gpu_type:
                 continue
@@ -418,10 +426,26 @@ class Cycle:
             n = _empty_node_pods(node, job, pods)
             k = (node.cluster, node.gpu_type)
             per_type[k] = per_type.get(k, 0) + n * count
-            best_single = max(best_single, n)
-        ok = best_single >= pods if single else any(v >= pods for v in per_type.values())
+            best_single[k] = max(best_single.get(k, 0), n)
+        room = best_single if single else per_type
+        ok = any(v >= pods for v in room.values())
+        if ok and job.companions:  # the whole gang on an empty cluster: companions and main role share nodes
+            empty = self._empty_index()
+            ok = any(Placer(empty, job).place(t, pods, pods) is not None for t in self.types_for(job))
         self.st.cache[key] = ok
         return ok
+
+    def _empty_index(self) -> CapacityIndex:
+        """Every node, healthy and empty: where a job could run once everything else ended (cached until the
+        node set changes)."""
+        hit = self.st.cache.get("empty-index")
+        if isinstance(hit, CapacityIndex):
+            return hit
+        index = CapacityIndex()
+        for node in self.cap.nodes.values():
+            index.add_node(replace(node, healthy=True, schedulable=True), ())
+        self.st.cache["empty-index"] = index
+        return index
 
     # ------------------------------------------------------------------ estimates and statuses
 
@@ -469,7 +493,7 @@ class Cycle:
         it can never use."""
         if job.node_selector:
             return None
-        gpus = max(job.min_size, 1) * job.gpus_per_pod
+        gpus = job.min_gpus
         best: tuple[float, str] | None = None
         for gpu_type in self.types_for(job):
             pool = self.ahead.get(gpu_type)
@@ -484,7 +508,7 @@ class Cycle:
 
     def estimate_start(self, job: Job) -> float | None:
         """Fluid estimate of when the job starts if the jobs ahead of it start first."""
-        gpus = max(job.min_size, 1) * job.gpus_per_pod
+        gpus = job.min_gpus
         if gpus <= 0:
             return None
         types = self.types_for(job)
@@ -549,6 +573,7 @@ def _shape(job: Job) -> tuple[object, ...]:
         job.tolerations,
         job.topology,
         job.cluster,
+        job.companions,
     )
 
 

@@ -15,9 +15,10 @@ if TYPE_CHECKING:
 
 
 def merge(placement: Placement, extra: Iterable[NodeAssignment]) -> Placement:
-    """Placement with ``extra`` pods added, one assignment per node."""
-    by_node: dict[str, NodeAssignment] = {a.node: a for a in placement.nodes}
-    order = [a.node for a in placement.nodes]
+    """Placement with ``extra`` pods of the main role added, one main-role assignment per node (the
+    companion roles' assignments stay as they are)."""
+    by_node: dict[str, NodeAssignment] = {a.node: a for a in placement.main}
+    order = [a.node for a in placement.main]
     for a in extra:
         old = by_node.get(a.node)
         if old is None:
@@ -26,15 +27,16 @@ def merge(placement: Placement, extra: Iterable[NodeAssignment]) -> Placement:
         else:
             by_node[a.node] = replace(old, pods=old.pods + a.pods, groups=old.groups + a.groups,
                                       slots=old.slots + a.slots)
-    return Placement(placement.cluster, tuple(by_node[n] for n in order))
+    return placement.with_main(tuple(by_node[n] for n in order))
 
 
 def _allowed_nodes(cycle: Cycle, job: Job, placement: Placement) -> list[str] | None:
     """Nodes growth may use under a required topology (None: anywhere in the cluster)."""
     topo = job.topology
-    if topo is None or topo.mode is not TopologyMode.REQUIRED or not placement.nodes:
+    main = placement.main
+    if topo is None or topo.mode is not TopologyMode.REQUIRED or not main:
         return None
-    first = cycle.cap.nodes.get(placement.nodes[0].node)
+    first = cycle.cap.nodes.get(main[0].node)
     if first is None:
         return []
     if topo.level == "node":
@@ -136,7 +138,7 @@ def _grow_one(cycle: Cycle, entry: Entry, excluded: Excluded) -> None:
     root = book.root_of.get(job.queue)
     if job.queue in cycle.quota_wanted or f"cohort:{root}" in cycle.quota_wanted:
         return
-    k = book.most_pods(job, gpu_type, job.replicas - current)
+    k = book.most_pods(job, gpu_type, job.replicas - current, companions=False)
     if k <= 0:
         return
     running = cycle.st.running.get(jid) if jid not in cycle.admitted else None
@@ -149,8 +151,8 @@ def _grow_one(cycle: Cycle, entry: Entry, excluded: Excluded) -> None:
         return
     added = sum(a.pods for a in found)
     for a in found:
-        cycle.cap.take(job.gpus_per_pod, job.cpu_m, job.memory_mb, a)
-    book.add(job.queue, job_request(job, gpu_type, added), job.user, +1)
+        cycle.cap.take_for(job, a)
+    book.add(job.queue, job_request(job, gpu_type, added, companions=False), job.user, +1)
     new_placement = merge(placement, found)
     if jid in cycle.admitted:
         idx = cycle.admitted[jid][0]

@@ -45,8 +45,9 @@ def touches(rj: RunningJob, scope: frozenset[str]) -> bool:
 def gpus_in(rj: RunningJob, scope: frozenset[str] | None) -> int:
     """GPUs the running job holds on the nodes of ``scope`` (all of them when None)."""
     if scope is None:
-        return rj.replicas * rj.job.gpus_per_pod
-    return sum(a.pods for a in rj.placement.nodes if a.node in scope) * rj.job.gpus_per_pod
+        return rj.gpus
+    job = rj.job
+    return sum(a.pods * job.shape(a.role)[0] for a in rj.placement.nodes if a.node in scope)
 
 
 class Pool:
@@ -76,7 +77,7 @@ class Pool:
         nxt = next(self.source, None)
         if nxt is not None:
             end, rj = nxt
-            gpus = rj.replicas * rj.job.gpus_per_pod if self.scope is None else gpus_in(rj, self.scope)
+            gpus = gpus_in(rj, self.scope)
             heapq.heappush(self.events, (end, gpus))
 
     def _advance(self, gpus: int) -> tuple[float, int, list[tuple[float, int]]]:

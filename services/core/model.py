@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 from fractions import Fraction
 from types import MappingProxyType
@@ -76,8 +76,32 @@ class TopologyRequest:
 
 
 @dataclass(frozen=True, slots=True)
+class Role:
+    """A companion role of a job: ``replicas`` pods of one shape that start with the job's main role and
+    are placed beside it in its cluster (an MPI launcher, a Ray head or second worker group, an LWS
+    leader, a submitter). Fixed in size; whole GPUs of the job's GPU type, or none."""
+
+    name: str
+    replicas: int = 1
+    gpus_per_pod: int = 0
+    cpu_m: int = 0
+    memory_mb: int = 0
+    #: the role's pods inside the domain at this level where the main role's pods are (None: anywhere in
+    #: the job's cluster)
+    topology: TopologyRequest | None = None
+
+    @property
+    def gpus(self) -> int:
+        return self.replicas * self.gpus_per_pod
+
+
+@dataclass(frozen=True, slots=True)
 class Job:
-    """A gang of ``replicas`` identical pods; elastic when ``min_replicas < replicas``."""
+    """A gang of ``replicas`` identical pods (the main role); elastic when ``min_replicas < replicas``.
+
+    A job of several roles has ``companions`` too: fixed-size pod sets admitted, charged, placed,
+    preempted and estimated together with the main role (all or nothing). ``role`` names the main role
+    ("" for a job of one role)."""
 
     job_id: str
     queue: str
@@ -115,8 +139,16 @@ class Job:
     gpu_share: Amount = 0  # a Fraction when set (0 stays an int: cheap to hash in the cycle's cache keys)
     mig_profile: str = ""
     mig_per_pod: int = 0  # MIG slices of ``mig_profile`` per pod
+    role: str = ""  # the name of the main role (a job of several roles)
+    companions: tuple[Role, ...] = ()
 
     def __post_init__(self) -> None:
+        if self.companions:
+            names = [c.name for c in self.companions]
+            if "" in names or self.role in names or len(set(names)) != len(names):
+                raise ValueError("companion roles need names of their own, unique and unlike the main role's")
+            if (self.gpu_share or self.mig_profile) and any(c.gpus_per_pod for c in self.companions):
+                raise ValueError("the companions of a job that shares GPUs ask for no GPUs")
         if self.mig_profile:
             if self.gpus_per_pod or self.mig_per_pod < 1 or self.gpu_share < 0:
                 raise ValueError("a MIG job asks for mig_per_pod >= 1 slices and no whole GPUs")
@@ -153,8 +185,47 @@ class Job:
         return self.min_size < self.replicas
 
     @property
+    def needs_gpus(self) -> bool:
+        """Whether any pod of the job asks for a GPU (whole, shared or a MIG slice)."""
+        return bool(self.gpus_per_pod or self.gpu_share or self.mig_profile or self.companion_gpus)
+
+    @property
+    def companion_gpus(self) -> int:
+        """Whole GPUs of the companion roles (they never shrink or grow)."""
+        return sum(c.replicas * c.gpus_per_pod for c in self.companions)
+
+    @property
     def total_gpus(self) -> int:
-        return self.replicas * self.gpus_per_pod
+        """Whole GPUs of the whole job at full size, every role."""
+        return self.replicas * self.gpus_per_pod + self.companion_gpus
+
+    def gpus_at(self, pods: int) -> int:
+        """Whole GPUs of the job with ``pods`` pods in its main role."""
+        return pods * self.gpus_per_pod + self.companion_gpus if self.companions else pods * self.gpus_per_pod
+
+    def amount_at(self, pods: int) -> Amount:
+        """GPUs the job is charged with ``pods`` pods in its main role: whole GPUs or shares, every role."""
+        return pods * self.gpu_amount + self.companion_gpus
+
+    @property
+    def min_gpus(self) -> int:
+        """Whole GPUs the job needs to start: its main role at its minimum (at least one pod), every companion."""
+        return self.gpus_at(max(self.min_size, 1))
+
+    def companion_view(self, c: Role) -> Job:
+        """A companion role seen as a fixed-size job of its own (to place it): the job's identity, queue,
+        node selector and tolerations, the companion's pods."""
+        return replace(self, replicas=c.replicas, min_replicas=None, gpus_per_pod=c.gpus_per_pod, cpu_m=c.cpu_m,
+                       memory_mb=c.memory_mb, topology=c.topology, role=c.name, companions=(), gpu_share=0,
+                       mig_profile="", mig_per_pod=0)
+
+    def shape(self, role: str) -> tuple[int, int, int]:
+        """(GPUs, CPU millicores, MiB) of one pod of ``role`` ("" or the main role's name: the main role)."""
+        if role and role != self.role:
+            for c in self.companions:
+                if c.name == role:
+                    return c.gpus_per_pod, c.cpu_m, c.memory_mb
+        return self.gpus_per_pod, self.cpu_m, self.memory_mb
 
     @property
     def selector_key(self) -> tuple[tuple[str, str], ...]:
@@ -246,16 +317,33 @@ class NodeAssignment:
     slots: tuple[int, ...] = ()
     mig_profile: str = ""
     mig_per_pod: int = 0
+    role: str = ""  # a companion role's name; "" for the job's main role
 
 
 @dataclass(frozen=True, slots=True)
 class Placement:
+    """Where a job's pods go, inside one cluster: its main role's pods, then its companions' (``role`` set)."""
+
     cluster: str
     nodes: tuple[NodeAssignment, ...]
 
     @property
     def pods(self) -> int:
-        return sum(a.pods for a in self.nodes)
+        """Pods of the main role (what ``replicas`` counts)."""
+        return sum(a.pods for a in self.nodes if not a.role)
+
+    @property
+    def main(self) -> tuple[NodeAssignment, ...]:
+        """The main role's assignments."""
+        return tuple(a for a in self.nodes if not a.role)
+
+    @property
+    def companions(self) -> tuple[NodeAssignment, ...]:
+        return tuple(a for a in self.nodes if a.role)
+
+    def with_main(self, main: tuple[NodeAssignment, ...]) -> Placement:
+        """This placement with the main role's assignments replaced (a resize keeps the companions)."""
+        return Placement(self.cluster, (*main, *self.companions))
 
 
 @dataclass(frozen=True, slots=True)
@@ -274,13 +362,13 @@ class RunningJob:
 
     @property
     def gpus(self) -> int:
-        """Whole GPUs it holds (0 for a job that shares GPUs)."""
-        return self.replicas * self.job.gpus_per_pod
+        """Whole GPUs it holds, every role (0 for a job that shares GPUs)."""
+        return self.job.gpus_at(self.replicas)
 
     @property
     def gpu_amount(self) -> float:
         """GPUs it is charged for: whole GPUs, or the shares of GPUs its pods hold."""
-        return float(self.replicas * self.job.gpu_amount)
+        return float(self.replicas * self.job.gpu_amount + self.job.companion_gpus)
 
     def attained(self, now: float) -> float:
         """GPU-seconds of service the job has received by ``now``, earlier attempts included."""

@@ -1,5 +1,9 @@
 """Gang placement: best fit over the capacity index, with GPU type, selectors, taints and topology.
 
+A job of several roles is placed whole: its main role first (topology as asked), then each companion
+role in the same cluster, beside the main role's pods (on their nodes first; inside their domain when
+the companion asks for a topology level), or not at all.
+
 A job's ``avoid_nodes`` (where earlier attempts failed for infrastructure reasons) are a soft
 exclusion: every placement is tried without them first and only falls back to them when nothing
 else fits.
@@ -7,7 +11,8 @@ else fits.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Container, Iterable
+from collections.abc import Callable, Container, Iterable, Iterator
+from dataclasses import replace
 from typing import TypeVar
 
 from .capacity import CapacityIndex, GroupKey, fits_in_group
@@ -102,24 +107,87 @@ class Placer:
             key = (cluster, gpu_type)
             if self.index.pod_bound(key, job.gpus_per_pod) < pods_min:
                 continue
-            topo = job.topology
-            found: list[NodeAssignment] | None
-            if topo is None or topo.level == "cluster":
-                found = self._fill_group(key, pods_min, pods_max)
-            elif topo.mode is TopologyMode.REQUIRED:
-                found = self.in_one_domain(key, topo.level, pods_min, pods_max)
-            else:
-                found = None
-                start = TOPOLOGY_LEVELS.index(topo.level)
-                for level in reversed(TOPOLOGY_LEVELS[1 : start + 1]):
-                    found = self.in_one_domain(key, level, pods_min, pods_max)
-                    if found is not None:
-                        break
-                if found is None:
-                    found = self._fill_group(key, pods_min, pods_max)
-            if found is not None:
-                return Placement(cluster, tuple(found))
+            for tries, main in enumerate(self._main_options(key, pods_min, pods_max)):
+                if not job.companions:
+                    return Placement(cluster, tuple(main))
+                extra = self._companions(cluster, gpu_type, main)
+                if extra is not None:
+                    return Placement(cluster, (*main, *extra))
+                if tries + 1 >= MAX_DOMAIN_TRIES:
+                    break
         return None
+
+    def _main_options(self, key: GroupKey, pods_min: int, pods_max: int) -> Iterator[list[NodeAssignment]]:
+        """Places for the main role inside one (cluster, GPU type) group, best first: the first is the
+        placement; the later ones are for a job whose companions do not fit beside an earlier one (another
+        domain of its topology level, or beyond a preferred level)."""
+        topo = self.job.topology
+        tied = [c.topology.level for c in self.job.companions if c.topology is not None]
+        if tied:  # companions kept in the main role's domain: try the main role inside one such domain first
+            level = max(tied, key=TOPOLOGY_LEVELS.index)
+            if topo is None or TOPOLOGY_LEVELS.index(level) > TOPOLOGY_LEVELS.index(topo.level):
+                yield from self._in_domains(key, level, pods_min, pods_max)
+        if topo is None or topo.level == "cluster":
+            found = self._fill_group(key, pods_min, pods_max)
+            if found is not None:
+                yield found
+            return
+        if topo.mode is TopologyMode.REQUIRED:
+            yield from self._in_domains(key, topo.level, pods_min, pods_max)
+            return
+        start = TOPOLOGY_LEVELS.index(topo.level)
+        for level in reversed(TOPOLOGY_LEVELS[1 : start + 1]):
+            yield from self._in_domains(key, level, pods_min, pods_max)
+        found = self._fill_group(key, pods_min, pods_max)
+        if found is not None:
+            yield found
+
+    def _companions(self, cluster: str, gpu_type: str, main: list[NodeAssignment]) -> list[NodeAssignment] | None:
+        """Places for every companion role of the job beside its main role's ``main`` assignments, in the same
+        cluster; None when one of them does not fit. The index is left as it was."""
+        index, job = self.index, self.job
+        taken: list[tuple[Job, NodeAssignment]] = [(job, a) for a in main]
+        for _, a in taken:
+            index.take_for(job, a)
+        out: list[NodeAssignment] = []
+        try:
+            for c in job.companions:
+                view = job.companion_view(c)
+                found = Placer(index, view, self.excluded, self.spread)._beside(cluster, gpu_type, main)
+                if found is None:
+                    return None
+                for a in found:
+                    placed = replace(a, role=c.name)
+                    index.take_for(view, placed)
+                    taken.append((view, placed))
+                    out.append(placed)
+            return out
+        finally:
+            for owner, a in reversed(taken):
+                index.give_for(owner, a)
+
+    def _beside(self, cluster: str, gpu_type: str, main: list[NodeAssignment]) -> list[NodeAssignment] | None:
+        """This (companion) job's pods in ``cluster``: on the main role's nodes first, then best fit on the
+        nodes of ``gpu_type`` (any node of the cluster for pods without GPUs); with a topology, inside the
+        domain of that level where most of the main role's pods are (preferred: there if possible)."""
+        job, index = self.job, self.index
+        ordered = dict.fromkeys(a.node for a in main)
+        keys = [(cluster, gpu_type)] if job.gpus_per_pod else sorted(k for k in index.buckets if k[0] == cluster)
+        for key in keys:
+            ordered.update(dict.fromkeys(self._group_order(key)))
+        names = list(ordered)
+        topo = job.topology
+        if topo is not None and main:
+            anchor = max(main, key=lambda a: a.pods).node
+            if topo.level == "node":
+                inside = [n for n in names if n == anchor]
+            else:
+                domain = set(index.domain_nodes.get(index.nodes[anchor].domain(topo.level), ()))
+                inside = [n for n in names if n in domain]
+            found = self._avoiding(lambda: self._fill(inside, job.replicas, job.replicas, single=False))
+            if found is not None or topo.mode is TopologyMode.REQUIRED:
+                return found
+        return self._avoiding(lambda: self._fill(names, job.replicas, job.replicas, single=False))
 
     def _place_in(self, names: Iterable[str], pods_min: int, pods_max: int) -> list[NodeAssignment] | None:
         free = self.index.free
@@ -139,9 +207,13 @@ class Placer:
             if k >= low:
                 yield from list(buckets[k])
 
-    def in_one_domain(self, key: GroupKey, level: str, pods_min: int, pods_max: int) -> list[NodeAssignment] | None:
+    def _in_domains(self, key: GroupKey, level: str, pods_min: int, pods_max: int) -> Iterator[list[NodeAssignment]]:
+        """Placements inside one domain of ``level`` each, the best fitting domain first."""
         if level == "node":
-            return self._fill(self._group_order(key), pods_min, pods_max, single=True)
+            found = self._fill(self._group_order(key), pods_min, pods_max, single=True)
+            if found is not None:
+                yield found
+            return
         cluster, gpu_type = key
         depth = TOPOLOGY_LEVELS.index(level) + 1
         need = pods_min * self.job.gpus_per_pod
@@ -151,8 +223,7 @@ class Placer:
         for _, domain in domains[:MAX_DOMAIN_TRIES]:
             found = self._place_in(self.index.domain_nodes.get(domain, ()), pods_min, pods_max)
             if found is not None:
-                return found
-        return None
+                yield found
 
     def _fill(self, names: Iterable[str], pods_min: int, pods_max: int, single: bool) -> list[NodeAssignment] | None:
         index, job = self.index, self.job

@@ -40,12 +40,13 @@ class Plan:
 
 
 def shrink_candidate(rj: RunningJob, gpu_type: str, pods: int | None = None) -> Candidate:
-    """Give up ``pods`` replicas (default: all above ``min_size``), taken from the end of the placement."""
+    """Give up ``pods`` replicas (default: all above ``min_size``) of the main role, taken from the end of its
+    placement (companion roles keep theirs)."""
     pods = rj.replicas - rj.job.min_size if pods is None else pods
     drop = pods
     kept: list[NodeAssignment] = []
     released: list[NodeAssignment] = []
-    for a in reversed(rj.placement.nodes):
+    for a in reversed(rj.placement.main):
         take = min(drop, a.pods)
         drop -= take
         if take:
@@ -66,7 +67,7 @@ def shrink_candidate(rj: RunningJob, gpu_type: str, pods: int | None = None) -> 
                     slots=a.slots[: a.pods - take] if a.slots else (),
                 )
             )
-    keep = Placement(rj.placement.cluster, tuple(reversed(kept)))
+    keep = rj.placement.with_main(tuple(reversed(kept)))
     return Candidate(rj, gpu_type, tuple(released), pods, keep, PreemptReason.PRIORITY)
 
 
@@ -238,10 +239,10 @@ def release(cycle: Cycle, c: Candidate, sign: int) -> None:
     j = c.run.job
     for a in c.release:
         if sign > 0:
-            cycle.cap.give(j.gpus_per_pod, j.cpu_m, j.memory_mb, a)
+            cycle.cap.give_for(j, a)
         else:
-            cycle.cap.take(j.gpus_per_pod, j.cpu_m, j.memory_mb, a)
-    cycle.book.add(j.queue, job_request(j, c.gpu_type, c.pods), j.user, -sign)
+            cycle.cap.take_for(j, a)
+    cycle.book.add(j.queue, job_request(j, c.gpu_type, c.pods, companions=not c.shrink), j.user, -sign)
 
 
 def fits(cycle: Cycle, job: Job) -> Placement | None:
@@ -250,7 +251,7 @@ def fits(cycle: Cycle, job: Job) -> Placement | None:
         reason, _ = cycle.book.check(job.queue, job_request(job, t, pods), may_borrow=job.preemptible)
         if reason is not None:
             continue
-        if job.gpu_amount and not cycle.book.user_ok(job.queue, job.user, pods * job.gpu_amount):
+        if job.needs_gpus and not cycle.book.user_ok(job.queue, job.user, job.amount_at(pods)):
             continue
         placement = Placer(cycle.cap, job).place(t, pods, pods)
         if placement is not None:
@@ -332,25 +333,27 @@ def hold(cycle: Cycle, job: Job, chosen: Iterable[Candidate], placement: Placeme
         j = c.run.job
         for a in c.release:
             f = freed.setdefault(a.node, [0, 0, 0])
-            f[0] += a.pods * j.gpus_per_pod
-            f[1] += a.pods * j.cpu_m
-            f[2] += a.pods * j.memory_mb
-    gpu_type = next((cycle.cap.nodes[a.node].gpu_type for a in placement.nodes if a.node in cycle.cap.nodes), "")
+            for i, per_pod in enumerate(j.shape(a.role)):
+                f[i] += a.pods * per_pod
+    gpu_type = next((cycle.cap.nodes[a.node].gpu_type for a in placement.main if a.node in cycle.cap.nodes), "")
     need = job_request(job, gpu_type, max(job.min_size, 1))
     for c in chosen:  # same-queue victims already count against the quota the preemptor will use
         if c.run.job.queue == job.queue:
-            for res, amount in job_request(c.run.job, c.gpu_type, c.pods).items():
+            for res, amount in job_request(c.run.job, c.gpu_type, c.pods, companions=not c.shrink).items():
                 if res in need:
                     need[res] = max(0, need[res] - amount)
     cycle.book.add(job.queue, need, job.user, +1)
     cycle.shares.pop(job.queue, None)
+    wanted: dict[str, list[int]] = {}
     for a in placement.nodes:
-        f = freed.get(a.node, [0, 0, 0])
-        gpus = max(0, a.pods * job.gpus_per_pod - f[0])
-        cpu = max(0, a.pods * job.cpu_m - f[1])
-        mem = max(0, a.pods * job.memory_mb - f[2])
+        w = wanted.setdefault(a.node, [0, 0, 0])
+        for i, per_pod in enumerate(job.shape(a.role)):
+            w[i] += a.pods * per_pod
+    for node, (g, cpu_m, memory_mb) in wanted.items():
+        f = freed.get(node, [0, 0, 0])
+        gpus, cpu, mem = max(0, g - f[0]), max(0, cpu_m - f[1]), max(0, memory_mb - f[2])
         if gpus or cpu or mem:
-            cycle.cap.take(gpus, cpu, mem, NodeAssignment(a.node, 1, (-1,)))
+            cycle.cap.take(gpus, cpu, mem, NodeAssignment(node, 1, (-1,)))
 
 
 def hold_nominal(cycle: Cycle, job: Job) -> None:

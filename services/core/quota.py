@@ -30,16 +30,23 @@ from .model import CPU, MEMORY, Amount, CohortSpec, Job, PendingReason, QueueSpe
 Amounts = dict[str, Amount]
 
 
-def job_request(job: Job, gpu_type: str, pods: int) -> Amounts:
-    """The quota resources ``pods`` pods of ``job`` take on GPUs of ``gpu_type``."""
+def job_request(job: Job, gpu_type: str, pods: int, *, companions: bool = True) -> Amounts:
+    """The quota resources ``job`` takes on GPUs of ``gpu_type`` with ``pods`` pods in its main role and
+    every pod of its companion roles (``companions`` False: the main role's pods alone, what a resize of
+    a running job adds or gives back)."""
     req: Amounts = {}
-    gpus = job.gpus_per_pod or job.gpu_share
+    gpus: Amount = (job.gpus_per_pod or job.gpu_share) * pods
+    cpu, mem = job.cpu_m * pods, job.memory_mb * pods
+    for c in job.companions if companions else ():
+        gpus += c.gpus_per_pod * c.replicas
+        cpu += c.cpu_m * c.replicas
+        mem += c.memory_mb * c.replicas
     if gpus:
-        req[gpu_resource(gpu_type)] = gpus * pods
-    if job.cpu_m:
-        req[CPU] = job.cpu_m * pods
-    if job.memory_mb:
-        req[MEMORY] = job.memory_mb * pods
+        req[gpu_resource(gpu_type)] = gpus
+    if cpu:
+        req[CPU] = cpu
+    if mem:
+        req[MEMORY] = mem
     return req
 
 
@@ -254,15 +261,18 @@ class QuotaBook:
                 return True
         return False
 
-    def most_pods(self, job: Job, gpu_type: str, high: int) -> int:
-        """The most pods of ``job`` (0 to ``high``) that its queue may take on ``gpu_type`` on top of what it
-        uses now, by quota (borrowing only if the job is preemptible) and by its user's GPU limit. Both
-        only tighten with more pods, so a bisection finds it."""
+    def most_pods(self, job: Job, gpu_type: str, high: int, *, companions: bool = True) -> int:
+        """The most main-role pods of ``job`` (0 to ``high``) that its queue may take on ``gpu_type`` on top
+        of what it uses now, by quota (borrowing only if the job is preemptible) and by its user's GPU
+        limit, with its companion roles counted too (``companions`` False: they are held already, as
+        for a running job that grows). Both only tighten with more pods, so a bisection finds it."""
+        extra = job.companion_gpus if companions else 0
 
         def allowed(k: int) -> bool:
-            if self.check(job.queue, job_request(job, gpu_type, k), may_borrow=job.preemptible)[0] is not None:
+            req = job_request(job, gpu_type, k, companions=companions)
+            if self.check(job.queue, req, may_borrow=job.preemptible)[0] is not None:
                 return False
-            return not job.gpu_amount or self.user_ok(job.queue, job.user, k * job.gpu_amount)
+            return not (job.gpu_amount or extra) or self.user_ok(job.queue, job.user, k * job.gpu_amount + extra)
 
         low, top = 0, high
         while low < top:

@@ -242,7 +242,7 @@ def _out_of_quota(cycle: Cycle, queue: str) -> bool:
 
 
 def gpus_needed(job: Job) -> int:
-    return max(job.min_size, 1) * job.gpus_per_pod
+    return job.min_gpus
 
 
 def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingReason | None:

@@ -58,7 +58,7 @@ class SchedulerState:
         self.cap = CapacityIndex()
         self.pq = PendingQueues()
         self.pending: dict[str, Job] = {}  # considered by the scheduler
-        self.gpuless_pending = 0  # pending jobs that ask for no GPU (placeable when every GPU is taken)
+        self.gpuless_pending = 0  # pending jobs that ask for no whole GPU (placeable when every GPU is taken)
         self.elastic_pending = 0
         self.suspended: dict[str, Job] = {}
         self.orphans: dict[str, Job] = {}  # queue unknown
@@ -108,9 +108,10 @@ class SchedulerState:
                 if a.node == node.name:
                     if a.fraction or a.mig_profile:
                         shared_used.append(a)
+                    gpus, cpu_m, memory_mb = rj.job.shape(a.role)
                     for i in range(a.pods):
                         group = a.groups[i] if i < len(a.groups) else -1
-                        used.append((rj.job.gpus_per_pod, rj.job.cpu_m, rj.job.memory_mb, group))
+                        used.append((gpus, cpu_m, memory_mb, group))
         old = self.cap.nodes.get(node.name)
         self._count_totals(old, -1)
         self._count_kind(old, -1)
@@ -175,7 +176,7 @@ class SchedulerState:
             self.orphans[job.job_id] = job
             return
         self.pending[job.job_id] = job
-        self.gpuless_pending += job.gpus_per_pod == 0
+        self.gpuless_pending += not job.total_gpus
         self.elastic_pending += job.elastic
         self._push(job)
         if job.max_wait_s is not None:
@@ -198,7 +199,7 @@ class SchedulerState:
     def _drop_pending(self, job_id: str) -> Job | None:
         job = self.pending.pop(job_id, None)
         if job is not None:
-            self.gpuless_pending -= job.gpus_per_pod == 0
+            self.gpuless_pending -= not job.total_gpus
             self.elastic_pending -= job.elastic
             self.pq.remove(job_id, job.queue)
             key = self.runtimes.stem_key(job)
@@ -289,7 +290,7 @@ class SchedulerState:
             return
         self._drop_pending(d.job_id)
         gpu_type = ""
-        for a in d.placement.nodes:
+        for a in d.placement.main:
             node = self.cap.nodes.get(a.node)
             if node is not None:
                 gpu_type = node.gpu_type
@@ -307,10 +308,10 @@ class SchedulerState:
         self._integrate(job.queue, now)
         for a in rj.placement.nodes:
             if sign > 0:
-                self.cap.take(job.gpus_per_pod, job.cpu_m, job.memory_mb, a)
+                self.cap.take_for(job, a)
                 self.node_jobs.setdefault(a.node, {})[job_id] = None
             else:
-                self.cap.give(job.gpus_per_pod, job.cpu_m, job.memory_mb, a)
+                self.cap.give_for(job, a)
                 self.node_jobs.get(a.node, {}).pop(job_id, None)
         self.book.add(job.queue, job_request(job, self.run_type[job_id], rj.replicas), job.user, sign)
         if sign > 0:

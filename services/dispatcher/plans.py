@@ -75,7 +75,7 @@ def source_job(decision: JobAdmitted) -> tuple[str, str] | None:
 def template_for(decision: JobAdmitted, settings: DispatchSettings) -> JobTemplate:
     """The attempt-independent pod description of an admitted job."""
     spec = decision.spec
-    pod = spec.template
+    pod = spec.main_template  # a Job Muster renders is a job of one role (several roles come as a workload)
     res = pod.resources
     checkpoint = None
     if spec.checkpoint.enabled or spec.checkpoint.directory:
@@ -172,7 +172,7 @@ def source_job_patch(decision: JobAdmitted, event_id: str, correlation_id: str,
     identity = {ann.JOB_ID: decision.job_id, ann.ATTEMPT: str(decision.attempt), ann.QUEUE: decision.queue}
     placement = _placement_annotations(decision.placement)
     pod_spec: KubeObject = {"affinity": node_affinity(decision.placement)}
-    tolerations = gpu_tolerations(existing_tolerations, decision.spec.template.resources.gpus)
+    tolerations = gpu_tolerations(existing_tolerations, decision.spec.resources.gpus)
     if tolerations is not None:
         pod_spec["tolerations"] = tolerations
     return {

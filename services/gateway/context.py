@@ -89,7 +89,7 @@ class GatewayContext:
             record = self.dashboard.records.get(job_id)
             entry = self.recent.get(job_id)
             spec = record.submission.spec if record is not None else (entry.submission.spec if entry else None)
-        gpus = spec.template.resources.gpus if spec is not None else 0
+        gpus = spec.resources.gpus if spec is not None else 0
         return self.dashboard.runs.events(job_id, self.status.history(job_id), gpus)
 
     def visible_jobs(self, principal: Principal) -> list[JobView]:

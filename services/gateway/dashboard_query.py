@@ -255,12 +255,12 @@ def gpu_map(nodes: Sequence[NodeState], records: Iterable[tuple[str, JobRecord]]
         if placement is None or record.state not in HOLDING_GPUS:
             continue
         spec = record.submission.spec
-        per_pod = spec.template.resources.gpus
         tenant = record.submission.tenant
         mine = principal.owns(tenant)
         slot = GpuSlot(job_id=job_id if mine else None, name=spec.name if mine else None,
                        tenant=tenant if mine else None, busy=True)
         for placed in placement.nodes:
+            per_pod = spec.role_named(placed.role).template.resources.gpus
             on_node[(placement.cluster, placed.node)].extend([slot] * (placed.pods * per_pod))
     racks: dict[tuple[str, str, str], list[NodeCell]] = defaultdict(list)
     for node in nodes:

@@ -15,7 +15,8 @@ from services.gateway.submissions import RecentSubmissions, spec_digest
 from services.gateway.views import ConfigView, StatusView
 from services.spec.ids import keyed_job_id
 from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, non_preemptible_refusal
-from services.spec.secret_env import spec_plain_secrets
+from services.spec.roles import roles_refusal
+from services.spec.secret_env import plain_secret_errors
 
 PLAIN_SECRET_ENV = "plain_secret_env"
 
@@ -28,12 +29,17 @@ def elevated_fields(security: SecuritySpec) -> list[str]:
 
 
 def check_security(spec: JobSpec, queue: QueueConfig, *, field_prefix: str = "spec") -> None:
-    """403 naming the first elevated field unless the queue allows privileged work."""
-    fields = elevated_fields(spec.template.security)
-    if fields and not queue.allow_privileged:
-        raise ApiError(403, "privileged_not_allowed",
-                       f"queue {queue.name!r} does not allow {', '.join(fields)}",
-                       field=f"{field_prefix}.template.security.{fields[0]}")
+    """403 naming the first elevated field (of any role) unless the queue allows privileged work."""
+    if queue.allow_privileged:
+        return
+    templates = [("template", spec.template)] if spec.template is not None else [
+        (f"roles[{i}].template", r.template) for i, r in enumerate(spec.roles)]
+    for where, template in templates:
+        fields = elevated_fields(template.security)
+        if fields:
+            raise ApiError(403, "privileged_not_allowed",
+                           f"queue {queue.name!r} does not allow {', '.join(fields)}",
+                           field=f"{field_prefix}.{where}.security.{fields[0]}")
 
 
 def check_preemptibility(tenant: str, priority_class: str, config: ConfigView, *, preemptible: bool = True,
@@ -59,6 +65,9 @@ def queue_for_submission(spec: JobSpec, principal: Principal, config: ConfigView
 def check_spec(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
     """Rules that need the configuration: known priority class, security policy, who may run
     non-preemptible work."""
+    refusal = roles_refusal(spec)
+    if refusal is not None:
+        raise ApiError(422, refusal[0], refusal[1], field="spec.roles")
     if not config.has_priority_class(spec.priority_class):
         raise ApiError(422, "unknown_priority_class", f"no priority class named {spec.priority_class!r}",
                        field="spec.priority_class")
@@ -70,25 +79,27 @@ def check_env(spec: JobSpec, *, field_prefix: str = "spec") -> None:
     """422 ``plain_secret_env`` when an environment entry looks like a secret (by name, or a URL with a
     password) but carries a plain value: the spec travels in clear text on Muster's topics, so a secret must be
     a ``secret_ref`` to a Kubernetes Secret. An entry marked ``not_secret`` passes."""
-    found = spec_plain_secrets(spec)
+    found = plain_secret_errors(spec, field_prefix)
     if not found:
         return
-    field = f"{field_prefix}.template.env.{found[0].name}"
-    detail = found[0].message()
+    detail = found[0]["detail"]
     if len(found) > 1:
-        detail += f" (so do {', '.join(e.name for e in found[1:])})"
-    raise ApiError(422, PLAIN_SECRET_ENV, detail, field=field)
+        detail += f" (so do {', '.join(e['field'].rsplit('.', 1)[-1] for e in found[1:])})"
+    raise ApiError(422, PLAIN_SECRET_ENV, detail, field=found[0]["field"])
 
 
 def check_capacity(spec: JobSpec, sizes: Mapping[tuple[str, str], Mapping[int, int]]) -> None:
     """422 ``no_matching_nodes`` for a job no known cluster could ever host, whatever else runs: its GPU
     type is on no node, or no single cluster has room for its (smallest) gang on empty nodes. Selectors
     and taints are left to the scheduler; with no nodes known yet, or ``allow_future_capacity``, the job
-    is accepted. ``sizes``: (cluster, GPU type) -> GPUs per node -> how many such nodes."""
-    res = spec.template.resources
+    is accepted. ``sizes``: (cluster, GPU type) -> GPUs per node -> how many such nodes. A job of several
+    roles is judged by its main role (the scheduler checks the whole gang against the nodes)."""
+    res = spec.resources
     if res.gpus == 0 or spec.allow_future_capacity or not sizes:
         return
-    pods = spec.min_replicas or spec.replicas
+    pods = spec.main_min_replicas or spec.main_replicas
+    main = "spec" if not spec.roles else f"spec.roles[{spec.roles.index(spec.main_role())}]"
+    template = "spec.template" if not spec.roles else f"{main}.template"
     usable = {shape: count for shape, count in sizes.items()
               if (not res.gpu_type or shape[1] == res.gpu_type) and (spec.cluster is None or shape[0] == spec.cluster)}
     where = f" in cluster {spec.cluster!r}" if spec.cluster is not None else ""
@@ -96,7 +107,7 @@ def check_capacity(spec: JobSpec, sizes: Mapping[tuple[str, str], Mapping[int, i
         known = ", ".join(sorted({t for _, t in sizes}))
         raise ApiError(422, "no_matching_nodes", f"no node{where} has GPU type {res.gpu_type!r} (known: {known}); "
                        "set allow_future_capacity to queue it for capacity still to come",
-                       field="spec.template.resources.gpu_type")
+                       field=f"{template}.resources.gpu_type")
     fits: dict[str, int] = {}
     for (cluster, _), by_size in usable.items():
         fits[cluster] = fits.get(cluster, 0) + sum(count * (size // res.gpus) for size, count in by_size.items())
@@ -104,7 +115,7 @@ def check_capacity(spec: JobSpec, sizes: Mapping[tuple[str, str], Mapping[int, i
         raise ApiError(422, "no_matching_nodes",
                        f"no cluster{where} can ever host {pods} pods of {res.gpus} GPU(s) {res.gpu_type or ''}: at "
                        f"most {max(fits.values())} fit on its empty nodes; set allow_future_capacity to queue it "
-                       "for capacity still to come", field="spec.replicas")
+                       "for capacity still to come", field=f"{main}.replicas")
 
 
 def resolve_dependencies(spec: JobSpec, tenant: str, status: StatusView, recent: RecentSubmissions) -> JobSpec:

@@ -23,8 +23,8 @@ def job_from_submission(entry: Submitted) -> JobView:
     sub = entry.submission
     return JobView(
         job_id=sub.job_id, tenant=sub.tenant, queue=sub.spec.queue, name=sub.spec.name, state="submitted",
-        priority_class=sub.spec.priority_class, replicas=sub.spec.replicas, gpus=sub.spec.total_gpus,
-        gpu_share=sub.spec.template.resources.gpu_share(sub.spec.replicas),
+        priority_class=sub.spec.priority_class, replicas=sub.spec.main_replicas, gpus=sub.spec.total_gpus,
+        gpu_share=sub.spec.resources.gpu_share(sub.spec.main_replicas),
         reason="Submitted", message="accepted by the gateway; waiting for the queue manager",
         submitted_at=sub.submitted_at, updated_at=sub.submitted_at,
     )

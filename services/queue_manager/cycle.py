@@ -12,7 +12,7 @@ from services.core import Admit, Preempt, Reject, Scale, SchedulerConfig, schedu
 from services.queue_manager.dependencies import expire_unknown, settle
 from services.queue_manager.entries import utc
 from services.queue_manager.state import Out, QueueState
-from services.spec.core_types import placement_plan
+from services.spec.core_types import main_role_name, placement_plan
 
 log = logging.getLogger(__name__)
 
@@ -49,7 +49,7 @@ def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bo
         if isinstance(decision, Admit):
             entry.state, entry.reason, entry.message, entry.info = "admitted", "", "", None
             entry.replicas = decision.replicas
-            entry.placement = placement_plan(decision.placement)
+            entry.placement = placement_plan(decision.placement, main_role_name(entry.spec))
             entry.borrowed = decision.borrowed
             entry.admitted_at = utc(now)
             out.records.append(qs.record(entry))
@@ -62,7 +62,7 @@ def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bo
             out.decisions.append(qs.preemption(entry, decision.grace_period_s, decision.preemptor))
         elif isinstance(decision, Scale):
             entry.replicas = decision.replicas
-            entry.placement = placement_plan(decision.placement)
+            entry.placement = placement_plan(decision.placement, main_role_name(entry.spec))
             out.records.append(qs.record(entry))
             out.decisions.append(
                 Out(DECISIONS_TOPIC, JobScaled(job_id=entry.job_id, attempt=entry.attempt,

@@ -138,9 +138,9 @@ class JobEntry:
         record: earlier attempts' service plus its last run. None when the record cannot tell."""
         if self.state != "succeeded" or self.admitted_at is None or self.finished_at is None:
             return None
-        res = self.spec.template.resources
-        last = (self.finished_at - self.admitted_at).total_seconds() * self.replicas * res.gpus
-        total = max(self.spec.replicas * res.gpus, 1)
+        spec = self.spec
+        last = (self.finished_at - self.admitted_at).total_seconds() * spec.gpus_for(self.replicas)
+        total = max(spec.total_gpus, 1)
         return max(self.attained_gpu_s + last, 0.0) / total
 
     def finish(self, state: JobState, now: float, reason: str, message: str = "") -> None:

@@ -14,6 +14,7 @@ from services.queue_manager.dependencies import queue_or_hold
 from services.queue_manager.entries import JobEntry
 from services.queue_manager.state import Out, QueueState
 from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, class_preemptible, non_preemptible_refusal
+from services.spec.roles import roles_refusal
 
 log = logging.getLogger(__name__)
 
@@ -81,15 +82,18 @@ def refuse(qs: QueueState, msg: SubmitJob) -> tuple[str, str] | None:
     in), the pod asks for elevated security the queue does not allow, or the job would not be
     preemptible and its tenant may not run such work. Unknown queues are left to the scheduler, which
     rejects them."""
+    roles = roles_refusal(msg.spec)
+    if roles is not None:
+        return roles
     queue = qs.config.queues.get(msg.spec.queue)
     if queue is None:
         return None
     if queue.tenant != msg.tenant:
         return FORBIDDEN_QUEUE, f"queue {queue.name!r} belongs to tenant {queue.tenant!r}, not {msg.tenant!r}"
-    security = msg.spec.template.security
-    if security.elevated and not queue.allow_privileged:
-        fields = ", ".join(name for name in _ELEVATED_FIELDS if getattr(security, name))
-        return PRIVILEGED_NOT_ALLOWED, f"queue {queue.name!r} does not allow {fields}"
+    elevated = [name for name in _ELEVATED_FIELDS
+                if any(getattr(t.security, name) for t in msg.spec.templates())]
+    if elevated and not queue.allow_privileged:
+        return PRIVILEGED_NOT_ALLOWED, f"queue {queue.name!r} does not allow {', '.join(elevated)}"
     refusal = _non_preemptible_refusal(qs, msg.tenant, msg.spec.priority_class, preemptible=msg.spec.preemptible)
     if refusal is not None:
         return NON_PREEMPTIBLE_NOT_ALLOWED, refusal
@@ -144,16 +148,14 @@ def change_priority(qs: QueueState, entry: JobEntry, msg: ChangePriority) -> lis
 
 
 def scale(qs: QueueState, entry: JobEntry, msg: ScaleJob) -> list[Out]:
-    """Resize a waiting job (its gang size for the next admission). Running jobs are not resized."""
+    """Resize a waiting job (its gang size, of its main role for a job of several roles, for the next
+    admission). Running jobs are not resized."""
     if entry.state not in ("pending", "suspended"):
         log.warning("ignoring ScaleJob of %s: only waiting jobs are resized (state %s)", entry.job_id, entry.state)
         return []
-    if msg.replicas == entry.spec.replicas:
+    if msg.replicas == entry.spec.main_replicas:
         return []
-    min_replicas = entry.spec.min_replicas
-    if min_replicas is not None:
-        min_replicas = min(min_replicas, msg.replicas)
-    spec = entry.spec.model_copy(update={"replicas": msg.replicas, "min_replicas": min_replicas})
+    spec = entry.spec.resized(msg.replicas)
     entry.submission = entry.submission.model_copy(update={"spec": spec})
     suspended = entry.state == "suspended"
     qs.sched.cancel(entry.job_id)

@@ -18,7 +18,7 @@ from services.core import Admit, Preempt
 from services.queue_manager.dependencies import WAITING, queue_or_hold
 from services.queue_manager.entries import JobEntry
 from services.queue_manager.state import Out, QueueState
-from services.spec.core_types import placement_from_plan
+from services.spec.core_types import main_role_name, placement_from_plan
 
 
 def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> list[Out]:
@@ -56,7 +56,7 @@ def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> 
             republish.append(qs.record(entry))
             continue
         admitted_at = entry.admitted_at.timestamp()
-        placement = placement_from_plan(entry.placement)
+        placement = placement_from_plan(entry.placement, main_role_name(entry.spec))
         qs.sched.apply(Admit(entry.job_id, entry.attempt, placement, entry.replicas, entry.borrowed), admitted_at)
         if entry.state == "admitted":
             republish.append(qs.admitted(entry))

@@ -39,7 +39,7 @@ def entry_key(entry: JobEntry) -> StatusKey:
     dirty publish nothing new)."""
     spec = entry.spec
     info = entry.info if entry.state in WAITING else None
-    replicas = entry.replicas if entry.holding else spec.replicas
+    replicas = entry.replicas if entry.holding else spec.main_replicas
     if info is None:
         return (entry.state, entry.attempt, replicas, spec.priority_class, None, entry.reason[:64],
                 entry.message[:2048], None, entry.placement.cluster if entry.placement is not None else None)
@@ -52,7 +52,7 @@ def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
     spec = entry.spec
     waiting = entry.state in ("pending", "suspended")
     info = entry.info if waiting else None
-    replicas = entry.replicas if entry.holding else spec.replicas
+    replicas = entry.replicas if entry.holding else spec.main_replicas
     return JobStatusChanged(
         job_id=entry.job_id,
         tenant=entry.submission.tenant,
@@ -62,8 +62,8 @@ def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
         attempt=entry.attempt,
         priority_class=spec.priority_class,
         replicas=replicas,
-        gpus=replicas * spec.template.resources.gpus,
-        gpu_share=spec.template.resources.gpu_share(replicas),
+        gpus=spec.gpus_for(replicas),
+        gpu_share=spec.resources.gpu_share(replicas),
         position=info.position if info is not None else None,
         reason=(info.reason.value if info is not None else entry.reason)[:64],
         message=(info.message if info is not None else entry.message)[:2048],
@@ -91,7 +91,8 @@ class StatusBook:
         """Whether the waiting job's published status can differ only in its detail, published recently."""
         last = self._published.get(entry.job_id)
         return (last is not None and entry.state in WAITING and last[_POSITION] is not None
-                and last[_IDENTITY] == (entry.state, entry.attempt, entry.spec.replicas, entry.spec.priority_class)
+                and last[_IDENTITY] == (entry.state, entry.attempt, entry.spec.main_replicas,
+                                        entry.spec.priority_class)
                 and now - self._detail_at.get(entry.job_id, float("-inf")) < self.waiting_refresh_s)
 
     def changed(self, entries: Iterable[JobEntry], now: float) -> list[JobStatusChanged]:

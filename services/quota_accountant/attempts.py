@@ -26,6 +26,8 @@ class Admission:
     gpus_per_pod: float
     replicas: int
     admitted_at: float
+    #: GPUs of a job's companion roles (a Ray head, a second worker group): charged whatever its size
+    fixed_gpus: float = 0.0
 
     @property
     def resource(self) -> str:
@@ -83,7 +85,7 @@ class Attempt:
             if when > t:
                 break
             replicas = self.scales[when]
-        return replicas * admission.gpus_per_pod
+        return replicas * admission.gpus_per_pod + admission.fixed_gpus
 
     def current_gpus(self) -> float:
         return self.gpus_at(math.inf)

@@ -34,7 +34,7 @@ def seconds(moment: datetime) -> float:
 
 def gpu_type_of(decision: JobAdmitted, node_types: NodeTypes) -> str:
     """The spec's GPU type, else the type most of the placed pods sit on, else ``any``."""
-    wanted = decision.spec.template.resources.gpu_type
+    wanted = decision.spec.resources.gpu_type
     if wanted:
         return wanted
     pods: dict[str, int] = {}
@@ -62,9 +62,10 @@ def apply(ledger: Ledger, envelope: Envelope, node_types: NodeTypes) -> Effect:
             queue=msg.queue,
             tenant=msg.tenant,
             gpu_type=gpu_type_of(msg, node_types),
-            gpus_per_pod=msg.spec.template.resources.gpus_charged,
+            gpus_per_pod=msg.spec.resources.gpus_charged,
             replicas=msg.replicas,
             admitted_at=seconds(envelope.occurred_at),
+            fixed_gpus=msg.spec.gpus_charged_at(0),
         )
         return ledger.admit(msg.job_id, msg.attempt, admission)
     if isinstance(msg, JobScaled):

@@ -67,7 +67,7 @@ def attempt_row(record: Attempt) -> bytes:
         "admission": None if admission is None else {
             "queue": admission.queue, "tenant": admission.tenant, "gpu_type": admission.gpu_type,
             "gpus_per_pod": admission.gpus_per_pod, "replicas": admission.replicas,
-            "admitted_at": admission.admitted_at,
+            "admitted_at": admission.admitted_at, "fixed_gpus": admission.fixed_gpus,
         },
         "scales": sorted([at, replicas] for at, replicas in record.scales.items()),
         "started_at": record.started_at,
@@ -83,6 +83,7 @@ def attempt_of(key: str, row: bytes) -> Attempt:
     admission = None if given is None else Admission(
         queue=given["queue"], tenant=given["tenant"], gpu_type=given["gpu_type"],
         gpus_per_pod=given["gpus_per_pod"], replicas=given["replicas"], admitted_at=given["admitted_at"],
+        fixed_gpus=given.get("fixed_gpus", 0.0),  # rows written before roles have none
     )
     return Attempt(
         job_id, attempt, admission,

@@ -342,7 +342,7 @@ def reconstruct(
             j.priority = msg.priority
             j.queue, j.tenant = j.queue or msg.queue, j.tenant or msg.tenant
             j.spec = j.spec or msg.spec
-            j.attempt(msg.attempt).gpus = msg.replicas * msg.spec.template.resources.gpus
+            j.attempt(msg.attempt).gpus = msg.spec.gpus_for(msg.replicas)
         elif isinstance(msg, JobPreemptionRequested):
             if msg.reason != "cancelled":
                 job(msg.job_id).preemptions += 1
@@ -439,7 +439,7 @@ def _actual(j: _Job, origin: datetime, as_of: datetime, default_runtime_s: float
     if not queue:
         return None
     spec = j.spec
-    per_pod = spec.template.resources.gpus if spec else 0
+    per_pod = spec.resources.gpus if spec else 0
     gpus = spec.total_gpus if spec else (status.gpus if status else 0)
     runs: list[float] = []
     gpu_seconds = 0.0
@@ -490,12 +490,13 @@ def _actual(j: _Job, origin: datetime, as_of: datetime, default_runtime_s: float
     )
     if not replay:
         return record, None
-    min_gpus = spec.min_replicas * per_pod if spec and spec.min_replicas and per_pod else None
+    low = spec.main_min_replicas if spec else None
+    min_gpus = spec.gpus_for(low) if spec and low and per_pod else None
     class_name = spec.priority_class if spec else (status.priority_class if status else "normal")
     class_value, class_preemptible = classes.get(class_name, (0, True))
     wjob = WorkloadJob(
         job_id=j.job_id, submit_time=submit, duration=duration, num_gpus=gpus, queue=queue,
-        gpu_type=(spec.template.resources.gpu_type if spec and spec.template.resources.gpu_type else ANY_GPU),
+        gpu_type=(spec.resources.gpu_type if spec and spec.resources.gpu_type else ANY_GPU),
         priority=j.priority if j.priority is not None else class_value,
         min_gpus=min_gpus, runtime_estimate=estimate,
         preemptible=(spec.preemptible if spec else True) and class_preemptible, checkpointable=checkpointable,

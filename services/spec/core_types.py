@@ -10,6 +10,7 @@ from schemas.capacity import NodeState
 from schemas.config import CohortConfig, QueueConfig
 from schemas.decisions import NodePods, PlacementPlan
 from schemas.intents import SubmitJob
+from schemas.jobspec import JobSpec, TopologySpec
 from schemas.kube import GPU_RESOURCE
 from services.core.model import (
     ANY_GPU,
@@ -20,6 +21,7 @@ from services.core.model import (
     Placement,
     QueueSpec,
     ResourceQuota,
+    Role,
     TopologyMode,
     TopologyRequest,
 )
@@ -43,23 +45,33 @@ def cohort_spec(c: CohortConfig) -> CohortSpec:
 
 
 def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attempt: int = 0) -> Job:
-    """A submission as the core sees it. ``priority`` is the resolved value of the spec's priority class."""
+    """A submission as the core sees it. ``priority`` is the resolved value of the spec's priority class.
+
+    A job of several roles: its main role (``JobSpec.main_role``) is the core job's own pods, the others
+    its companions; a role's topology, or else the job's, keeps it in the main role's domain."""
     spec = msg.spec
-    res = spec.template.resources
-    topology = None
+    main = spec.main_role()
+    res = main.template.resources
+    topology = _topology(main.topology or spec.topology)
     gpu_share = Fraction(res.gpu_fraction) if res.gpu_fraction else 0  # eighths: exact in binary
-    if spec.topology is not None:
-        topology = TopologyRequest(spec.topology.level, TopologyMode(spec.topology.mode))
+    companions = tuple(
+        Role(name=r.name, replicas=r.replicas, gpus_per_pod=r.template.resources.gpus,
+             cpu_m=r.template.resources.cpu_m, memory_mb=r.template.resources.memory_mb,
+             topology=_topology(r.topology or spec.topology))
+        for r in spec.roles if r.name != main.name
+    )
+    any_gpus = any(r.template.resources.gpus or r.template.resources.shares_gpus for r in spec.pod_roles())
     return Job(
         job_id=msg.job_id,
         queue=spec.queue,
         submit_time=submit_time,
-        replicas=spec.replicas,
+        replicas=main.replicas,
         gpus_per_pod=res.gpus,
-        gpu_type=res.gpu_type or ANY_GPU,
+        gpu_type=next((r.template.resources.gpu_type for r in spec.pod_roles() if r.template.resources.gpu_type),
+                      None) or ANY_GPU,
         cpu_m=res.cpu_m,
         memory_mb=res.memory_mb,
-        min_replicas=spec.min_replicas,
+        min_replicas=main.min_replicas,
         priority=priority,
         priority_class=spec.priority_class,
         user=msg.user,
@@ -72,7 +84,7 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
         topology=topology,
         cluster=spec.cluster,
         node_selector=MappingProxyType(dict(spec.node_selector)),
-        tolerations=frozenset({GPU_RESOURCE}) if res.gpus or res.shares_gpus else frozenset(),
+        tolerations=frozenset({GPU_RESOURCE}) if any_gpus else frozenset(),
         max_wait_s=spec.max_wait_s,
         max_runtime_s=spec.max_runtime_s,
         attempt=attempt,
@@ -80,7 +92,18 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
         gpu_share=gpu_share,
         mig_profile=res.mig_profile or "",
         mig_per_pod=res.mig_slices if res.mig_profile else 0,
+        role=main_role_name(spec),
+        companions=companions,
     )
+
+
+def main_role_name(spec: JobSpec) -> str:
+    """The name the core gives a job's main role: the role's name for a job of several roles, "" for one."""
+    return spec.main_role().name if spec.roles else ""
+
+
+def _topology(t: TopologySpec | None) -> TopologyRequest | None:
+    return None if t is None else TopologyRequest(t.level, TopologyMode(t.mode))
 
 
 def node_from_state(s: NodeState, extra_labels: Mapping[str, str] | None = None) -> Node:
@@ -106,7 +129,9 @@ def node_from_state(s: NodeState, extra_labels: Mapping[str, str] | None = None)
     )
 
 
-def placement_plan(p: Placement) -> PlacementPlan:
+def placement_plan(p: Placement, main_role: str = "") -> PlacementPlan:
+    """The core's placement on the wire. A job of several roles names the role of every entry (its main
+    role's ``main_role``); a job of one role names none, as before roles existed."""
     return PlacementPlan(
         cluster=p.cluster,
         nodes=[
@@ -118,13 +143,15 @@ def placement_plan(p: Placement) -> PlacementPlan:
                 gpu_slots=list(a.slots),
                 mig_profile=a.mig_profile or None,
                 mig_slices=a.mig_per_pod,
+                role=(a.role or main_role) or None,
             )
             for a in p.nodes
         ],
     )
 
 
-def placement_from_plan(plan: PlacementPlan) -> Placement:
+def placement_from_plan(plan: PlacementPlan, main_role: str = "") -> Placement:
+    """The wire's placement for the core: entries of the main role (``main_role``, or none named) get no role."""
     return Placement(
         cluster=plan.cluster,
         nodes=tuple(
@@ -136,6 +163,7 @@ def placement_from_plan(plan: PlacementPlan) -> Placement:
                 slots=tuple(n.gpu_slots),
                 mig_profile=n.mig_profile or "",
                 mig_per_pod=n.mig_slices if n.mig_profile else 0,
+                role="" if n.role in (None, main_role) else n.role,
             )
             for n in plan.nodes
         ),

@@ -70,10 +70,19 @@ def plain_secrets(template: PodTemplate) -> list[PlainSecret]:
 
 
 def spec_plain_secrets(spec: JobSpec) -> list[PlainSecret]:
-    return plain_secrets(spec.template)
+    """The plain secret-looking entries of every role's template."""
+    return [p for _, p in _located(spec, "")]
+
+
+def _located(spec: JobSpec, prefix: str) -> list[tuple[str, PlainSecret]]:
+    """(field path, entry) of each plain secret-looking entry: ``template.env.X``, or ``roles[i].template.env.X``."""
+    if spec.roles:
+        return [(f"{prefix}roles[{i}].template.env.{p.name}", p)
+                for i, role in enumerate(spec.roles) for p in plain_secrets(role.template)]
+    assert spec.template is not None
+    return [(f"{prefix}template.env.{p.name}", p) for p in plain_secrets(spec.template)]
 
 
 def plain_secret_errors(spec: JobSpec, prefix: str = "spec") -> list[dict[str, str]]:
     """``spec_plain_secrets`` in the shape of a 422's errors: ``{"field", "detail"}`` per entry."""
-    fields = ((f"{prefix}.template.env.{p.name}", p) for p in spec_plain_secrets(spec))
-    return [{"field": field, "detail": p.message()} for field, p in fields]
+    return [{"field": field, "detail": p.message()} for field, p in _located(spec, f"{prefix}.")]

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import pytest
+from pydantic import ValidationError
+
 from schemas.capacity import NodeState, NodeTopology, Taint
 from schemas.intents import SubmitJob
-from services.core.model import ANY_GPU, Placement, TopologyMode
+from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest, RoleSpec, TopologySpec, WorkloadObject
+from services.core.model import ANY_GPU, NodeAssignment, Placement, TopologyMode
 from services.spec.core_types import job_from_submit, node_from_state, placement_from_plan, placement_plan
 from tests.builders.messages import T0, example_messages
 
@@ -49,3 +53,75 @@ def test_placement_round_trip() -> None:
     plan = next(m for m in example_messages() if m.TYPE == "JobAdmitted").placement  # type: ignore[attr-defined]
     core: Placement = placement_from_plan(plan)
     assert core.pods == 4 and placement_plan(core) == plan
+
+
+def _roles_spec(**extra: object) -> JobSpec:
+    def template(gpus: int, cpu: str = "1") -> PodTemplate:
+        return PodTemplate(image="registry.example/train:1",
+                           resources=ResourceRequest(gpus=gpus, gpu_type="a100" if gpus else None, cpu=cpu))
+
+    data: dict[str, object] = {
+        "name": "mpi", "queue": "team-a",
+        "roles": [RoleSpec(name="launcher", template=template(0, "2")),
+                  RoleSpec(name="worker", replicas=4, min_replicas=2, template=template(8)),
+                  RoleSpec(name="head", template=template(1), topology=TopologySpec(level="rack"))],
+        "workload": WorkloadObject(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet", name="mpi"),
+        **extra,
+    }
+    return JobSpec.model_validate(data)
+
+
+def test_a_job_of_several_roles_becomes_a_main_role_and_companions() -> None:
+    spec = _roles_spec()
+    assert spec.main_role().name == "worker" and spec.main_replicas == 4 and spec.total_gpus == 4 * 8 + 1
+    msg = _submit().model_copy(update={"spec": spec})
+    job = job_from_submit(msg, priority=1, submit_time=0)
+    assert (job.role, job.replicas, job.min_size, job.gpus_per_pod, job.gpu_type) == ("worker", 4, 2, 8, "a100")
+    assert [(c.name, c.replicas, c.gpus_per_pod, c.cpu_m) for c in job.companions] == [
+        ("launcher", 1, 0, 2000), ("head", 1, 1, 1000)]
+    assert job.companions[1].topology is not None and job.companions[1].topology.level == "rack"
+    assert job.total_gpus == 33 and "nvidia.com/gpu" in job.tolerations
+    assert spec.gpus_for(2) == 17 and spec.gpus_charged_at(2) == 17.0
+    assert spec.resized(3).main_role().replicas == 3 and spec.resized(1).main_role().min_replicas == 1
+
+
+def test_role_placements_cross_the_wire_with_their_names() -> None:
+    core = Placement("c1", (NodeAssignment("n1", 4), NodeAssignment("n2", 1, role="head")))
+    plan = placement_plan(core, "worker")
+    assert [(n.node, n.role) for n in plan.nodes] == [("n1", "worker"), ("n2", "head")]
+    assert placement_from_plan(plan, "worker") == core and plan.pods_of("head") == 1
+    assert [n.role for n in placement_plan(Placement("c1", (NodeAssignment("n1", 2),))).nodes] == [None]
+
+
+@pytest.mark.parametrize(("change", "message"), [
+    ({"template": PodTemplate(image="x")}, "not both"),
+    ({"replicas": 3}, "per role"),
+    ({"roles": []}, "template"),
+])
+def test_a_spec_gives_template_or_roles(change: dict[str, object], message: str) -> None:
+    with pytest.raises(ValidationError, match=message):
+        _roles_spec(**change)
+
+
+def test_roles_are_unique_and_at_most_one_is_elastic() -> None:
+    spec = _roles_spec()
+    twice = [*spec.roles, spec.roles[0]]
+    with pytest.raises(ValidationError, match="unique"):
+        _roles_spec(roles=twice)
+    elastic = [r.model_copy(update={"min_replicas": 1}) for r in spec.roles]
+    with pytest.raises(ValidationError, match="at most one role"):
+        _roles_spec(roles=elastic)
+
+
+def test_a_workload_object_is_named_or_given() -> None:
+    with pytest.raises(ValidationError, match="exactly one"):
+        WorkloadObject(api_version="ray.io/v1", kind="RayJob")
+    with pytest.raises(ValidationError, match="not a RayJob"):
+        WorkloadObject(api_version="ray.io/v1", kind="RayJob", manifest={"kind": "JobSet"})
+
+
+def test_a_one_role_spec_reads_and_writes_as_before() -> None:
+    msg = _submit()
+    data = msg.spec.model_dump(mode="json")
+    assert "roles" not in data and "workload" not in data
+    assert JobSpec.model_validate(data) == msg.spec and msg.spec.pod_roles()[0].name == "main"

@@ -19,6 +19,7 @@ from services.core import (
     gpu_resource,
     schedule,
 )
+from services.core.quota import job_request
 
 GPU = "a100"
 #: first come, first served inside each queue: for tests of mechanisms the queue order does not matter to
@@ -82,21 +83,39 @@ def check_invariants(st: SchedulerState) -> None:
     """Capacity per node and NVLink group, quotas, cohort pools and gangs are all respected; only
     preemptible work runs on borrowed quota."""
     nodes = st.nodes()
-    assert st.gpuless_pending == sum(j.gpus_per_pod == 0 for j in st.pending.values())
+    assert st.gpuless_pending == sum(not j.total_gpus for j in st.pending.values())
     assert st.elastic_pending == sum(j.elastic for j in st.pending.values())
     used: dict[str, int] = {}
+    cpu_used: dict[str, int] = {}
     group_used: dict[tuple[str, int], int] = {}
+    charged: dict[str, dict[str, Any]] = {}  # what the running jobs' requests add up to, per queue
     for rj in st.running_jobs().values():
         assert rj.placement.pods == rj.replicas, rj
         assert rj.replicas >= rj.job.min_size, rj
         assert rj.job.preemptible or not rj.borrowed, rj  # borrowed quota must stay reclaimable
         clusters = {nodes[a.node].cluster for a in rj.placement.nodes if a.node in nodes}
         assert len(clusters) <= 1, rj
+        # the gang across roles: every companion role is placed whole, and no pod belongs to an unknown role
+        by_role: dict[str, int] = {}
         for a in rj.placement.nodes:
-            used[a.node] = used.get(a.node, 0) + a.pods * rj.job.gpus_per_pod
+            by_role[a.role] = by_role.get(a.role, 0) + a.pods
+        assert by_role == {"": rj.replicas, **{c.name: c.replicas for c in rj.job.companions}}, (rj, by_role)
+        for a in rj.placement.nodes:
+            gpus, cpu_m, _ = rj.job.shape(a.role)
+            used[a.node] = used.get(a.node, 0) + a.pods * gpus
+            cpu_used[a.node] = cpu_used.get(a.node, 0) + a.pods * cpu_m
             for g in a.groups:
                 if g >= 0:
-                    group_used[(a.node, g)] = group_used.get((a.node, g), 0) + rj.job.gpus_per_pod
+                    group_used[(a.node, g)] = group_used.get((a.node, g), 0) + gpus
+        gpu_type = st.run_type.get(rj.job.job_id, "")
+        mine = charged.setdefault(rj.job.queue, {})
+        for res, amount in job_request(rj.job, gpu_type, rj.replicas).items():
+            mine[res] = mine.get(res, 0) + amount
+    for qname in st.book.queues:  # the quota book holds exactly what the running jobs ask for
+        assert dict(st.queue_usage(qname)) == {r: v for r, v in charged.get(qname, {}).items() if v}, qname
+    for name, cpu in cpu_used.items():
+        if name in nodes and nodes[name].cpu_m:
+            assert cpu <= nodes[name].cpu_m, (name, cpu)
     # GPU sharing: fractions per shared GPU never exceed it, MIG slices never exceed the node's layout
     shares: dict[tuple[str, int], Fraction] = {}
     slices: dict[tuple[str, str], int] = {}
@@ -125,6 +144,8 @@ def check_invariants(st: SchedulerState) -> None:
     book = st.book
     for qname, spec in book.queues.items():
         for res, amount in st.queue_usage(qname).items():
+            if not book.is_governed(qname, res):
+                continue  # CPU or memory no quota of its tree declares: only node capacity limits it
             q = spec.quotas.get(res)
             nominal = q.nominal if q else 0
             if spec.cohort is None:
@@ -133,4 +154,6 @@ def check_invariants(st: SchedulerState) -> None:
                 assert amount <= nominal + q.borrowing_limit, (qname, res, amount)
     for root, used_pool in book.pool_used.items():
         for res, amount in used_pool.items():
+            if not res.startswith("gpu:") and res not in book.pool_cap.get(root, {}):
+                continue  # not governed in this tree
             assert amount <= book.pool_cap.get(root, {}).get(res, 0), (root, res, amount)

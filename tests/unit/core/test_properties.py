@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
@@ -17,6 +18,7 @@ from services.core import (
     PreemptReason,
     QueueSpec,
     ResourceQuota,
+    Role,
     Scale,
     SchedulerConfig,
     SchedulerState,
@@ -24,10 +26,14 @@ from services.core import (
     TopologyRequest,
     schedule,
 )
+from services.core.capacity import CapacityIndex
+from services.core.placement import Placer
 
 from .builders import check_invariants
 
 GPU = "a100"
+#: examples of the multi-role property test: MUSTER_PROPERTY_EXAMPLES raises it (CI runs 3,000)
+MULTI_ROLE_EXAMPLES = int(os.environ.get("MUSTER_PROPERTY_EXAMPLES", "200"))
 
 
 @dataclass
@@ -40,7 +46,9 @@ class World:
 
 
 @st.composite
-def worlds(draw: st.DrawFn) -> World:
+def worlds(draw: st.DrawFn, roles: bool = False) -> World:
+    """``roles``: about half the jobs have one or two companion roles (a CPU launcher, a GPU head, a second
+    worker group), and nodes track CPU so the launchers compete for it."""
     node_count = draw(st.integers(1, 4))
     nodes = []
     for i in range(node_count):
@@ -52,6 +60,7 @@ def worlds(draw: st.DrawFn) -> World:
                 cluster=f"c{draw(st.integers(0, 1))}",
                 gpu_type=GPU,
                 gpus=gpus,
+                cpu_m=draw(st.sampled_from((0, 4000, 16000))) if roles else 0,
                 topology=MappingProxyType({"zone": "z", "block": "b", "rack": f"r{i % 2}"}),
                 nvlink_groups=groups,
             )
@@ -82,6 +91,11 @@ def worlds(draw: st.DrawFn) -> World:
             topology=draw(st.sampled_from((None, TopologyRequest("rack", TopologyMode.PREFERRED)))),
             max_runtime_s=draw(st.sampled_from((None, None, 15.0))),
         )
+        if roles and draw(st.booleans()):
+            whole = replace(job, role="worker", companions=draw(companions(smallest_node)))
+            if _fits_empty(nodes, whole):  # a gang that can never be placed would wait for ever
+                job = whole
+                max_need = max(max_need, job.total_gpus)
         arrival = float(draw(st.integers(0, 20)))
         jobs.append((arrival, job, float(draw(st.integers(1, 20)))))
     queues = []
@@ -116,6 +130,34 @@ def worlds(draw: st.DrawFn) -> World:
         [(float(draw(st.integers(0, 40))), f"n{draw(st.integers(0, node_count - 1))}")] if draw(st.booleans()) else []
     )
     return World(nodes, queues, jobs, config, flaps)
+
+
+RACK_REQUIRED = TopologyRequest("rack", TopologyMode.REQUIRED)
+RACK_PREFERRED = TopologyRequest("rack", TopologyMode.PREFERRED)
+
+
+@st.composite
+def companions(draw: st.DrawFn, smallest_node: int) -> tuple[Role, ...]:
+    """One or two companion roles: a launcher without GPUs, a head with a GPU or two, a second worker group."""
+    kinds = draw(st.lists(st.sampled_from(("launcher", "head", "group")), min_size=1, max_size=2, unique=True))
+    out = []
+    for kind in kinds:
+        topology = draw(st.sampled_from((None, RACK_REQUIRED, RACK_PREFERRED)))
+        if kind == "launcher":
+            out.append(Role("launcher", 1, 0, cpu_m=draw(st.sampled_from((500, 2000))), topology=topology))
+        elif kind == "head":
+            out.append(Role("head", 1, draw(st.integers(1, min(2, smallest_node))), cpu_m=1000, topology=topology))
+        else:
+            out.append(Role("group", draw(st.integers(1, 2)), draw(st.integers(1, smallest_node)), topology=topology))
+    return tuple(out)
+
+
+def _fits_empty(nodes: list[Node], job: Job) -> bool:
+    """Whether the whole job, every role, fits on the empty cluster."""
+    index = CapacityIndex()
+    for n in nodes:
+        index.add_node(n, ())
+    return Placer(index, job).place(GPU, job.replicas, job.replicas) is not None
 
 
 def _pods_fit(nodes: list[Node], gpus: int) -> int:
@@ -161,6 +203,18 @@ def check_preemption(state: SchedulerState, d: Preempt) -> None:
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(worlds())
 def test_random_workloads_respect_invariants_and_complete(world: World) -> None:
+    drive(world)
+
+
+@settings(max_examples=MULTI_ROLE_EXAMPLES, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(worlds(roles=True))
+def test_random_multi_role_workloads_respect_invariants_and_complete(world: World) -> None:
+    """Jobs of several roles among one-role ones: quota never exceeded, every gang placed whole across its
+    roles, no job preempted twice in a cycle, and everything ends."""
+    drive(world)
+
+
+def drive(world: World) -> None:
     state = SchedulerState(queues=world.queues, cohorts=[CohortSpec("c")], nodes=world.nodes, half_life_s=100.0)
     arrivals = sorted(world.jobs, key=lambda e: (e[0], e[1].job_id))
     durations = {job.job_id: d for _, job, d in world.jobs}
@@ -169,7 +223,7 @@ def test_random_workloads_respect_invariants_and_complete(world: World) -> None:
     flaps = {t: name for t, name in world.flaps}
     by_name = {n.name: n for n in world.nodes}
     now = 0.0
-    preemptions = scales = 0
+    preemptions = scales = gangs = 0
     for _ in range(400):
         while arrivals and arrivals[0][0] <= now:
             _, job, _ = arrivals.pop(0)
@@ -181,6 +235,8 @@ def test_random_workloads_respect_invariants_and_complete(world: World) -> None:
         result = schedule(state, now, world.config)
         quiet = schedule(state, now, world.config, report=False)  # statuses skipped, decisions the same
         assert quiet.decisions == result.decisions and not quiet.pending
+        preempted = [d.job_id for d in result.decisions if isinstance(d, Preempt)]
+        assert len(preempted) == len(set(preempted)), preempted  # no job preempted twice in one cycle
         for d in result.decisions:
             scales += isinstance(d, Scale)
             preemptions += isinstance(d, Preempt)
@@ -190,6 +246,7 @@ def test_random_workloads_respect_invariants_and_complete(world: World) -> None:
             state.apply(d, now)
             if isinstance(d, Admit):
                 ends[d.job_id] = now + durations[d.job_id]
+                gangs += any(a.role for a in d.placement.nodes)
         check_invariants(state)
         now += 1.0
         for job_id, (t, requeue) in list(stops.items()):
@@ -206,3 +263,4 @@ def test_random_workloads_respect_invariants_and_complete(world: World) -> None:
     assert state.pending_count == 0 and not state.running_jobs(), (state.pending_count, now)
     event(f"preemptions: {min(preemptions, 3)}+")
     event(f"scales: {min(scales, 3)}+")
+    event(f"multi-role admissions: {min(gangs, 3)}+")

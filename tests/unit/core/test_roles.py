@@ -1,0 +1,157 @@
+"""Jobs of several roles: a main role and companion roles admitted, charged, placed and preempted as one."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from fractions import Fraction
+
+import pytest
+
+from services.core import (
+    Admit,
+    PendingReason,
+    Preempt,
+    Role,
+    Scale,
+    TopologyMode,
+    TopologyRequest,
+)
+from services.core.quota import job_request
+
+from .builders import FCFS, admitted, check_invariants, cycle, job, node, queue, state
+
+LAUNCHER = Role("launcher", 1, 0, cpu_m=2000)
+HEAD = Role("head", 1, 1, cpu_m=1000)
+
+
+def roles_of(d: Admit) -> dict[str, list[tuple[str, int]]]:
+    out: dict[str, list[tuple[str, int]]] = {}
+    for a in d.placement.nodes:
+        out.setdefault(a.role, []).append((a.node, a.pods))
+    return out
+
+
+def only_admit(result: object) -> Admit:
+    (d,) = [d for d in result.decisions if isinstance(d, Admit)]  # type: ignore[attr-defined]
+    return d
+
+
+def test_a_launcher_and_its_workers_start_together_the_launcher_beside_them() -> None:
+    st = state([queue("q", 16)], [node("n1", 8, cpu_m=16000), node("n2", 8, cpu_m=16000)])
+    st.submit(job("mpi", replicas=2, gpus_per_pod=4, role="worker", companions=(LAUNCHER,)))
+    d = only_admit(cycle(st, 0.0, FCFS))
+    placed = roles_of(d)
+    assert sum(p for _, p in placed[""]) == 2 and placed["launcher"] == [(placed[""][0][0], 1)]
+    assert d.replicas == 2
+    check_invariants(st)
+    assert st.queue_usage("q") == {"gpu:a100": 8, "cpu": 2000}
+
+
+def test_quota_counts_every_role() -> None:
+    st = state([queue("q", 8)], [node("n1", 8), node("n2", 8)])
+    st.submit(job("ray", replicas=2, gpus_per_pod=4, role="worker", companions=(HEAD,)))  # 8 + 1 GPUs
+    result = cycle(st, 0.0, FCFS)
+    assert not admitted(result)
+    assert result.pending["ray"].reason is PendingReason.QUEUE_QUOTA
+    assert "with head 1x1 GPU" in result.pending["ray"].message
+
+
+def test_a_gang_whose_companion_does_not_fit_waits_whole() -> None:
+    st = state([queue("q", 32)], [node("n1", 8)])
+    st.submit(job("other", gpus_per_pod=8))
+    st.submit(job("ray", replicas=2, gpus_per_pod=4, role="worker", companions=(HEAD,), submit=1.0))
+    st.upsert_node(node("n2", 8))
+    first = cycle(st, 0.0, FCFS)
+    assert admitted(first) == {"other"}
+    assert first.pending["ray"].reason is PendingReason.RESERVATION  # 8 free GPUs on n2 but 9 wanted
+    st.job_finished("other", 5.0)
+    d = only_admit(cycle(st, 5.0, FCFS))
+    assert d.job_id == "ray" and set(roles_of(d)) == {"", "head"}
+    check_invariants(st)
+
+
+def test_a_gang_that_can_never_fit_says_so() -> None:
+    st = state([queue("q", 32)], [node("n1", 2)])
+    st.submit(job("big", gpus_per_pod=2, role="worker", companions=(HEAD,)))
+    assert cycle(st, 0.0, FCFS).pending["big"].reason is PendingReason.NO_MATCHING_NODES
+
+
+@pytest.mark.parametrize(("mode", "placed"), [(TopologyMode.REQUIRED, False), (TopologyMode.PREFERRED, True)])
+def test_a_companion_with_a_topology_goes_to_the_main_roles_rack(mode: TopologyMode, placed: bool) -> None:
+    st = state([queue("q", 32)], [node("a1", 8, rack="r1"), node("b1", 8, rack="r2")])
+    head = replace(HEAD, topology=TopologyRequest("rack", mode))
+    st.submit(job("ray", replicas=2, gpus_per_pod=4, role="worker", companions=(head,),
+                  topology=TopologyRequest("rack")))  # the workers fill one rack's only node
+    result = cycle(st, 0.0, FCFS)
+    assert bool(admitted(result)) is placed
+    if placed:
+        d = only_admit(result)
+        workers = {n for n, _ in roles_of(d)[""]}
+        assert len(workers) == 1 and roles_of(d)["head"][0][0] not in workers
+
+
+def test_a_companion_that_does_not_fit_beside_the_main_role_moves_it_to_another_domain() -> None:
+    """The best fitting rack for the workers (r2, 8 free GPUs) has no room left for their head; the next
+    rack (r1) has room for both, so the gang goes there."""
+    st = state([queue("q", 32)], [node("a1", 8, rack="r1"), node("a2", 8, rack="r1"), node("b1", 8, rack="r2")])
+    st.submit(job("filler", gpus_per_pod=4))
+    head = replace(HEAD, topology=TopologyRequest("rack"))
+    st.submit(job("ray", gpus_per_pod=8, role="worker", companions=(head,), submit=1.0,
+                  topology=TopologyRequest("rack")))
+    result = cycle(st, 0.0, FCFS)
+    d = next(d for d in result.decisions if isinstance(d, Admit) and d.job_id == "ray")
+    assert roles_of(d) == {"": [("a2", 1)], "head": [("a1", 1)]}
+    check_invariants(st)
+
+
+def test_a_preempted_gang_gives_back_every_roles_capacity_and_quota() -> None:
+    st = state([queue("q", 16)], [node("n1", 8, cpu_m=8000)])
+    st.submit(job("low", replicas=1, gpus_per_pod=6, role="worker", companions=(HEAD, LAUNCHER), priority=0))
+    cycle(st, 0.0, FCFS)
+    assert st.free_gpus("n1") == 1
+    st.submit(job("high", gpus_per_pod=8, priority=5, submit=1.0))
+    result = cycle(st, 400.0, FCFS)
+    (p,) = [d for d in result.decisions if isinstance(d, Preempt)]
+    assert p.job_id == "low"
+    st.job_stopped("low", 401.0)
+    assert st.free_gpus("n1") == 8 and not st.queue_usage("q")
+    d = only_admit(cycle(st, 401.0, FCFS))
+    assert d.job_id == "high"
+    check_invariants(st)
+
+
+def test_an_elastic_main_role_shrinks_and_grows_while_its_companion_stays() -> None:
+    cfg = replace(FCFS, resize_cost_s=0.0)
+    st = state([queue("q", 32)], [node("n1", 8), node("n2", 1)])
+    st.submit(job("el", replicas=4, min_replicas=2, gpus_per_pod=2, role="worker", companions=(HEAD,),
+                  checkpointable=True))
+    d = only_admit(cycle(st, 0.0, cfg))
+    assert d.replicas == 4 and roles_of(d)["head"]
+    assert roles_of(d)["head"] == [("n2", 1)]
+    st.submit(job("urgent", gpus_per_pod=4, priority=9, submit=1.0))
+    shrink = cycle(st, 400.0, cfg)
+    (scale,) = [x for x in shrink.decisions if isinstance(x, Scale)]
+    assert scale.replicas == 2 and [(a.node, a.pods) for a in scale.placement.nodes if a.role == "head"] == [("n2", 1)]
+    assert shrink.pending["urgent"].reason is PendingReason.PREEMPTING
+    assert admitted(cycle(st, 401.0, cfg)) == {"urgent"}
+    check_invariants(st)
+    st.job_finished("urgent", 500.0)
+    grow = cycle(st, 500.0, cfg)
+    (up,) = [x for x in grow.decisions if isinstance(x, Scale)]
+    assert up.replicas == 4 and [a for a in up.placement.nodes if a.role == "head"]
+    check_invariants(st)
+    assert st.running_jobs()["el"].gpus == 4 * 2 + 1
+
+
+def test_the_request_of_a_job_counts_its_companions_once() -> None:
+    j = job("x", replicas=3, gpus_per_pod=2, cpu_m=100, role="worker", companions=(HEAD, LAUNCHER))
+    assert job_request(j, "a100", 3) == {"gpu:a100": 7, "cpu": 300 + 1000 + 2000}
+    assert job_request(j, "a100", 1, companions=False) == {"gpu:a100": 2, "cpu": 100}
+    assert j.total_gpus == 7 and j.min_gpus == 7 and j.shape("head") == (1, 1000, 0) and j.shape("") == (2, 100, 0)
+
+
+def test_companion_names_must_be_unique() -> None:
+    with pytest.raises(ValueError, match="unique"):
+        job("x", role="worker", companions=(HEAD, HEAD))
+    with pytest.raises(ValueError, match="no GPUs"):
+        job("y", gpus_per_pod=0, gpu_share=Fraction(1, 2), companions=(HEAD,))
