@@ -1,6 +1,6 @@
 """Cost of one ``schedule()`` call as pending jobs and nodes grow (a program, not a test).
 
-Usage: python bench/schedule_cost.py [--quick] [--profile]
+Usage: python bench/schedule_cost.py [--quick] [--profile] [--multi-role FRACTION]
 
 For every size the cluster is first filled with running jobs (setup, timed separately), then the
 pending backlog is submitted and one cycle is timed (median of a few calls; ``schedule`` does not
@@ -17,6 +17,7 @@ import random
 import statistics
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 from types import MappingProxyType
 
@@ -28,6 +29,7 @@ from services.core import (
     Node,
     QueueSpec,
     ResourceQuota,
+    Role,
     SchedulerConfig,
     SchedulerState,
     TopologyMode,
@@ -99,8 +101,24 @@ def make_job(rng: random.Random, i: int, submit: float) -> Job:
     )
 
 
-def setup(n_nodes: int, n_pending: int, bound: str, seed: int = 1) -> tuple[SchedulerState, float]:
+#: the companion roles a job of several roles gets (``--multi-role``): an MPI launcher, or a Ray head with a GPU
+COMPANIONS = ((Role("launcher", 1, 0, cpu_m=2000, memory_mb=8000),),
+              (Role("head", 1, 1, cpu_m=4000, memory_mb=32_000, topology=TopologyRequest("rack",
+                                                                                        TopologyMode.PREFERRED)),))
+
+
+def with_roles(job: Job, roles_rng: random.Random, fraction: float) -> Job:
+    """``job`` with companion roles, for ``fraction`` of the jobs (drawn from a generator of their own, so
+    the jobs themselves are the same whatever the fraction)."""
+    if fraction <= 0 or roles_rng.random() >= fraction:
+        return job
+    return replace(job, role="worker", companions=roles_rng.choice(COMPANIONS))
+
+
+def setup(n_nodes: int, n_pending: int, bound: str, seed: int = 1,
+          multi_role: float = 0.0) -> tuple[SchedulerState, float]:
     rng = random.Random(seed)
+    roles_rng = random.Random(seed + 1)
     queues, cohorts = build_queues(n_nodes, bound)
     st = SchedulerState(queues=queues, cohorts=cohorts, nodes=build_nodes(n_nodes))
     fill = SchedulerConfig(max_admissions_per_cycle=10**9, backfill=False, preemption=False, elastic=False)
@@ -108,7 +126,7 @@ def setup(n_nodes: int, n_pending: int, bound: str, seed: int = 1) -> tuple[Sche
     while True:  # fill the cluster with running work
         batch = max(n_nodes * 2, 200)
         for _ in range(batch):
-            st.submit(make_job(rng, counter, now))
+            st.submit(with_roles(make_job(rng, counter, now), roles_rng, multi_role))
             counter += 1
         result = schedule(st, now, fill)
         for d in result.decisions:
@@ -120,7 +138,7 @@ def setup(n_nodes: int, n_pending: int, bound: str, seed: int = 1) -> tuple[Sche
         st.cancel(job_id)
     for _ in range(n_pending):
         now += 0.01
-        st.submit(make_job(rng, counter, now))
+        st.submit(with_roles(make_job(rng, counter, now), roles_rng, multi_role))
         counter += 1
     return st, now + 600.0  # past min_runtime_s: preemption is in play
 
@@ -147,6 +165,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes only")
     parser.add_argument("--profile", action="store_true", help="cProfile the largest cycle")
     parser.add_argument("--bound", choices=("quota", "capacity", "both"), default="both")
+    parser.add_argument("--multi-role", type=float, default=0.0, metavar="FRACTION",
+                        help="this fraction of the jobs has a companion role (a launcher or a Ray head)")
     args = parser.parse_args()
     pendings = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000)
     node_counts = (100, 1_000) if args.quick else (100, 1_000, 10_000)
@@ -161,7 +181,7 @@ def main() -> None:
         for n_nodes in node_counts:
             for n_pending in pendings:
                 t0 = time.perf_counter()
-                st, now = setup(n_nodes, n_pending, bound)
+                st, now = setup(n_nodes, n_pending, bound, multi_role=args.multi_role)
                 setup_s = time.perf_counter() - t0
                 for policy in ("muster", "fifo"):
                     if policy == "fifo" and n_pending != pendings[-1]:
