@@ -329,7 +329,10 @@ class WorkloadObject(_Spec):
         if (self.name is None) == (self.manifest is None):
             raise ValueError("give name (an existing object) or manifest (an object to create), exactly one")
         if self.manifest is not None:
-            if self.manifest.get("kind") not in (None, self.kind):
+            given = self.manifest.get("kind")
+            if self.kind == "Pod" and given == "List":  # a group of plain pods comes as a List of Pods
+                return self
+            if given not in (None, self.kind):
                 raise ValueError(f"manifest is a {self.manifest.get('kind')}, not a {self.kind}")
             if self.manifest.get("apiVersion") not in (None, self.api_version):
                 raise ValueError(f"manifest's apiVersion {self.manifest.get('apiVersion')} is not {self.api_version}")

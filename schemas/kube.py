@@ -57,6 +57,10 @@ SOURCE_JOB = "muster.dev/source-job"
 ADMISSION_GATE = "muster.dev/admission"
 #: label on a pod: the role (pod set) of its job it belongs to
 ROLE = "muster.dev/role"
+#: label on the pods of a group of plain pods: the group's name (the pods sharing it are one job)
+POD_GROUP = "muster.dev/pod-group"
+#: annotation on each pod of a group: how many pods the group has
+POD_GROUP_SIZE = "muster.dev/pod-group-size"
 
 # -- the dispatcher's memory on its Jobs (the node-state watcher reads some) ------------------------
 #: the revision of the attempt: 0 for the first Job, n for the n-th re-creation (restart or rescale)

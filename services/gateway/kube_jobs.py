@@ -19,20 +19,8 @@ from pydantic import ValidationError
 
 from schemas.envelope import Envelope
 from schemas.intents import SubmitJob
-from schemas.jobspec import (
-    EnvEntry,
-    EnvFromSecret,
-    EnvVar,
-    JobSpec,
-    PodTemplate,
-    ResourceRequest,
-    SecretKeyRef,
-    SecretRef,
-    SecuritySpec,
-)
+from schemas.jobspec import JobSpec, PodTemplate
 from schemas.kube import (
-    GPU_RESOURCE,
-    GPU_TYPE,
     JOB_ID,
     PLAIN_ENV,
     PREEMPTIBLE,
@@ -54,6 +42,7 @@ from services.runtime.kube.errors import is_already_exists, is_not_found
 from services.runtime.service import unless_stopped
 from services.spec.durations import parse_duration
 from services.spec.ids import kube_job_id
+from services.spec.kube_pods import container_resources, env_from_secrets, env_vars, security
 from services.spec.secret_env import spec_plain_secrets
 
 log = logging.getLogger(__name__)
@@ -74,68 +63,6 @@ def parse_duration_s(text: str) -> float:
         return parse_duration(text)
     except ValueError:
         raise NotSubmittable(f"{RUNTIME_ESTIMATE}: not a duration: {text!r}") from None
-
-
-def _security(pod: dict[str, Any]) -> SecuritySpec:
-    """What the pod asks for beyond the defaults, over every container (init and ephemeral ones too): the
-    user's own Job object is what runs, so a sidecar's privileges count as much as the first container's.
-    Added Linux capabilities count as ``privileged``."""
-    pod_ctx = pod.get("securityContext") or {}
-    containers = [c for key in ("containers", "initContainers", "ephemeralContainers")
-                  for c in pod.get(key) or [] if isinstance(c, dict)]
-    contexts = [c.get("securityContext") or {} for c in containers]
-    return SecuritySpec(
-        privileged=any(bool(ctx.get("privileged")) or bool((ctx.get("capabilities") or {}).get("add"))
-                       for ctx in contexts),
-        run_as_root=any(ctx.get("runAsUser", pod_ctx.get("runAsUser")) == 0 for ctx in contexts),
-        host_network=bool(pod.get("hostNetwork")),
-        host_pid=bool(pod.get("hostPID")),
-        host_ipc=bool(pod.get("hostIPC")),
-        host_path_volumes=[str(v["hostPath"].get("path", "")) for v in pod.get("volumes") or []
-                           if isinstance(v.get("hostPath"), dict)],
-    )
-
-
-def _resources(container: dict[str, Any], node_selector: dict[str, str]) -> ResourceRequest:
-    res = container.get("resources") or {}
-    limits, requests = res.get("limits") or {}, res.get("requests") or {}
-    gpus = limits.get(GPU_RESOURCE, requests.get(GPU_RESOURCE, 0))
-    return ResourceRequest(
-        gpus=int(gpus),
-        gpu_type=node_selector.get(GPU_TYPE),
-        cpu=str(requests.get("cpu", limits.get("cpu", "1"))),
-        memory=str(requests.get("memory", limits.get("memory", "4Gi"))),
-    )
-
-
-def _env(container: dict[str, Any], plain_ok: frozenset[str]) -> dict[str, EnvEntry]:
-    """The container's ``env`` as spec entries: values, and Secret keys as references."""
-    env: dict[str, EnvEntry] = {}
-    for entry in container.get("env") or []:
-        if not isinstance(entry, dict):
-            continue
-        name = str(entry["name"])
-        source = entry.get("valueFrom")
-        if source is None and "value" in entry:
-            value = str(entry["value"])
-            env[name] = EnvVar(value=value, not_secret=True) if name in plain_ok else value
-        elif isinstance(source, dict) and isinstance(source.get("secretKeyRef"), dict):
-            ref = source["secretKeyRef"]
-            env[name] = EnvVar(secret_ref=SecretKeyRef(name=str(ref.get("name", "")), key=str(ref.get("key", "")),
-                                                       optional=bool(ref.get("optional"))))
-    return env
-
-
-def _env_from(container: dict[str, Any]) -> list[EnvFromSecret]:
-    """The container's ``envFrom`` Secrets (config maps are not carried)."""
-    sources: list[EnvFromSecret] = []
-    for entry in container.get("envFrom") or []:
-        ref = entry.get("secretRef") if isinstance(entry, dict) else None
-        if isinstance(ref, dict):
-            sources.append(EnvFromSecret(secret_ref=SecretRef(name=str(ref.get("name", "")),
-                                                              optional=bool(ref.get("optional"))),
-                                         prefix=entry.get("prefix") or None))
-    return sources
 
 
 def spec_from_job(obj: dict[str, Any]) -> JobSpec:
@@ -160,11 +87,11 @@ def spec_from_job(obj: dict[str, Any]) -> JobSpec:
                 image=container.get("image", ""),
                 command=list(container.get("command") or []),
                 args=list(container.get("args") or []),
-                env=_env(container, frozenset(n.strip() for n in annotations.get(PLAIN_ENV, "").split(","))),
-                env_from=_env_from(container),
-                resources=_resources(container, node_selector),
+                env=env_vars(container, frozenset(n.strip() for n in annotations.get(PLAIN_ENV, "").split(","))),
+                env_from=env_from_secrets(container),
+                resources=container_resources(container, node_selector),
                 working_dir=container.get("workingDir"),
-                security=_security(pod),
+                security=security(pod),
             ),
             node_selector=node_selector,
             runtime_estimate_s=None if estimate is None else parse_duration_s(estimate),
