@@ -15,6 +15,7 @@ from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.plans import DispatchSettings
 from services.dispatcher.reports import PRODUCER, Reporter
 from services.dispatcher.tracked import TrackedTasks
+from services.dispatcher.workload_book import WorkloadRun
 from services.runtime.clock import Clock, utc_now
 from services.runtime.kafka import Delivery
 from services.runtime.kube.errors import is_retryable, status_of
@@ -33,6 +34,8 @@ class Context:
     metrics: DispatcherMetrics = field(default_factory=DispatcherMetrics.unexported)
     clock: Clock = utc_now
     runs: dict[str, Run] = field(default_factory=dict)
+    #: job id -> its attempt's workload object (a JobSet, a RayJob...: see ``workloads``)
+    workloads: dict[str, WorkloadRun] = field(default_factory=dict)
     tasks: TrackedTasks = field(default_factory=TrackedTasks)
     #: job id -> last attempt that was stopped or given up here, so a replayed decision does not revive it
     finished: OrderedDict[str, int] = field(default_factory=OrderedDict)

@@ -7,9 +7,10 @@ import logging
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled
 from schemas.envelope import Envelope
 from schemas.runs import RunFailed
-from services.dispatcher import admission, preemption, replacement, restarts
+from services.dispatcher import admission, preemption, replacement, restarts, workloads
 from services.dispatcher.book import rebuild
 from services.dispatcher.context import Context
+from services.dispatcher.workloads import WorkloadOps
 from services.runtime.kafka import Delivery
 
 log = logging.getLogger(__name__)
@@ -20,6 +21,7 @@ class Dispatcher:
 
     def __init__(self, ctx: Context) -> None:
         self.ctx = ctx
+        self.workload_ops = WorkloadOps(ctx.ops.rest)
 
     async def recover(self) -> None:
         """Rebuild the runs from the Jobs on the cluster; finish interrupted deletions; resume background work."""
@@ -40,16 +42,23 @@ class Dispatcher:
         log.info("cluster %s: recovered %d runs (%d handshakes, %d pending restarts)", ctx.cluster, len(current),
                  sum(1 for r in current.values() if r.preemption is not None),
                  sum(1 for r in current.values() if r.preemption is None and r.restart_at is not None))
+        found = await workloads.recover(ctx, self.workload_ops)
+        if found:
+            log.info("cluster %s: recovered %d workload objects", ctx.cluster, found)
 
     async def handle(self, envelope: Envelope, delivery: Delivery) -> None:
         payload = envelope.payload
         if isinstance(payload, JobAdmitted):
-            await admission.admit(self.ctx, envelope, delivery)
+            if payload.spec.workload is not None:
+                await workloads.admit(self.ctx, self.workload_ops, envelope, delivery)
+            else:
+                await admission.admit(self.ctx, envelope, delivery)
         elif isinstance(payload, JobPreemptionRequested):
-            await preemption.request(self.ctx, envelope, delivery)
+            if not await workloads.request_stop(self.ctx, self.workload_ops, envelope, delivery):
+                await preemption.request(self.ctx, envelope, delivery)
         elif isinstance(payload, JobScaled):
             await admission.scale(self.ctx, envelope, delivery)
-        elif isinstance(payload, RunFailed):
+        elif isinstance(payload, RunFailed) and not await workloads.on_failed(self.ctx, envelope, delivery):
             await restarts.on_run_failed(self.ctx, envelope, delivery)
 
     async def close(self) -> None:

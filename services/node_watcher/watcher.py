@@ -14,8 +14,21 @@ from services.node_watcher.metrics import WatcherMetrics
 from services.node_watcher.publisher import Outbox
 from services.node_watcher.runs import chain_of
 from services.node_watcher.tracker import NodeTracker, RunTracker
+from services.node_watcher.workloads import WorkloadTracker
 from services.runtime.clock import Clock, utc_now
-from services.runtime.kube import Backoff, Informer, KubeObject, KubeRest, job_cache, node_cache, pod_cache
+from services.runtime.kube import (
+    ApiEventSource,
+    Backoff,
+    Informer,
+    KubeObject,
+    KubeRest,
+    Resource,
+    job_cache,
+    node_cache,
+    pod_cache,
+)
+from services.runtime.kube.errors import is_not_found, status_of
+from services.spec.kinds import KINDS, WorkloadKind
 
 log = logging.getLogger(__name__)
 
@@ -37,6 +50,7 @@ class NodeWatcher:
         self.backoff = backoff
         self.nodes = NodeTracker(cluster)
         self.runs = RunTracker(cluster, node_down=self.nodes.down)
+        self.workloads = WorkloadTracker(cluster)
         self.ready = asyncio.Event()
 
     def _on_node(self, event_type: str, obj: KubeObject) -> None:
@@ -48,6 +62,7 @@ class NodeWatcher:
     def _on_pod(self, event_type: str, obj: KubeObject) -> None:
         now = self.clock()
         self.outbox.put(self.runs.on_pod(event_type, obj, now), chain=self.runs.chain_of_pod(obj))
+        self.outbox.put(self.workloads.on_pod(event_type, obj, now))
         capacity = self.nodes.on_pod(event_type, obj, now)
         self.outbox.put(capacity)
         if capacity:
@@ -55,6 +70,36 @@ class NodeWatcher:
 
     def _on_job(self, event_type: str, obj: KubeObject) -> None:
         self.outbox.put(self.runs.on_job(event_type, obj, self.clock()), chain=chain_of(obj))
+
+    def _on_workload(self, kind: WorkloadKind) -> Callable[[str, KubeObject], None]:
+        def handle(event_type: str, obj: KubeObject) -> None:
+            self.outbox.put(self.workloads.on_object(kind, event_type, obj, self.clock()), chain=chain_of(obj))
+
+        return handle
+
+    async def _workload_informers(self) -> list[Informer]:
+        """An informer of the objects carrying a Muster job id, for every workload kind this cluster serves
+        (a kind whose resource is not installed is skipped: no CRD, no such jobs)."""
+        informers = []
+        for kind in KINDS:
+            ident = kind.identity
+            if ident.kind in ("Job", "Pod"):
+                continue  # batch Jobs are watched as Muster's own Jobs; a group of Pods through its pods
+            resource = Resource(ident.api_version, ident.kind, ident.plural, ident.namespaced)
+            try:
+                await self.rest.list(resource, label_selector=JOB_ID, page_size=1)
+            except Exception as exc:
+                if is_not_found(exc):
+                    continue
+                if status_of(exc) == 403:
+                    log.warning("cluster %s: not allowed to watch %s (RBAC): runs of such jobs are not observed",
+                                self.cluster, resource.plural)
+                    continue
+                raise
+            informer = Informer(ApiEventSource(self.rest, resource, label_selector=JOB_ID), backoff=self.backoff)
+            informer.add_handler(self._on_workload(kind))
+            informers.append(informer)
+        return informers
 
     async def run(self, stop: asyncio.Event) -> None:
         """Keep the three caches until ``stop`` is set."""
@@ -66,9 +111,13 @@ class NodeWatcher:
         nodes.add_handler(self._on_node)
         informers: list[Informer] = [pods, jobs, nodes]
         try:
+            workloads = await self._workload_informers()
+            informers += workloads
             pods.start()
             jobs.start()
-            if not await _synced_or_stopped([pods, jobs], stop):
+            for informer in workloads:
+                informer.start()
+            if not await _synced_or_stopped([pods, jobs, *workloads], stop):
                 return
             nodes.start()
             if not await _synced_or_stopped([nodes], stop):

@@ -42,12 +42,21 @@ NOT_APPLIED = {"secrets.example.yaml"}  # templates the operator fills in, delib
 READ_VERBS = {"get", "list", "watch"}
 NO_KUBE_ACCESS = {"queue_manager", "quota_accountant"}
 # The exact permissions each service's code needs: (apiGroup, resource) -> verbs.
+#: the workload kinds Muster queues besides batch Jobs: (API group, resource)
+WORKLOAD_RESOURCES = (("apps", "deployments"), ("apps", "statefulsets"), ("jobset.x-k8s.io", "jobsets"),
+                      ("trainer.kubeflow.org", "trainjobs"), ("ray.io", "rayjobs"), ("ray.io", "rayclusters"),
+                      ("leaderworkerset.x-k8s.io", "leaderworkersets"))
+MANAGE_VERBS = {"create", "get", "list", "patch", "delete"}
 EXPECTED_RULES: dict[str, dict[tuple[str, str], set[str]]] = {
-    "node_watcher": {("", "nodes"): READ_VERBS, ("", "pods"): READ_VERBS, ("batch", "jobs"): READ_VERBS},
-    "dispatcher": {("batch", "jobs"): {"create", "get", "list", "patch", "delete"},
+    "node_watcher": {("", "nodes"): READ_VERBS, ("", "pods"): READ_VERBS, ("batch", "jobs"): READ_VERBS,
+                     **{r: READ_VERBS for r in WORKLOAD_RESOURCES}},
+    "dispatcher": {("batch", "jobs"): MANAGE_VERBS,
                    ("", "pods"): {"list", "watch", "patch", "delete"}, ("", "pods/binding"): {"create"},
                    ("", "nodes"): {"list", "watch"},
-                   ("", "namespaces"): {"create", "get"}},
+                   ("", "namespaces"): {"create", "get"},
+                   **{r: MANAGE_VERBS for r in WORKLOAD_RESOURCES},
+                   ("trainer.kubeflow.org", "clustertrainingruntimes"): {"get"},
+                   ("trainer.kubeflow.org", "trainingruntimes"): {"get"}},
     # the kube-native path: watch the labelled Jobs, tell them what Muster does (Events, status conditions)
     "gateway": {("batch", "jobs"): READ_VERBS, ("batch", "jobs/status"): {"get", "update"},
                 ("", "events"): {"create"}},

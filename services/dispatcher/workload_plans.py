@@ -1,0 +1,120 @@
+"""What the dispatcher writes for a job that is a workload object (JobSet, RayJob, LeaderWorkerSet...), and
+where each of its gated pods goes. Pure: decisions, objects and pods in; labels, annotations and choices out.
+
+A workload object carries Muster's identity (job id, attempt, queue: labels and annotations) and, in the
+annotation ``muster.dev/plan``, the admitted placement (the wire ``PlacementPlan``, every entry naming its
+role), so that a restarted dispatcher can go on releasing its pods. Each gated pod of the object is released
+onto a node its role was planned on that still has room for one more of the role's pods.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import ValidationError
+
+from schemas import kube as ann
+from schemas.decisions import JobAdmitted, PlacementPlan
+from schemas.jobspec import JobSpec, RoleSpec
+from services.runtime.kube import KubeObject, label_value
+
+#: annotation on a workload object: the admitted ``PlacementPlan`` (JSON)
+PLAN = ann.MUSTER_PREFIX + "plan"
+#: annotation on a workload object Muster created from the job's manifest (through Muster): Muster deletes it
+#: when the attempt ends; an object its owner created (kube-native) is only suspended, never deleted
+OWNED = ann.MUSTER_PREFIX + "owned"
+#: pod phases after which a pod holds nothing on its node
+ENDED_PHASES = frozenset({"Succeeded", "Failed"})
+
+
+def identity_labels(decision: JobAdmitted) -> dict[str, str]:
+    """The labels every pod and the object itself get: job, attempt, queue."""
+    return {ann.JOB_ID: label_value(decision.job_id), ann.ATTEMPT: str(decision.attempt),
+            ann.QUEUE: label_value(decision.queue)}
+
+
+def identity_annotations(decision: JobAdmitted, event_id: str, correlation_id: str, *, owned: bool) -> dict[str, str]:
+    """The annotations the object gets: identity (unshortened), the plan, the gang's size, the chain."""
+    out = {
+        ann.JOB_ID: decision.job_id, ann.ATTEMPT: str(decision.attempt), ann.QUEUE: decision.queue,
+        ann.CLUSTER: decision.placement.cluster, ann.GANG_SIZE: str(decision.placement.pods),
+        PLAN: decision.placement.model_dump_json(), ann.DECISION_EVENT: event_id, ann.CORRELATION: correlation_id,
+    }
+    if owned:
+        out[OWNED] = "true"
+    return out
+
+
+def plan_of(obj: KubeObject) -> PlacementPlan | None:
+    """The admitted plan an object carries (None: not one of Muster's, or unreadable)."""
+    raw = ((obj.get("metadata") or {}).get("annotations") or {}).get(PLAN)
+    if not raw:
+        return None
+    try:
+        return PlacementPlan.model_validate_json(raw)
+    except ValidationError:
+        return None
+
+
+def role_shapes(roles: Iterable[RoleSpec]) -> dict[str, tuple[int, int, int, int, str]]:
+    """Role name -> (pods, GPUs, CPU millicores, MiB per pod, GPU type): what admission counted of each role."""
+    out = {}
+    for r in roles:
+        res = r.template.resources
+        out[r.name] = (r.replicas, res.gpus, res.cpu_m, res.memory_mb, res.gpu_type or "")
+    return out
+
+
+def roles_changed(spec: JobSpec, now: Iterable[RoleSpec]) -> str | None:
+    """Why the object's roles as read now differ from the roles the job was admitted with (its owner edited
+    it, or a manifest's declared roles were not its own); None when they are the same."""
+    admitted, current = role_shapes(spec.pod_roles()), role_shapes(now)
+    if admitted == current:
+        return None
+    diffs = []
+    for name in sorted(admitted.keys() | current.keys()):
+        was, is_ = admitted.get(name), current.get(name)
+        if was != is_:
+            diffs.append(f"{name}: admitted {_shape(was)}, now {_shape(is_)}")
+    return "the object's roles differ from the admitted ones (" + "; ".join(diffs) + ")"
+
+
+def _shape(s: tuple[int, int, int, int, str] | None) -> str:
+    if s is None:
+        return "none"
+    pods, gpus, cpu, mem, gpu_type = s
+    return f"{pods} pods x {gpus} GPUs{' ' + gpu_type if gpu_type else ''}, {cpu}m CPU, {mem} MiB"
+
+
+def planned(plan: PlacementPlan, role: str, main_role: str) -> Counter[str]:
+    """Node -> pods of ``role`` in the plan (entries without a role are the main role's)."""
+    out: Counter[str] = Counter()
+    for entry in plan.nodes:
+        if (entry.role or main_role) == role:
+            out[entry.node] += entry.pods
+    return out
+
+
+def holds_node(pod: Mapping[str, Any]) -> bool:
+    """Whether the pod counts on its node: not ended, not being deleted."""
+    meta = pod.get("metadata") or {}
+    return not meta.get("deletionTimestamp") and (pod.get("status") or {}).get("phase") not in ENDED_PHASES
+
+
+def node_of(pod: Mapping[str, Any]) -> str | None:
+    """The node a pod runs on or was released onto (its hostname node selector)."""
+    spec = pod.get("spec") or {}
+    return spec.get("nodeName") or (spec.get("nodeSelector") or {}).get(ann.HOSTNAME_LABEL)
+
+
+def choose_node(plan: PlacementPlan, role: str, main_role: str, placed: Iterable[str]) -> str | None:
+    """The planned node of ``role`` with room for one more of its pods, given the nodes of the role's pods
+    placed already (``placed``: one entry per live pod); the plan's order decides among several. None when
+    every planned slot of the role is taken (a surplus pod, e.g. a rollout's surge: it stays gated)."""
+    taken = Counter(placed)
+    for node, pods in planned(plan, role, main_role).items():
+        if taken[node] < pods:
+            return node
+    return None

@@ -1,0 +1,421 @@
+"""Jobs that are workload objects (JobSet, TrainJob, RayJob, RayCluster, LeaderWorkerSet, Deployment,
+StatefulSet, groups of Pods): release on admission, stop on preemption, give up on failure.
+
+The object's own controller runs it; Muster only holds it back, lets it go onto the admitted placement and
+takes it back:
+
+- **Admission** (``JobAdmitted`` whose spec names a ``workload``). Kube-native (``workload.name``): the
+  object its owner created held back is read again, and its roles must still be the ones admitted (an owner
+  who edited the object while it waited is refused, ``workload_changed``, rather than run on quota it was not
+  charged); then the kind's release patches put the admission gate, Muster's labels and the role label into
+  every pod template and unsuspend it, and the object itself gets Muster's identity and the plan. Through
+  Muster (``workload.manifest``): the object is created in the job's namespace, held back the same way,
+  named ``<job-id>-a<attempt>``, its roles checked against the manifest's own.
+- **Release of the pods** (``releaser``): every gated pod of an admitted object goes onto a planned node of
+  its role with room left, and its gate is removed; the pods of a restart or a scale-up of the controller
+  are released the same way as they come.
+- **Preemption** (``JobPreemptionRequested``): the object is annotated as a Job is
+  (``muster.dev/preempt-requested``...); once it says ``muster.dev/checkpointed=true`` or its grace has
+  passed, a kind that can be suspended is suspended (its controller removes the pods; the gate stays in
+  its templates, so the next run's pods come gated again) and the pods of any other kind are deleted (its
+  controller re-creates them gated). When no pod of the attempt is left, ``JobStopped`` is reported; an
+  object Muster created is then deleted, an owner's object is left suspended.
+- **Failure**: the kind's controller has its own retries (a JobSet's failure policy, a RayJob's
+  backoff); a ``RunFailed`` of a workload is final here, reported as ``DispatchFailed(workload_failed)``.
+
+A restarted dispatcher finds its workload objects by the ``muster.dev/job-id`` label on every kind it
+knows and reads their plan back (``workload_plans``).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import math
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from schemas import kube as ann
+from schemas.decisions import JobAdmitted, JobPreemptionRequested
+from schemas.envelope import Envelope
+from schemas.runs import JobDispatched, JobStopped, RunFailed
+from services.dispatcher.book import Preemption
+from services.dispatcher.context import Context, api_failure, emit
+from services.dispatcher.plans import object_name
+from services.dispatcher.preemption import handshake_annotations
+from services.dispatcher.workload_book import WorkloadRun, resource_of
+from services.dispatcher.workload_plans import (
+    OWNED,
+    holds_node,
+    identity_annotations,
+    identity_labels,
+    plan_of,
+    roles_changed,
+)
+from services.runtime.kafka import Delivery
+from services.runtime.kube import PODS, KubeObject, KubeRest, PatchType, Resource, create_or_get, delete
+from services.runtime.kube.errors import is_not_found, status_of
+from services.spec.core_types import main_role_name
+from services.spec.kinds import KINDS, NotQueueable, ObjectRef, UnknownKind, WorkloadKind, kind_for
+
+log = logging.getLogger(__name__)
+
+
+class WorkloadOps:
+    """The Kubernetes calls the workload path makes."""
+
+    def __init__(self, rest: KubeRest) -> None:
+        self.rest = rest
+
+    async def get(self, resource: Resource, name: str, namespace: str | None) -> KubeObject | None:
+        try:
+            return await self.rest.get(resource, name, namespace if resource.namespaced else None)
+        except Exception as exc:
+            if is_not_found(exc):
+                return None
+            raise
+
+    async def related(self, refs: Sequence[ObjectRef]) -> list[KubeObject]:
+        """The objects a kind needs to read its roles (a TrainJob's runtime); missing ones are left out."""
+        out = []
+        for ref in refs:
+            ident = ref.identity
+            found = await self.get(Resource(ident.api_version, ident.kind, ident.plural, ident.namespaced),
+                                   ref.name, ref.namespace)
+            if found is not None:
+                out.append(found)
+        return out
+
+    async def apply(self, run: WorkloadRun, patches: Sequence[Any]) -> KubeObject | None:
+        """Apply the kind's patches in order; the object after the last (None: it is gone)."""
+        obj: KubeObject | None = run.obj
+        for p in patches:
+            kind = PatchType.JSON if p.type == "json" else PatchType.MERGE
+            try:
+                obj = await self.rest.patch(run.resource, run.name, p.body, run.namespace, kind)
+            except Exception as exc:
+                if is_not_found(exc):
+                    return None
+                raise
+        return obj
+
+    async def pods(self, run: WorkloadRun) -> list[KubeObject]:
+        """The object's pods (every selector of its kind, in its namespace), each once."""
+        found: dict[str, KubeObject] = {}
+        for selector in run.kind.pod_selectors(run.obj):
+            query = ",".join(f"{k}={v}" for k, v in sorted(selector.items()))
+            items, _ = await self.rest.list(PODS, run.namespace, label_selector=query or None)
+            for pod in items:
+                if run.kind.pod_role(run.obj, pod) is not None:
+                    found[str((pod.get("metadata") or {}).get("uid") or id(pod))] = pod
+        return list(found.values())
+
+    async def delete_pods(self, pods: Sequence[KubeObject], grace_s: int) -> None:
+        for pod in pods:
+            meta = pod.get("metadata") or {}
+            await delete(self.rest, PODS, str(meta["name"]), meta.get("namespace"), grace_period_seconds=grace_s)
+
+    async def delete_object(self, run: WorkloadRun) -> None:
+        await delete(self.rest, run.resource, run.name, run.namespace if run.resource.namespaced else None)
+
+
+# ---------------------------------------------------------------------- admission
+
+
+async def admit(ctx: Context, ops: WorkloadOps, envelope: Envelope, delivery: Delivery) -> None:
+    decision = envelope.payload
+    assert isinstance(decision, JobAdmitted) and decision.spec.workload is not None
+    if decision.placement.cluster != ctx.cluster:
+        return
+    current = ctx.workloads.get(decision.job_id)
+    if ctx.is_finished(decision.job_id, decision.attempt) or (current and current.attempt > decision.attempt):
+        ctx.outcome(decision.TYPE, "stale")
+        return
+    if current is not None and current.attempt == decision.attempt:
+        if not current.reported or delivery.attempt > 1:
+            await emit(delivery, envelope, _dispatched(ctx, current))
+            current.reported = True
+        ctx.outcome(decision.TYPE, "repeat")
+        return
+    correlation = envelope.correlation_id or envelope.event_id
+    try:
+        run = await _release(ctx, ops, decision, envelope.event_id, correlation)
+    except _Refused as refused:
+        await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, refused.reason,
+                                                   refused.message, retryable=False))
+        ctx.outcome(decision.TYPE, "failed")
+        return
+    except Exception as exc:
+        failure = api_failure(exc)
+        if failure is None:
+            raise
+        log.warning("job %s attempt %d: workload release failed (%s): %s", decision.job_id, decision.attempt,
+                    failure[0], exc)
+        await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, failure[0], str(exc),
+                                                   retryable=failure[1]))
+        ctx.outcome(decision.TYPE, "failed")
+        return
+    ctx.workloads[run.job_id] = run
+    await emit(delivery, envelope, _dispatched(ctx, run))
+    run.reported = True
+    ctx.metrics.jobs_created.labels(ctx.cluster).inc()
+    ctx.outcome(decision.TYPE, "dispatched")
+    log.info("job %s attempt %d released as %s %s/%s", run.job_id, run.attempt, run.kind.identity.kind,
+             run.namespace, run.name)
+
+
+class _Refused(Exception):
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+        self.message = message
+
+
+def _dispatched(ctx: Context, run: WorkloadRun) -> JobDispatched:
+    return JobDispatched(**ctx.base(run.job_id, run.attempt), namespace=run.namespace, object_name=run.name[:63])
+
+
+async def _release(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, event_id: str,
+                   correlation: str) -> WorkloadRun:
+    workload = decision.spec.workload
+    assert workload is not None
+    try:
+        kind = kind_for(workload.api_version, workload.kind)
+    except UnknownKind as exc:
+        raise _Refused("unknown_kind", exc.reason) from None
+    resource = resource_of(kind)
+    owned = workload.manifest is not None
+    labels = identity_labels(decision)
+    annotations = identity_annotations(decision, event_id, correlation, owned=owned)
+    namespace = decision.namespace
+    if workload.manifest is not None:
+        related = await ops.related(kind.references(workload.manifest))
+        name = object_name(decision.job_id, decision.attempt)
+        try:
+            _check_roles(decision, kind, workload.manifest, related)
+            manifest = kind.hold_manifest(workload.manifest, name=name, namespace=namespace, labels=labels,
+                                          annotations=annotations, related=related)
+        except NotQueueable as exc:
+            raise _Refused("workload_unreadable", exc.reason) from None
+        await ctx.ops.ensure_namespace(namespace)
+        obj, _ = await create_or_get(ops.rest, resource, manifest, namespace)
+    else:
+        name = str(workload.name)
+        found = await ops.get(resource, name, namespace)
+        if found is None:
+            raise _Refused("workload_missing", f"{kind.identity.kind} {namespace}/{name} to release does not exist")
+        uid = (found.get("metadata") or {}).get("uid")
+        if workload.uid and uid and uid != workload.uid:
+            raise _Refused("workload_replaced", f"{kind.identity.kind} {namespace}/{name} is another object "
+                                                "than the one submitted (it was deleted and created again)")
+        related = await ops.related(kind.references(found))
+        try:
+            _check_roles(decision, kind, found, related)
+            patches = kind.release_patch(found, labels, annotations, related) or ()
+        except NotQueueable as exc:
+            raise _Refused("workload_unreadable", exc.reason) from None
+        run = WorkloadRun(decision.job_id, decision.attempt, namespace, name, kind, decision.placement,
+                          main_role_name(decision.spec), owned, found, related, correlation, event_id)
+        identity = {"metadata": {"labels": labels, "annotations": annotations}}
+        released = await ops.apply(run, [_Merge(identity), *patches])
+        if released is None:
+            raise _Refused("workload_missing", f"{kind.identity.kind} {namespace}/{name} went away")
+        run.obj = released
+        return run
+    return WorkloadRun(decision.job_id, decision.attempt, namespace, name, kind, decision.placement,
+                       main_role_name(decision.spec), owned, obj, related, correlation, event_id)
+
+
+@dataclass(frozen=True, slots=True)
+class _Merge:
+    body: dict[str, Any]
+    type: str = "merge"
+
+
+def _check_roles(decision: JobAdmitted, kind: WorkloadKind, obj: Mapping[str, Any],
+                 related: Sequence[Mapping[str, Any]]) -> None:
+    why = roles_changed(decision.spec, kind.roles(obj, related).roles)
+    if why is not None:
+        raise _Refused("workload_changed", why)
+
+
+# ---------------------------------------------------------------------- preemption
+
+
+async def request_stop(ctx: Context, ops: WorkloadOps, envelope: Envelope, delivery: Delivery) -> bool:
+    """Handle a preemption of a workload job; False when the job is not one (the Job path handles it)."""
+    decision = envelope.payload
+    assert isinstance(decision, JobPreemptionRequested)
+    run = ctx.workloads.get(decision.job_id)
+    if run is None:
+        return False
+    if run.attempt > decision.attempt:
+        ctx.outcome(decision.TYPE, "stale")
+        return True
+    if run.attempt < decision.attempt:
+        return False
+    if run.preemption is not None:
+        if run.job_id not in ctx.tasks:
+            _start(ctx, ops, run)
+        ctx.outcome(decision.TYPE, "repeat")
+        return True
+    pre = Preemption(requested_at=ctx.clock(), reason=decision.reason, requeue=decision.requeue,
+                     grace_s=decision.grace_period_s, event_id=envelope.event_id)
+    run.correlation_id = run.correlation_id or envelope.correlation_id or envelope.event_id
+    obj = await ops.apply(run, [_Merge({"metadata": {"annotations": handshake_annotations(pre)}})])
+    if obj is None:
+        _forget(ctx, run)
+        await emit(delivery, envelope, JobStopped(**ctx.base(run.job_id, run.attempt), reason=decision.reason,
+                                                  requeue=decision.requeue))
+        ctx.outcome(decision.TYPE, "absent")
+        return True
+    run.obj, run.preemption = obj, pre
+    _start(ctx, ops, run)
+    ctx.outcome(decision.TYPE, "handshake")
+    return True
+
+
+def _start(ctx: Context, ops: WorkloadOps, run: WorkloadRun) -> None:
+    ctx.tasks.spawn(run.job_id, _handshake(ctx, ops, run), name=f"stop {run.namespace}/{run.name}")
+
+
+async def _handshake(ctx: Context, ops: WorkloadOps, run: WorkloadRun) -> None:
+    pre = run.preemption
+    assert pre is not None
+    checkpointed = await _acknowledged(ctx, ops, run, pre)
+    await _take_back(ctx, ops, run, pre)
+    await ctx.reporter.report(
+        JobStopped(**ctx.base(run.job_id, run.attempt), reason=pre.reason, requeue=pre.requeue,
+                   checkpointed=checkpointed),
+        correlation_id=run.correlation_id or None, causation_id=pre.event_id or None)
+    _forget(ctx, run)
+    log.info("job %s attempt %d stopped (%s, checkpointed=%s)", run.job_id, run.attempt, pre.reason, checkpointed)
+
+
+async def _acknowledged(ctx: Context, ops: WorkloadOps, run: WorkloadRun, pre: Preemption) -> bool:
+    """Until the object says it checkpointed (True), ends, goes away or its grace runs out."""
+    while True:
+        obj = await ops.get(run.resource, run.name, run.namespace)
+        if obj is None or run.kind.state(obj).phase in ("succeeded", "failed"):
+            return False
+        run.obj = obj
+        if ((obj.get("metadata") or {}).get("annotations") or {}).get(ann.CHECKPOINTED) == "true":
+            return True
+        remaining = pre.deadline - ctx.clock().timestamp()
+        if remaining <= 0:
+            return False
+        await asyncio.sleep(min(ctx.settings.handshake_poll_s, remaining))
+
+
+async def _take_back(ctx: Context, ops: WorkloadOps, run: WorkloadRun, pre: Preemption) -> None:
+    """Suspend the object (or delete its pods), wait until its pods are gone, delete an object Muster made."""
+    grace = math.ceil(max(ctx.settings.stop_floor_s, pre.deadline - ctx.clock().timestamp()))
+    suspend = run.kind.suspend_patch(run.obj)
+    if suspend is not None and await ops.apply(run, [suspend]) is None:
+        return
+    limit = asyncio.get_running_loop().time() + grace + ctx.settings.stop_wait_margin_s
+    while True:
+        pods = [p for p in await ops.pods(run) if holds_node(p)]
+        if not pods:
+            break
+        if suspend is None or asyncio.get_running_loop().time() > limit - ctx.settings.stop_wait_margin_s:
+            await ops.delete_pods(pods, grace)  # a kind that cannot be suspended, or a controller too slow
+        if asyncio.get_running_loop().time() > limit:
+            log.warning("job %s attempt %d: %d pods still there %.0fs after their grace; reported stopped anyway",
+                        run.job_id, run.attempt, len(pods), ctx.settings.stop_wait_margin_s)
+            break
+        await asyncio.sleep(ctx.settings.release_poll_s)
+    if run.owned:  # marked first, so the node watcher reports its disappearance as Muster's doing
+        await ops.apply(run, [_Merge({"metadata": {"annotations": {ann.DELETED_BY: ann.MUSTER,
+                                                                   ann.DELETE_REASON: pre.reason}}})])
+        try:
+            await ops.delete_object(run)
+        except Exception as exc:
+            if not is_not_found(exc):
+                raise
+
+
+def _forget(ctx: Context, run: WorkloadRun) -> None:
+    if ctx.workloads.get(run.job_id) is run:
+        del ctx.workloads[run.job_id]
+    ctx.finished[run.job_id] = max(run.attempt, ctx.finished.get(run.job_id, -1))
+
+
+# ---------------------------------------------------------------------- failure
+
+
+async def on_failed(ctx: Context, envelope: Envelope, delivery: Delivery) -> bool:
+    """A workload's run failed: its controller already spent its own retries; False when not a workload."""
+    failed = envelope.payload
+    assert isinstance(failed, RunFailed)
+    run = ctx.workloads.get(failed.job_id)
+    if run is None or run.attempt != failed.attempt:
+        return run is not None
+    if failed.classification == "infrastructure" or run.preemption is not None:
+        return True  # the queue manager requeues it itself; a run being stopped fails on purpose
+    await emit(delivery, envelope, ctx.failure(run.job_id, run.attempt, "workload_failed",
+                                               failed.message or failed.reason, retryable=False))
+    _forget(ctx, run)
+    return True
+
+
+# ---------------------------------------------------------------------- recovery
+
+
+async def recover(ctx: Context, ops: WorkloadOps) -> int:
+    """The workload runs on the cluster, from the objects carrying a Muster job id, for every kind it serves."""
+    found = 0
+    for kind in KINDS:
+        if not kind.identity.namespaced or kind.identity.kind in ("Job", "Pod"):
+            continue  # batch Jobs are the Job path's; a group of Pods is no one object
+        try:
+            items, _ = await ops.rest.list(resource_of(kind), label_selector=ann.JOB_ID)
+        except Exception as exc:
+            if is_not_found(exc):
+                continue  # the kind's CRD is not installed here
+            if status_of(exc) == 403:
+                log.warning("cluster %s: not allowed to list %s (RBAC): such jobs are not recovered", ctx.cluster,
+                            kind.identity.plural)
+                continue
+            raise
+        for obj in items:
+            run = run_of(kind, obj)
+            if run is None:
+                continue
+            ctx.workloads[run.job_id] = run
+            found += 1
+            run.related = await ops.related(kind.references(obj))
+            pre = _preemption_of(obj)
+            if pre is not None:
+                run.preemption = pre
+                _start(ctx, ops, run)
+    return found
+
+
+def run_of(kind: WorkloadKind, obj: KubeObject) -> WorkloadRun | None:
+    meta = obj.get("metadata") or {}
+    annotations = meta.get("annotations") or {}
+    plan = plan_of(obj)
+    job_id, attempt = annotations.get(ann.JOB_ID), annotations.get(ann.ATTEMPT)
+    if plan is None or not job_id or not str(attempt or "").isdigit():
+        return None
+    main = next((n.role for n in plan.nodes if n.role), "") or ""
+    return WorkloadRun(str(job_id), int(str(attempt)), str(meta.get("namespace") or ""), str(meta.get("name")),
+                       kind, plan, main, annotations.get(OWNED) == "true", obj, [],
+                       annotations.get(ann.CORRELATION, ""), annotations.get(ann.DECISION_EVENT, ""), reported=True)
+
+
+def _preemption_of(obj: KubeObject) -> Preemption | None:
+    annotations = (obj.get("metadata") or {}).get("annotations") or {}
+    at = annotations.get(ann.PREEMPT_REQUESTED)
+    if not at:
+        return None
+    try:
+        return Preemption(requested_at=datetime.fromisoformat(at), reason=annotations.get(ann.PREEMPT_REASON, ""),
+                          requeue=annotations.get(ann.PREEMPT_REQUEUE) == "true",
+                          grace_s=float(annotations.get(ann.PREEMPT_GRACE, "0")),
+                          event_id=annotations.get(ann.PREEMPT_EVENT, ""))
+    except ValueError:
+        return None

@@ -1,0 +1,166 @@
+"""Run observations of jobs that are workload objects (JobSet, RayJob, LeaderWorkerSet...). Pure: objects and
+pods in, messages out.
+
+The dispatcher marks an admitted object with Muster's identity (``muster.dev/job-id`` label and
+annotation, ``muster.dev/attempt``, ``muster.dev/gang-size``: the pods of every role) and labels each pod it
+releases with the job id, attempt and role. From those:
+
+- ``RunStarted`` once a pod of the attempt runs, ``RunAllPodsReady`` once as many are ready (or done) as the
+  gang has pods, naming them;
+- ``RunSucceeded`` / ``RunFailed`` when the kind's status says so (``WorkloadKind.state``): the kind's
+  controller has used its own retries by then; a failure while Muster stops the object is expected and
+  not reported;
+- ``RunDeleted`` when the object goes (``by=muster`` when the dispatcher marked it first).
+
+Serving kinds never end: their runs only start and become ready.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any
+
+from schemas.envelope import Message
+from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, JOB_ID, PREEMPT_REQUESTED, ROLE
+from schemas.runs import MAX_NAMED_PODS, PodBound, RunAllPodsReady, RunDeleted, RunFailed, RunStarted, RunSucceeded
+from services.spec.kinds import WorkloadKind
+
+KubeObject = dict[str, Any]
+#: (namespace, job-id label, attempt): how a released pod names its job
+PodKey = tuple[str, str, str]
+
+
+@dataclass(frozen=True, slots=True)
+class WorkloadRef:
+    """The Muster identity an admitted workload object carries."""
+
+    job_id: str
+    attempt: int
+    namespace: str
+    name: str
+    gang: int
+    label: str  # the job id as a label value (pods carry only that)
+
+    @property
+    def pod_key(self) -> PodKey:
+        return (self.namespace, self.label, str(self.attempt))
+
+
+def workload_ref(obj: Mapping[str, Any]) -> WorkloadRef | None:
+    meta = obj.get("metadata") or {}
+    labels, annotations = meta.get("labels") or {}, meta.get("annotations") or {}
+    job_id, attempt = annotations.get(JOB_ID), annotations.get(ATTEMPT) or labels.get(ATTEMPT)
+    label = labels.get(JOB_ID)
+    if not job_id or not label or not str(attempt or "").isdigit():
+        return None
+    gang = str(annotations.get(GANG_SIZE) or "1")
+    return WorkloadRef(str(job_id), int(str(attempt)), str(meta.get("namespace") or ""), str(meta.get("name")),
+                       max(int(gang) if gang.isdigit() else 1, 1), str(label))
+
+
+def _phase(pod: Mapping[str, Any]) -> str:
+    return str((pod.get("status") or {}).get("phase") or "Pending")
+
+
+def _ready(pod: Mapping[str, Any]) -> bool:
+    if _phase(pod) == "Succeeded":
+        return True
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return _phase(pod) == "Running" and any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+
+
+class WorkloadTracker:
+    """The workload objects of the kinds watched and the pods Muster released; drops repeated observations."""
+
+    def __init__(self, cluster: str) -> None:
+        self.cluster = cluster
+        self.objects: dict[tuple[str, str, str], tuple[WorkloadKind, KubeObject]] = {}  # (ns, kind, name)
+        self._by_pods: dict[PodKey, tuple[str, str, str]] = {}
+        self._pod_key_of: dict[tuple[str, str, str], PodKey] = {}  # object -> the attempt it is at
+        self._pods: dict[PodKey, dict[str, KubeObject]] = defaultdict(dict)
+        self.reported: set[tuple[str, ...]] = set()
+
+    def on_object(self, kind: WorkloadKind, event_type: str, obj: KubeObject, now: datetime) -> list[Message]:
+        ref = workload_ref(obj)
+        meta = obj.get("metadata") or {}
+        key = (str(meta.get("namespace") or ""), kind.identity.kind, str(meta.get("name")))
+        if event_type == "DELETED":
+            self.objects.pop(key, None)
+            self._by_pods.pop(self._pod_key_of.pop(key, ("", "", "")), None)
+            if ref is None:
+                return []
+            by = "muster" if (meta.get("annotations") or {}).get(DELETED_BY) == "muster" else "external"
+            out = self._fresh((ref.job_id, str(ref.attempt), RunDeleted.TYPE), RunDeleted(
+                job_id=ref.job_id, attempt=ref.attempt, cluster=self.cluster, observed_at=now, by=by))
+            self.reported = {k for k in self.reported if k[0] != ref.job_id}  # bounded memory
+            return out
+        if ref is None:
+            return []
+        previous = self._pod_key_of.get(key)
+        if previous is not None and previous != ref.pod_key:  # released again as a later attempt
+            self._by_pods.pop(previous, None)
+        self.objects[key] = (kind, obj)
+        self._by_pods[ref.pod_key] = key
+        self._pod_key_of[key] = ref.pod_key
+        return self._evaluate(ref.pod_key, now)
+
+    def on_pod(self, event_type: str, pod: KubeObject, now: datetime) -> list[Message]:
+        meta = pod.get("metadata") or {}
+        labels = meta.get("labels") or {}
+        if ROLE not in labels or JOB_ID not in labels or ATTEMPT not in labels:
+            return []  # not a released workload pod (a Job's pods carry no role)
+        key: PodKey = (str(meta.get("namespace") or ""), str(labels[JOB_ID]), str(labels[ATTEMPT]))
+        uid = str(meta.get("uid") or meta.get("name"))
+        if event_type == "DELETED":
+            self._pods[key].pop(uid, None)
+            if not self._pods[key]:
+                del self._pods[key]
+            return []
+        self._pods[key][uid] = pod
+        return self._evaluate(key, now)
+
+    def _evaluate(self, key: PodKey, now: datetime) -> list[Message]:
+        where = self._by_pods.get(key)
+        if where is None or where not in self.objects:
+            return []
+        kind, obj = self.objects[where]
+        ref = workload_ref(obj)
+        if ref is None:
+            return []
+        base: dict[str, Any] = {"job_id": ref.job_id, "attempt": ref.attempt, "cluster": self.cluster,
+                                "observed_at": now}
+        attempt = (ref.job_id, str(ref.attempt))
+        pods = list(self._pods.get(key, {}).values())
+        out: list[Message] = []
+        running = [p for p in pods if _phase(p) in ("Running", "Succeeded")]
+        if running:
+            out += self._fresh((*attempt, RunStarted.TYPE), RunStarted(
+                **base, pods_running=sum(_phase(p) == "Running" for p in pods), pods_total=ref.gang))
+        ready = [p for p in pods if _ready(p)]
+        if len(ready) >= ref.gang:
+            out += self._fresh((*attempt, RunAllPodsReady.TYPE), RunAllPodsReady(
+                **base, pods_total=ref.gang, object_name=ref.name[:63], pods=bound(ready)))
+        stopping = PREEMPT_REQUESTED in ((obj.get("metadata") or {}).get("annotations") or {})
+        state = kind.state(obj)
+        if state.phase == "succeeded":
+            out += self._fresh((*attempt, "end"), RunSucceeded(**base))
+        elif state.phase == "failed" and not stopping:
+            reason = state.reason.split(":", 1)[0].strip()[:64] or "Failed"
+            out += self._fresh((*attempt, "end"), RunFailed(**base, reason=reason, message=state.reason[:2048]))
+        return out
+
+    def _fresh(self, key: tuple[str, ...], message: Message) -> list[Message]:
+        if key in self.reported:
+            return []
+        self.reported.add(key)
+        return [message]
+
+
+def bound(pods: Iterable[KubeObject]) -> list[PodBound]:
+    """The pods with a node, numbered in name order (a workload's pods have no completion index of Muster's)."""
+    named = sorted((str((p.get("metadata") or {}).get("name")), str((p.get("spec") or {}).get("nodeName") or ""))
+                   for p in pods)
+    return [PodBound(name=n, index=i, node=node) for i, (n, node) in enumerate(named) if node][:MAX_NAMED_PODS]

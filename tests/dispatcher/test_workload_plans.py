@@ -1,0 +1,56 @@
+"""What the dispatcher writes on a workload object and where each of its gated pods goes (pure)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from schemas.decisions import NodePods, PlacementPlan
+from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest, RoleSpec, WorkloadObject
+from schemas.kube import HOSTNAME_LABEL
+from services.dispatcher.workload_plans import choose_node, holds_node, node_of, planned, roles_changed
+
+PLAN = PlacementPlan(cluster="east", nodes=[
+    NodePods(node="n1", pods=2, role="workers"), NodePods(node="n2", pods=1, role="workers"),
+    NodePods(node="n1", pods=1, role="launcher"),
+])
+
+
+def role(name: str, replicas: int, gpus: int) -> RoleSpec:
+    resources = ResourceRequest(gpus=gpus, gpu_type="a100" if gpus else None)
+    return RoleSpec(name=name, replicas=replicas, template=PodTemplate(image="x", resources=resources))
+
+
+def spec(*roles: RoleSpec) -> JobSpec:
+    return JobSpec(name="js", queue="team-a", roles=list(roles),
+                   workload=WorkloadObject(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet", name="js"))
+
+
+def test_each_role_fills_its_planned_nodes_in_the_plans_order() -> None:
+    assert planned(PLAN, "workers", "workers") == {"n1": 2, "n2": 1}
+    assert choose_node(PLAN, "workers", "workers", []) == "n1"
+    assert choose_node(PLAN, "workers", "workers", ["n1"]) == "n1"
+    assert choose_node(PLAN, "workers", "workers", ["n1", "n1"]) == "n2"
+    assert choose_node(PLAN, "workers", "workers", ["n1", "n1", "n2"]) is None  # a surplus pod stays gated
+    assert choose_node(PLAN, "launcher", "workers", []) == "n1"  # the workers' pods there are not the launcher's
+    assert choose_node(PLAN, "launcher", "workers", ["n1"]) is None
+
+
+def test_a_plan_of_one_role_names_no_role() -> None:
+    plan = PlacementPlan(cluster="east", nodes=[NodePods(node="n3", pods=2)])
+    assert choose_node(plan, "main", "main", ["n3"]) == "n3"
+
+
+def test_a_pod_counts_on_its_node_until_it_ends_or_goes() -> None:
+    pod: dict[str, Any] = {"metadata": {}, "spec": {"nodeSelector": {HOSTNAME_LABEL: "n1"}}, "status": {}}
+    assert holds_node(pod) and node_of(pod) == "n1"
+    assert node_of({"spec": {"nodeName": "n2"}}) == "n2"
+    assert not holds_node({**pod, "status": {"phase": "Succeeded"}})
+    assert not holds_node({**pod, "metadata": {"deletionTimestamp": "2026-11-26T00:00:00Z"}})
+
+
+def test_an_object_edited_after_submission_is_told_apart() -> None:
+    admitted = spec(role("workers", 2, 8), role("launcher", 1, 0))
+    assert roles_changed(admitted, [role("workers", 2, 8), role("launcher", 1, 0)]) is None
+    why = roles_changed(admitted, [role("workers", 4, 8), role("launcher", 1, 0)])
+    assert why is not None and "workers: admitted 2 pods x 8 GPUs a100" in why and "now 4 pods" in why
+    assert "extra: admitted none" in (roles_changed(admitted, [*admitted.roles, role("extra", 1, 1)]) or "")

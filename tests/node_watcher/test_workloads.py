@@ -1,0 +1,82 @@
+"""Run observations of workload objects and the pods Muster released (pure)."""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+from typing import Any
+
+from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, JOB_ID, PREEMPT_REQUESTED, ROLE
+from schemas.runs import RunAllPodsReady, RunDeleted, RunFailed, RunStarted
+from services.node_watcher.workloads import WorkloadTracker
+from services.spec.kinds import kind_for
+
+NOW = datetime(2026, 11, 26, tzinfo=UTC)
+JOBSET = kind_for("jobset.x-k8s.io/v1alpha2", "JobSet")
+
+
+def jobset(attempt: int = 0, *, conditions: list[dict[str, str]] | None = None, **annotations: str) -> dict[str, Any]:
+    return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
+            "metadata": {"name": "train", "namespace": "team-a", "labels": {JOB_ID: "j1", ATTEMPT: str(attempt)},
+                         "annotations": {JOB_ID: "j1", ATTEMPT: str(attempt), GANG_SIZE: "3", **annotations}},
+            "spec": {"replicatedJobs": []}, "status": {"conditions": conditions or []}}
+
+
+def pod(name: str, phase: str, *, ready: bool = False, attempt: int = 0) -> dict[str, Any]:
+    return {"metadata": {"name": name, "namespace": "team-a", "uid": name,
+                         "labels": {JOB_ID: "j1", ATTEMPT: str(attempt), ROLE: "workers"}},
+            "spec": {"nodeName": "n1"},
+            "status": {"phase": phase, "conditions": [{"type": "Ready", "status": "True" if ready else "False"}]}}
+
+
+def kinds(messages: list[Any]) -> list[str]:
+    return [type(m).__name__ for m in messages]
+
+
+def test_a_released_object_starts_becomes_ready_and_succeeds() -> None:
+    t = WorkloadTracker("east")
+    assert t.on_object(JOBSET, "ADDED", jobset(), NOW) == []
+    assert kinds(t.on_pod("ADDED", pod("p1", "Running"), NOW)) == ["RunStarted"]
+    t.on_pod("MODIFIED", pod("p1", "Running", ready=True), NOW)
+    t.on_pod("ADDED", pod("p2", "Running", ready=True), NOW)
+    out = t.on_pod("ADDED", pod("p3", "Running", ready=True), NOW)
+    assert kinds(out) == ["RunAllPodsReady"]
+    assert isinstance(out[0], RunAllPodsReady) and out[0].pods_total == 3 and len(out[0].pods) == 3
+    done = jobset(conditions=[{"type": "Completed", "status": "True"}])
+    assert kinds(t.on_object(JOBSET, "MODIFIED", done, NOW)) == ["RunSucceeded"]
+    assert t.on_object(JOBSET, "MODIFIED", done, NOW) == []  # once
+
+
+def test_a_failure_is_reported_unless_muster_is_stopping_it() -> None:
+    failed = [{"type": "Failed", "status": "True", "reason": "FailedJobs", "message": "job w-0 failed"}]
+    t = WorkloadTracker("east")
+    (msg,) = t.on_object(JOBSET, "MODIFIED", jobset(conditions=failed), NOW)
+    assert isinstance(msg, RunFailed) and msg.reason == "FailedJobs" and "w-0 failed" in msg.message
+    stopping = WorkloadTracker("east")
+    assert stopping.on_object(JOBSET, "MODIFIED", jobset(conditions=failed, **{PREEMPT_REQUESTED: "t"}), NOW) == []
+
+
+def test_a_later_attempt_of_the_same_object_is_observed_afresh() -> None:
+    t = WorkloadTracker("east")
+    t.on_object(JOBSET, "ADDED", jobset(0), NOW)
+    assert kinds(t.on_pod("ADDED", pod("p1", "Running"), NOW)) == ["RunStarted"]
+    t.on_object(JOBSET, "MODIFIED", jobset(1), NOW)
+    assert t.on_pod("MODIFIED", pod("p1", "Running"), NOW) == []  # a pod of attempt 0 says nothing of 1
+    (started,) = t.on_pod("ADDED", pod("q1", "Running", attempt=1), NOW)
+    assert isinstance(started, RunStarted) and started.attempt == 1
+
+
+def test_deletion_says_who_deleted() -> None:
+    t = WorkloadTracker("east")
+    t.on_object(JOBSET, "ADDED", jobset(), NOW)
+    (gone,) = t.on_object(JOBSET, "DELETED", jobset(**{DELETED_BY: "muster"}), NOW)
+    assert isinstance(gone, RunDeleted) and gone.by == "muster"
+    (user,) = WorkloadTracker("east").on_object(JOBSET, "DELETED", jobset(), NOW)
+    assert isinstance(user, RunDeleted) and user.by == "external"
+
+
+def test_pods_of_muster_jobs_without_a_role_are_not_workload_pods() -> None:
+    p = pod("p1", "Running")
+    del p["metadata"]["labels"][ROLE]
+    t = WorkloadTracker("east")
+    t.on_object(JOBSET, "ADDED", jobset(), NOW)
+    assert t.on_pod("ADDED", p, NOW) == []
