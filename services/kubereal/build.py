@@ -100,12 +100,24 @@ def _version_ldflags(version: str) -> str:
     return " ".join(flags)
 
 
-def _go(args: list[str], cwd: Path, env: dict[str, str], log: Callable[[str], None]) -> str:
+def run_go(args: list[str], cwd: Path, env: dict[str, str], log: Callable[[str], None]) -> str:
+    """``go <args>`` in ``cwd``; its standard output, or ``BuildError`` with the end of its errors."""
     log("go " + " ".join(args))
     done = subprocess.run(["go", *args], cwd=cwd, env=env, capture_output=True, text=True, check=False)
     if done.returncode != 0:
         raise BuildError(f"`go {' '.join(args[:2])} ...` failed ({done.returncode}):\n{done.stderr[-4000:]}")
     return done.stdout
+
+
+def go_environment(environ: dict[str, str] | None = None) -> dict[str, str]:
+    """The environment of a pinned build: the local Go toolchain only, modules as ``go.sum`` pins them."""
+    base = dict(os.environ if environ is None else environ)
+    if shutil.which("go", path=base.get("PATH")) is None and Path(FALLBACK_GO).exists():
+        base["PATH"] = f"{Path(FALLBACK_GO).parent}:{base.get('PATH', '')}"  # Go's own install location
+    if shutil.which("go", path=base.get("PATH")) is None:
+        raise BuildError("the Go toolchain (1.26 or newer) is needed to build the control plane: install `go`, "
+                         "or set MUSTER_SKIP_REAL_KUBE=1 to leave out the real control-plane tier")
+    return {**base, "GOTOOLCHAIN": "local", "GOFLAGS": "-mod=readonly -buildvcs=false"}
 
 
 def build(log: Callable[[str], None] = print, *, force: bool = False,
@@ -114,25 +126,18 @@ def build(log: Callable[[str], None] = print, *, force: bool = False,
     target = cached(environ, module_dir)
     if target.complete and not force:
         return target
-    base = dict(os.environ if environ is None else environ)
-    if shutil.which("go", path=base.get("PATH")) is None and Path(FALLBACK_GO).exists():
-        base["PATH"] = f"{Path(FALLBACK_GO).parent}:{base.get('PATH', '')}"  # Go's own install location
-    if shutil.which("go", path=base.get("PATH")) is None:
-        raise BuildError("the Go toolchain (1.26 or newer) is needed to build the control plane: install `go`, "
-                         "or set MUSTER_SKIP_REAL_KUBE=1 to leave out the real control-plane tier")
-    env = {**base, "GOTOOLCHAIN": "local",
-           "GOFLAGS": "-mod=readonly -buildvcs=false"}
+    env = go_environment(environ)
     partial = target.root.with_name(target.root.name + ".partial")
     shutil.rmtree(partial, ignore_errors=True)
     (partial / "bin").mkdir(parents=True)
     started = time.monotonic()
     packages = ["./cmd/etcd", *(f"k8s.io/kubernetes/cmd/{c}" for c in KUBE_COMMANDS)]
-    _go(["build", "-trimpath", "-ldflags", _version_ldflags(K8S_VERSION), "-o", str(partial / "bin") + "/",
-         *packages], module_dir, env, log)
+    run_go(["build", "-trimpath", "-ldflags", _version_ldflags(K8S_VERSION), "-o", str(partial / "bin") + "/",
+            *packages], module_dir, env, log)
     outside = {k: v for k, v in env.items() if k != "GOFLAGS"}
-    _go(["install", "-trimpath", f"{KWOK_MODULE}/cmd/kwok@{KWOK_VERSION}"], partial,
-        {**outside, "GOBIN": str(partial / "bin")}, log)
-    info = json.loads(_go(["mod", "download", "-json", f"{KWOK_MODULE}@{KWOK_VERSION}"], partial, outside, log))
+    run_go(["install", "-trimpath", f"{KWOK_MODULE}/cmd/kwok@{KWOK_VERSION}"], partial,
+           {**outside, "GOBIN": str(partial / "bin")}, log)
+    info = json.loads(run_go(["mod", "download", "-json", f"{KWOK_MODULE}@{KWOK_VERSION}"], partial, outside, log))
     kwok_dir = Path(info["Dir"])
     for dest, source in KWOK_STAGES.items():
         (partial / "stages" / dest).parent.mkdir(parents=True, exist_ok=True)

@@ -34,13 +34,16 @@ class Process:
     name: str
     argv: list[str]
     log_path: Path
+    #: the environment (None: this process's) and working directory (None: this one's) of the child
+    env: dict[str, str] | None = None
+    cwd: Path | None = None
     popen: subprocess.Popen[bytes] | None = field(default=None, repr=False)
 
     def start(self) -> None:
         self.log_path.parent.mkdir(parents=True, exist_ok=True)
         with self.log_path.open("ab") as log:
             self.popen = subprocess.Popen(self.argv, stdout=log, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL,
-                                          preexec_fn=_die_with_parent)
+                                          env=self.env, cwd=self.cwd, preexec_fn=_die_with_parent)
 
     @property
     def alive(self) -> bool:
