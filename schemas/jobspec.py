@@ -392,7 +392,8 @@ class JobSpec(_Spec):
         if self.roles:
             if self.template is not None:
                 raise ValueError("give template (one role) or roles, not both")
-            if "replicas" in self.model_fields_set or self.min_replicas is not None:
+            # replicas keeps its default (1) and min_replicas none: the JSON form of a job with roles carries both
+            if self.replicas != 1 or self.min_replicas is not None:
                 raise ValueError("a job with roles gives replicas and min_replicas per role")
             names = [r.name for r in self.roles]
             if len(set(names)) != len(names):

@@ -5,6 +5,8 @@
   configuration: ``config``, ``define``, ``undefine``), ``watch()`` on the live stream and ``wait()`` for a state.
   Answers are the API's own pydantic models (``schemas.api``); refusals raise ``ApiError`` subclasses that
   carry the API's error body.
+- ``workload_spec`` / ``submit_workload``: a Kubernetes object of a workload kind (JobSet, RayJob,
+  LeaderWorkerSet...) submitted through Muster, its roles read from it.
 - ``KafkaSubmitter``: validated ``SubmitJob`` intents straight onto ``muster.intents.v1`` (imported on first
   use, so the HTTP clients never load the Kafka client).
 
@@ -24,6 +26,7 @@ from muster.client.errors import (
     Conflict,
     Forbidden,
     InvalidSpec,
+    InvalidWorkload,
     JobEnded,
     MusterError,
     NotFound,
@@ -39,6 +42,7 @@ from muster.client.errors import (
 from muster.client.operations import CONFIG_COLLECTIONS, ConfigItem, ConfigKind, Submitted
 from muster.client.stream import JobsChanged, JobsRemoved, NodesChanged, QueuesChanged, StreamEvent, StreamOpened
 from muster.client.sync import Client
+from muster.client.workloads import is_kube_object, workload_spec
 from schemas.api import (
     ActionAccepted,
     ConfigChange,
@@ -79,6 +83,7 @@ __all__ = [
     "Explanation",
     "Forbidden",
     "InvalidSpec",
+    "InvalidWorkload",
     "JobEnded",
     "JobList",
     "JobRow",
@@ -110,8 +115,10 @@ __all__ = [
     "Unprocessable",
     "WaitTimeout",
     "context_settings",
+    "is_kube_object",
     "load_settings",
     "resolve_context",
+    "workload_spec",
 ]
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -96,6 +96,14 @@ class AsyncClient:
     async def submit(self, spec: JobSpec | Mapping[str, Any], *, idempotency_key: str | None = None) -> Submitted:
         """Queue a job; with ``idempotency_key`` a retry is the same job (``duplicate`` true)."""
         return await self.send(ops.submit(spec, idempotency_key))
+
+    async def submit_workload(self, obj: Mapping[str, Any], *, queue: str | None = None,
+                              related: Sequence[Mapping[str, Any]] = (),
+                              idempotency_key: str | None = None) -> Submitted:
+        """Queue a Kubernetes object of a workload kind (JobSet, RayJob, LeaderWorkerSet...) through Muster, as
+        ``Client.submit_workload``."""
+        return await self.send(ops.submit_workload(obj, queue=queue, related=related,
+                                                   idempotency_key=idempotency_key))
 
     async def get(self, job_id: str) -> JobView:
         return await self.send(ops.get_job(job_id))

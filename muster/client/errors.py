@@ -113,6 +113,19 @@ class InvalidSpec(MusterError):
                     for err in exc.errors()])
 
 
+class InvalidWorkload(InvalidSpec):
+    """A Kubernetes object that cannot be submitted as a job (``muster.client.workloads``): ``reason`` says
+    why, for its owner."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__([{"field": "workload.manifest", "detail": reason}])
+        self.reason = reason
+        self.args = (f"cannot submit the object: {reason}",)
+
+    def __str__(self) -> str:
+        return str(self.args[0])
+
+
 class WaitTimeout(MusterError, TimeoutError):
     """``wait`` gave up: the job did not reach the wanted states in time. ``job`` is its last view."""
 

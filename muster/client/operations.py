@@ -3,7 +3,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Generic, Literal, TypeVar
 from urllib.parse import quote
@@ -11,6 +11,7 @@ from urllib.parse import quote
 from pydantic import TypeAdapter, ValidationError
 
 from muster.client.errors import InvalidSpec, ProtocolError
+from muster.client.workloads import is_kube_object, workload_spec
 from schemas.api import (
     ActionAccepted,
     ConfigChange,
@@ -90,10 +91,21 @@ def refuse_plain_secrets(spec: JobSpec | Mapping[str, Any]) -> None:
 
 
 def submit(spec: JobSpec | Mapping[str, Any], idempotency_key: str | None = None) -> Call[Submitted]:
-    """The submission of ``spec``; ``InvalidSpec`` before anything is sent when it holds a plain secret."""
+    """The submission of ``spec``; ``InvalidSpec`` before anything is sent when it holds a plain secret. A
+    mapping that is a Kubernetes object (``apiVersion`` and ``kind``) is submitted through Muster, its queue
+    its ``muster.dev/queue`` label (``submit_workload`` names another, and a TrainJob's runtime)."""
+    if not isinstance(spec, JobSpec) and is_kube_object(spec):
+        spec = workload_spec(spec)
     refuse_plain_secrets(spec)
     headers = {"Idempotency-Key": idempotency_key} if idempotency_key else {}
     return Call("POST", "/v1/jobs", _SUBMITTED.validate_python, json=spec_body(spec), headers=headers)
+
+
+def submit_workload(obj: Mapping[str, Any], *, queue: str | None = None, related: Sequence[Mapping[str, Any]] = (),
+                    idempotency_key: str | None = None) -> Call[Submitted]:
+    """The submission of a Kubernetes object of a workload kind through Muster (``workloads.workload_spec``):
+    ``InvalidWorkload`` before anything is sent when it cannot be one."""
+    return submit(workload_spec(obj, queue=queue, related=related), idempotency_key)
 
 
 def get_job(job_id: str) -> Call[JobView]:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import ssl
 import time
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from types import TracebackType
 from typing import Any, Self, TypeVar
 
@@ -105,6 +105,15 @@ class Client:
         """Queue a job. With ``idempotency_key`` a retry (after a timeout, a 503...) is the same job:
         ``duplicate`` is then true and nothing is queued twice."""
         return self.send(ops.submit(spec, idempotency_key))
+
+    def submit_workload(self, obj: Mapping[str, Any], *, queue: str | None = None,
+                        related: Sequence[Mapping[str, Any]] = (), idempotency_key: str | None = None) -> Submitted:
+        """Queue a Kubernetes object of a workload kind (JobSet, TrainJob, RayJob, RayCluster, LeaderWorkerSet,
+        Deployment, StatefulSet, a ``List`` of Pods) through Muster: the gateway queues it with the roles read
+        from it, and the dispatcher creates it, held back, in the tenant's namespace once it is admitted. The
+        queue is ``queue``, else the object's ``muster.dev/queue`` label; a TrainJob's training runtime goes in
+        ``related``. ``InvalidWorkload`` before anything is sent when the object cannot be a job."""
+        return self.send(ops.submit_workload(obj, queue=queue, related=related, idempotency_key=idempotency_key))
 
     def get(self, job_id: str) -> JobView:
         return self.send(ops.get_job(job_id))

@@ -20,7 +20,7 @@ from rich.console import Group
 from rich.live import Live
 from rich.text import Text
 
-from muster.client import Client, JobsChanged, MusterError, StreamOpened
+from muster.client import Client, JobsChanged, MusterError, StreamOpened, is_kube_object
 from schemas.api import RecurringAccepted
 from schemas.status import TERMINAL_STATES
 from services.cli.completion import (
@@ -68,19 +68,44 @@ def top_view(client: Client, now: datetime) -> Group:
 # ---------------------------------------------------------------------------------------------- commands
 
 
+def _load_yaml(file: Path) -> object:
+    try:
+        return yaml.safe_load(file.read_text(encoding="utf-8"))
+    except yaml.YAMLError as exc:
+        raise click.ClickException(f"{file}: not valid YAML: {exc}") from None
+
+
 @click.command()
 @click.argument("file", type=click.Path(exists=True, dir_okay=False, path_type=Path))
 @click.option("--idempotency-key", default=None, help="retrying with the same key never submits twice")
-def submit(file: Path, idempotency_key: str | None) -> None:
-    """Submit the job spec in FILE (YAML or JSON)."""
-    try:
-        spec = yaml.safe_load(file.read_text(encoding="utf-8"))
-    except yaml.YAMLError as exc:
-        raise click.ClickException(f"{file}: not valid YAML: {exc}") from None
+@click.option("--queue", default=None, shell_complete=complete_queues,
+              help="a Kubernetes object in FILE: the queue (default: its muster.dev/queue label)")
+@click.option("--related", "related_files", multiple=True,
+              type=click.Path(exists=True, dir_okay=False, path_type=Path),
+              help="a Kubernetes object in FILE: an object its roles are read from (a TrainJob's training "
+                   "runtime); repeatable")
+def submit(file: Path, idempotency_key: str | None, queue: str | None, related_files: tuple[Path, ...]) -> None:
+    """Submit the job spec in FILE (YAML or JSON), or a Kubernetes object of a workload kind.
+
+    FILE may hold a JobSet, TrainJob, RayJob, RayCluster, LeaderWorkerSet, Deployment, StatefulSet or a List of
+    Pods (told by its apiVersion and kind): it is submitted through Muster, which reads its roles, queues it and
+    creates it, held back, in your tenant's namespace once admitted. Its queue is --queue or its
+    muster.dev/queue label."""
+    spec = _load_yaml(file)
     if not isinstance(spec, dict):
         raise click.ClickException(f"{file}: a job spec is a mapping")
     with gateway() as client:
-        result = client.submit(spec, idempotency_key=idempotency_key)
+        if is_kube_object(spec):
+            related = [_load_yaml(f) for f in related_files]
+            if not all(isinstance(r, dict) for r in related):
+                raise click.ClickException("--related: each file holds one Kubernetes object")
+            result = client.submit_workload(spec, queue=queue, related=[r for r in related if isinstance(r, dict)],
+                                            idempotency_key=idempotency_key)
+        elif queue is not None or related_files:
+            raise click.ClickException(f"{file}: --queue and --related are for a Kubernetes object; this is a job "
+                                       "spec, whose queue is its own `queue`")
+        else:
+            result = client.submit(spec, idempotency_key=idempotency_key)
     if isinstance(result, RecurringAccepted):
         click.echo(recurring_accepted_text(result, _now()))
         return

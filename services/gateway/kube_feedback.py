@@ -1,7 +1,9 @@
 """What a kube-native job's own ``batch/v1`` Job shows of Muster's handling: Kubernetes Events and two
 conditions on its status, so that ``kubectl describe job`` says it is queued, why it waits and when it
 should start, that it was admitted where, or why it was preempted. Pure: status changes in, the Events
-and conditions to write out (``kube_jobs.KubeJobFeedback`` writes them).
+and conditions to write out (``kube_jobs.KubeJobFeedback`` writes them). The objects of the other workload
+kinds (a JobSet, a RayJob, a LeaderWorkerSet, a pod group's first pod: ``kube_workloads``) get the same Events
+and never the conditions: their status belongs to their own controllers.
 
 Conditions (``type`` / ``status`` / ``reason`` / ``message``), kept current:
 

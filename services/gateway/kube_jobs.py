@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -20,15 +21,7 @@ from pydantic import ValidationError
 from schemas.envelope import Envelope
 from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec, PodTemplate
-from schemas.kube import (
-    JOB_ID,
-    PLAIN_ENV,
-    PREEMPTIBLE,
-    PRIORITY_CLASS,
-    QUEUE,
-    RUNTIME_ESTIMATE,
-    SOURCE_JOB,
-)
+from schemas.kube import JOB_ID, PLAIN_ENV, QUEUE, SOURCE_JOB
 from schemas.status import JobStatusChanged
 from services.gateway import kube_feedback
 from services.gateway.auth import Principal
@@ -40,15 +33,13 @@ from services.runtime.clock import Clock
 from services.runtime.kube import ADDED, DELETED, EVENTS, JOBS, MODIFIED, KubeRest, build_api_client, job_cache, update
 from services.runtime.kube.errors import is_already_exists, is_not_found
 from services.runtime.service import unless_stopped
-from services.spec.durations import parse_duration
 from services.spec.ids import kube_job_id
+from services.spec.kube_annotations import parse_runtime_estimate, submission_annotations
 from services.spec.kube_pods import container_resources, env_from_secrets, env_vars, security
 from services.spec.secret_env import spec_plain_secrets
 
 log = logging.getLogger(__name__)
 
-
-_TRUE = frozenset({"true", "yes", "1"})
 FEEDBACK_COMPONENT = "muster-gateway"
 NOT_SUBMITTED = "NotSubmitted"  # the reason of the Warning Event on a labelled Job that was refused
 
@@ -58,11 +49,11 @@ class NotSubmittable(ValueError):
 
 
 def parse_duration_s(text: str) -> float:
-    """``"3600"``, ``"90m"``, ``"6h"``, ``"2d"`` in seconds (``parse_duration``)."""
+    """``"3600"``, ``"90m"``, ``"6h"``, ``"2d"`` in seconds (``kube_annotations.parse_runtime_estimate``)."""
     try:
-        return parse_duration(text)
-    except ValueError:
-        raise NotSubmittable(f"{RUNTIME_ESTIMATE}: not a duration: {text!r}") from None
+        return parse_runtime_estimate(text)
+    except ValueError as exc:
+        raise NotSubmittable(str(exc)) from None
 
 
 def spec_from_job(obj: dict[str, Any]) -> JobSpec:
@@ -74,28 +65,30 @@ def spec_from_job(obj: dict[str, Any]) -> JobSpec:
     if not containers:
         raise NotSubmittable("the pod template has no containers")
     container = containers[0]
-    annotations: dict[str, str] = meta.get("annotations") or {}
     node_selector: dict[str, str] = pod.get("nodeSelector") or {}
-    estimate = annotations.get(RUNTIME_ESTIMATE)
+    try:
+        fields = submission_annotations(meta.get("annotations") or {})
+    except ValueError as exc:
+        raise NotSubmittable(str(exc)) from None
     try:
         return JobSpec(
             name=meta["name"],
             queue=(meta.get("labels") or {})[QUEUE],
-            priority_class=annotations.get(PRIORITY_CLASS, "normal"),
+            priority_class=fields.priority_class,
             replicas=int(spec.get("parallelism") or 1),
             template=PodTemplate(
                 image=container.get("image", ""),
                 command=list(container.get("command") or []),
                 args=list(container.get("args") or []),
-                env=env_vars(container, frozenset(n.strip() for n in annotations.get(PLAIN_ENV, "").split(","))),
+                env=env_vars(container, fields.plain_env),
                 env_from=env_from_secrets(container),
                 resources=container_resources(container, node_selector),
                 working_dir=container.get("workingDir"),
                 security=security(pod),
             ),
             node_selector=node_selector,
-            runtime_estimate_s=None if estimate is None else parse_duration_s(estimate),
-            preemptible=annotations.get(PREEMPTIBLE, "true").strip().lower() in _TRUE,
+            runtime_estimate_s=fields.runtime_estimate_s,
+            preemptible=fields.preemptible,
             annotations={SOURCE_JOB: f"{meta.get('namespace', 'default')}/{meta['name']}"},
         )
     except ValidationError as exc:
@@ -118,7 +111,17 @@ def submission_from_job(obj: dict[str, Any], config: ConfigView, now: datetime) 
     if tenant is None:
         raise NotSubmittable(f"namespace {namespace!r} belongs to no tenant")
     spec = spec_from_job(obj)
-    who = Principal(tenant.name, f"kube:{namespace}", "member")
+    who = check_kube_submission(spec, tenant.name, namespace, config)
+    return SubmitJob(job_id=kube_job_id(namespace, meta["name"], str(meta.get("uid", ""))), tenant=tenant.name,
+                     user=who.user, spec=spec, submitted_at=created_at(meta, now))
+
+
+def check_kube_submission(spec: JobSpec, tenant: str, namespace: str, config: ConfigView) -> Principal:
+    """The HTTP door's checks for a spec read from an object of ``namespace`` (its tenant's): the queue is the
+    tenant's, the spec passes ``check_spec`` (priority class, security, non-preemptible work, roles), and no
+    role carries a plain value that looks like a secret. The principal it is submitted as (``kube:<namespace>``,
+    a member); ``NotSubmittable`` says which check failed."""
+    who = Principal(tenant, f"kube:{namespace}", "member")
     try:
         queue = queue_for_submission(spec, who, config)
         check_spec(spec, queue, config)
@@ -130,16 +133,39 @@ def submission_from_job(obj: dict[str, Any], config: ConfigView, now: datetime) 
         raise NotSubmittable(f"env {names}: looks like a secret ({plain[0].why}) but is a plain value, which Muster "
                              "would carry in clear text: read it from a Secret (valueFrom.secretKeyRef or "
                              f"envFrom.secretRef), or name it in the {PLAIN_ENV} annotation if it is not a secret")
+    return who
+
+
+def created_at(meta: dict[str, Any], now: datetime) -> datetime:
+    """When the object was created (``metadata.creationTimestamp``), else ``now``."""
     created = meta.get("creationTimestamp")
-    submitted_at = datetime.fromisoformat(created.replace("Z", "+00:00")) if isinstance(created, str) else now
-    return SubmitJob(job_id=kube_job_id(namespace, meta["name"], str(meta.get("uid", ""))), tenant=tenant.name,
-                     user=who.user, spec=spec, submitted_at=submitted_at)
+    return datetime.fromisoformat(created.replace("Z", "+00:00")) if isinstance(created, str) else now
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackTarget:
+    """The object a kube-native job's Events are about (their ``involvedObject``), and whether Muster also
+    writes its two conditions into the object's status: only a ``batch/v1`` Job's, whose status the Job
+    controller shares. A custom resource's (or a Deployment's, a pod's) status belongs to its own controller,
+    which replaces it whole: Muster tells those objects' owners through Events only."""
+
+    api_version: str
+    kind: str
+    namespace: str
+    name: str
+    uid: str
+    conditions: bool = False
+
+    @classmethod
+    def job(cls, namespace: str, name: str, uid: str) -> FeedbackTarget:
+        return cls("batch/v1", "Job", namespace, name, uid, conditions=True)
 
 
 class KubeJobFeedback:
-    """Writes ``kube_feedback``'s Events and conditions onto the kube-native jobs' own Jobs.
+    """Writes ``kube_feedback``'s Events onto the kube-native jobs' own objects, and its conditions onto the
+    status of those that are ``batch/v1`` Jobs (``FeedbackTarget``).
 
-    The submitter ``track``s each labelled Job; the status view's changes wake the job; one task
+    The submitters ``track`` each object; the status view's changes wake the job; one task
     (``run``) writes, a job at a time, from its latest status (quick successions fold into one write).
     A job first seen with a status older than this gateway gets its conditions only: its Events were
     told by the gateway before. Writing is best effort: a refusal is logged, never retried for ever.
@@ -150,16 +176,24 @@ class KubeJobFeedback:
         self._status = status
         self._now = now
         self._started = now()
-        self._objects: dict[str, tuple[str, str, str]] = {}  # job id -> (namespace, name, uid)
+        self._objects: dict[str, FeedbackTarget] = {}  # job id -> the object told
         self._told: dict[str, JobStatusChanged] = {}  # job id -> the status last written
         self._wanted: asyncio.Queue[str] = asyncio.Queue()
         self._waiting: set[str] = set()
         self.written = 0  # Events and status updates sent (for tests and logs)
 
     def track(self, job_id: str, namespace: str, name: str, uid: str) -> None:
-        if self._objects.get(job_id) != (namespace, name, uid):
-            self._objects[job_id] = (namespace, name, uid)
+        """Tell the job's feedback to its ``batch/v1`` Job."""
+        self.track_object(job_id, FeedbackTarget.job(namespace, name, uid))
+
+    def track_object(self, job_id: str, target: FeedbackTarget) -> None:
+        """Tell the job's feedback to ``target``."""
+        if self._objects.get(job_id) != target:
+            self._objects[job_id] = target
             self._wake(job_id)
+
+    def tracking(self, job_id: str) -> FeedbackTarget | None:
+        return self._objects.get(job_id)
 
     def forget(self, job_id: str) -> None:
         self._objects.pop(job_id, None)
@@ -175,21 +209,25 @@ class KubeJobFeedback:
             self._wanted.put_nowait(job_id)
 
     async def refused(self, namespace: str, name: str, uid: str, generation: str, why: str) -> None:
-        """A Warning Event ``NotSubmitted`` on the Job saying why it was not submitted (``kubectl describe job``).
-        One per generation of the Job (a change of its spec may fix it; a change of its status does not):
+        """A Warning Event ``NotSubmitted`` on the Job saying why it was not submitted (``kubectl describe job``)."""
+        await self.refused_object(FeedbackTarget.job(namespace, name, uid), generation, why)
+
+    async def refused_object(self, target: FeedbackTarget, generation: str, why: str) -> None:
+        """A Warning Event ``NotSubmitted`` on the object saying why it was not submitted (``kubectl describe``).
+        One per generation of the object (a change of its spec may fix it; a change of its status does not):
         every gateway replica, and a restarted one, writes the same Event name, and AlreadyExists is success.
         Best effort, as the other feedback."""
         event = kube_feedback.KubeEvent("Warning", NOT_SUBMITTED, why[:kube_feedback.MAX_MESSAGE])
-        body = kube_event(namespace, name, uid, event, self._now())
-        uid_part = "".join(c for c in uid.lower() if c.isascii() and c.isalnum())[:8] or "job"
-        body["metadata"] = {"name": f"{name}.{uid_part}.not-submitted.{generation or '0'}",
-                            "namespace": namespace}
+        body = target_event(target, event, self._now())
+        uid_part = "".join(c for c in target.uid.lower() if c.isascii() and c.isalnum())[:8] or "job"
+        body["metadata"] = {"name": f"{target.name}.{uid_part}.not-submitted.{generation or '0'}",
+                            "namespace": target.namespace}
         try:
             await self._rest.create(EVENTS, body)
             self.written += 1
         except Exception as exc:
             if not is_already_exists(exc):
-                log.warning("refusal of Job %s/%s not written: %s", namespace, name, exc)
+                log.warning("refusal of %s %s/%s not written: %s", target.kind, target.namespace, target.name, exc)
 
     async def run(self, stop: asyncio.Event) -> None:
         while True:
@@ -201,7 +239,7 @@ class KubeJobFeedback:
             try:
                 await self._write(job_id)
             except Exception as exc:
-                log.warning("feedback on the Job of %s not written: %s", job_id, exc)
+                log.warning("feedback on the object of %s not written: %s", job_id, exc)
 
     async def _write(self, job_id: str) -> None:
         status = self._status.get(job_id)
@@ -213,27 +251,27 @@ class KubeJobFeedback:
                                      previous.estimated_start) == (status.state, status.reason, status.attempt,
                                                                    status.position, status.estimated_start):
             return
-        namespace, name, uid = target
         now = self._now()
         told_before = previous is None and status.updated_at < self._started
         for event in ([] if told_before else kube_feedback.events(status, previous, now)):
-            await self._rest.create(EVENTS, kube_event(namespace, name, uid, event, now))
+            await self._rest.create(EVENTS, target_event(target, event, now))
             self.written += 1
-        wanted = kube_feedback.conditions(status, now)
+        if target.conditions:
+            wanted = kube_feedback.conditions(status, now)
 
-        def set_conditions(job: dict[str, Any]) -> None:
-            job_status = job.setdefault("status", {})
-            job_status["conditions"] = kube_feedback.merged_conditions(job_status.get("conditions") or [],
-                                                                       wanted, now)
+            def set_conditions(job: dict[str, Any]) -> None:
+                job_status = job.setdefault("status", {})
+                job_status["conditions"] = kube_feedback.merged_conditions(job_status.get("conditions") or [],
+                                                                           wanted, now)
 
-        try:
-            await update(self._rest, JOBS, name, set_conditions, namespace, subresource="status")
-            self.written += 1
-        except Exception as exc:
-            if is_not_found(exc):
-                self.forget(job_id)
-                return
-            raise
+            try:
+                await update(self._rest, JOBS, target.name, set_conditions, target.namespace, subresource="status")
+                self.written += 1
+            except Exception as exc:
+                if is_not_found(exc):
+                    self.forget(job_id)
+                    return
+                raise
         self._told[job_id] = status
         if kube_feedback.ended(status):
             self.forget(job_id)
@@ -242,12 +280,17 @@ class KubeJobFeedback:
 def kube_event(namespace: str, name: str, uid: str, event: kube_feedback.KubeEvent,
                now: datetime) -> dict[str, Any]:
     """A core/v1 Event about the Job ``namespace/name`` (shown by ``kubectl describe job``)."""
+    return target_event(FeedbackTarget.job(namespace, name, uid), event, now)
+
+
+def target_event(target: FeedbackTarget, event: kube_feedback.KubeEvent, now: datetime) -> dict[str, Any]:
+    """A core/v1 Event about ``target`` (shown by ``kubectl describe`` of that object)."""
     stamp = now.strftime("%Y-%m-%dT%H:%M:%SZ")
     return {
         "apiVersion": "v1", "kind": "Event",
-        "metadata": {"generateName": f"{name}.", "namespace": namespace},
-        "involvedObject": {"apiVersion": "batch/v1", "kind": "Job", "name": name, "namespace": namespace,
-                           "uid": uid},
+        "metadata": {"generateName": f"{target.name}.", "namespace": target.namespace},
+        "involvedObject": {"apiVersion": target.api_version, "kind": target.kind, "name": target.name,
+                           "namespace": target.namespace, "uid": target.uid},
         "type": event.type, "reason": event.reason, "message": event.message,
         "source": {"component": FEEDBACK_COMPONENT}, "reportingComponent": FEEDBACK_COMPONENT,
         "reportingInstance": FEEDBACK_COMPONENT, "firstTimestamp": stamp, "lastTimestamp": stamp, "count": 1,

@@ -1,6 +1,6 @@
 """The gateway's composition root: views of the compacted topics, the producer, config seeding, the HTTP
-API, the firing loop of recurring jobs and (with a Kubernetes API at hand) the watch of labelled
-``batch/v1`` Jobs."""
+API, the firing loop of recurring jobs and (with a Kubernetes API at hand) the watches of labelled
+``batch/v1`` Jobs and of labelled objects of the other workload kinds (JobSet, RayJob, LeaderWorkerSet...)."""
 
 from __future__ import annotations
 
@@ -148,12 +148,16 @@ class GatewayMain(ServiceMain):
         if not (self.options.kube_server or self.options.kubeconfig or os.environ.get("KUBECONFIG")):
             return None
         from services.gateway.kube_jobs import watch_kube_jobs
+        from services.gateway.kube_workloads import watch_kube_workloads
 
         server = self.options.kube_server
 
         async def kube(stop: asyncio.Event) -> None:
             if await unless_stopped(stop, self.ready.wait()):
-                await watch_kube_jobs(ctx, server, stop, kubeconfig=self.options.kubeconfig_path)
+                async with asyncio.TaskGroup() as watches:
+                    watches.create_task(watch_kube_jobs(ctx, server, stop, kubeconfig=self.options.kubeconfig_path))
+                    watches.create_task(watch_kube_workloads(ctx, server, stop,
+                                                             kubeconfig=self.options.kubeconfig_path))
 
         return kube
 

@@ -17,6 +17,7 @@ from services.spec.ids import keyed_job_id
 from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, non_preemptible_refusal
 from services.spec.roles import roles_refusal
 from services.spec.secret_env import plain_secret_errors
+from services.spec.workload_spec import WORKLOAD_NOT_QUEUEABLE, roles_mismatch
 
 PLAIN_SECRET_ENV = "plain_secret_env"
 
@@ -64,10 +65,13 @@ def queue_for_submission(spec: JobSpec, principal: Principal, config: ConfigView
 
 def check_spec(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
     """Rules that need the configuration: known priority class, security policy, who may run
-    non-preemptible work."""
-    refusal = roles_refusal(spec)
+    non-preemptible work; and that a job of several roles names its workload object, whose manifest (when
+    given) makes the roles declared (``workload_spec.roles_mismatch``: 422 ``roles_do_not_match_workload``,
+    ``workload_not_queueable``)."""
+    refusal = roles_refusal(spec) or roles_mismatch(spec)
     if refusal is not None:
-        raise ApiError(422, refusal[0], refusal[1], field="spec.roles")
+        field = "spec.workload.manifest" if refusal[0] == WORKLOAD_NOT_QUEUEABLE else "spec.roles"
+        raise ApiError(422, refusal[0], refusal[1], field=field)
     if not config.has_priority_class(spec.priority_class):
         raise ApiError(422, "unknown_priority_class", f"no priority class named {spec.priority_class!r}",
                        field="spec.priority_class")

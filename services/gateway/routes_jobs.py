@@ -21,10 +21,10 @@ from schemas.api import (
 )
 from schemas.envelope import Name
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SuspendJob
-from schemas.jobspec import JobSpec
 from schemas.status import TERMINAL_STATES
 from services.gateway.deps import Caller, Context
 from services.gateway.errors import BODY_NAME_KEY, ApiError
+from services.gateway.job_requests import JobSubmission
 from services.gateway.policy import check_preemptibility
 from services.gateway.presenters import explanation
 from services.gateway.routes_recurring import define_recurring
@@ -41,12 +41,18 @@ IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_lengt
              responses={200: {"model": SubmitAccepted | RecurringAccepted,
                               "description": "a repeat of an earlier submission or recurring job"},
                         201: {"model": RecurringAccepted, "description": "a new recurring job (`schedule` set)"}})
-async def submit_job(spec: JobSpec, ctx: Context, caller: Caller, response: Response,
+async def submit_job(spec: JobSubmission, ctx: Context, caller: Caller, response: Response,
                      idempotency_key: IdempotencyKey = None) -> SubmitAccepted | RecurringAccepted:
     """Queue a job. With ``Idempotency-Key`` a retried submission returns the same job id and publishes nothing.
 
     A spec with ``schedule`` (a cron expression, UTC) is not queued now: it defines the recurring job
     ``<tenant>.<spec name>``, which submits the spec at every firing; re-posting it changes nothing.
+
+    A job that is a Kubernetes object of a workload kind (JobSet, TrainJob, RayJob, RayCluster, LeaderWorkerSet,
+    Deployment, StatefulSet, a ``List`` of Pods) gives it as ``workload.manifest``; its ``roles`` may be left out:
+    the gateway reads them from the manifest (and ``name`` from its ``metadata.name``). Roles given beside a
+    manifest must be the manifest's own (422 ``roles_do_not_match_workload``; a role's ``topology`` may be added);
+    a manifest Muster cannot queue answers 422 ``workload_not_queueable``.
 
     Secrets are read from Kubernetes Secrets of the tenant's namespace (``secret_ref``, ``env_from``), never
     sent as plain values: an environment entry whose name (``*_TOKEN``, ``*_PASSWORD``, ``*_KEY``...) or value (a

@@ -6,7 +6,7 @@ from typing import Any
 
 from services.kubesim.errors import ApiError, conflict, invalid
 from services.kubesim.meta import Obj, deep, meta, now_rfc3339
-from services.kubesim.patch import APPLY_PATCH, apply_patch
+from services.kubesim.patch import APPLY_PATCH, JSON_PATCH, MERGE_PATCH, STRATEGIC_PATCH, apply_patch
 from services.kubesim.resources import NAMESPACES, PODS, ResourceType
 from services.kubesim.store import Store
 from services.kubesim.validation import (
@@ -95,6 +95,9 @@ class Registry:
         patch_body: Any,
         subresource: str = "",
     ) -> Obj:
+        if rt.custom and content_type.split(";")[0].strip() == STRATEGIC_PATCH:  # as for a CRD's resource
+            raise ApiError(415, "the body of the request was in an unknown format - accepted media types include: "
+                           f"{JSON_PATCH}, {MERGE_PATCH}, {APPLY_PATCH}", "UnsupportedMediaType")
         old = self.store.try_get(rt, namespace, name)
         if old is None:
             if content_type.startswith(APPLY_PATCH) and not subresource:

@@ -21,6 +21,8 @@ class ResourceType:
     subresources: tuple[str, ...] = ()
     categories: tuple[str, ...] = ()
     verbs: tuple[str, ...] = ALL_VERBS
+    #: served from a CustomResourceDefinition on a real cluster: no strategic merge patch (415)
+    custom: bool = False
 
     @property
     def api_version(self) -> str:
@@ -42,12 +44,39 @@ EVENTS = ResourceType("events", "event", "Event", "", "v1", True, ("ev",))
 JOBS = ResourceType("jobs", "job", "Job", "batch", "v1", True, (), ("status",), ("all",))
 LEASES = ResourceType("leases", "lease", "Lease", "coordination.k8s.io", "v1", True)
 
-RESOURCE_TYPES: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, EVENTS, JOBS, LEASES)
+
+# -- the workload kinds Muster queues (services.spec.kinds): storage only ---------------------------------
+# Objects are stored, listed, watched, patched (status subresource included) and garbage-collected like any
+# other; no controller acts on them (no ReplicaSets, Jobs or pods are made from them). Custom resources are
+# not checked against their CRD's schema.
+DEPLOYMENTS = ResourceType("deployments", "deployment", "Deployment", "apps", "v1", True, ("deploy",), ("status",),
+                           ("all",))
+STATEFULSETS = ResourceType("statefulsets", "statefulset", "StatefulSet", "apps", "v1", True, ("sts",), ("status",),
+                            ("all",))
+JOBSETS = ResourceType("jobsets", "jobset", "JobSet", "jobset.x-k8s.io", "v1alpha2", True, (), ("status",),
+                       custom=True)
+TRAINJOBS = ResourceType("trainjobs", "trainjob", "TrainJob", "trainer.kubeflow.org", "v1alpha1", True, (),
+                         ("status",), custom=True)
+TRAINING_RUNTIMES = ResourceType("trainingruntimes", "trainingruntime", "TrainingRuntime", "trainer.kubeflow.org",
+                                 "v1alpha1", True, custom=True)
+CLUSTER_TRAINING_RUNTIMES = ResourceType("clustertrainingruntimes", "clustertrainingruntime",
+                                         "ClusterTrainingRuntime", "trainer.kubeflow.org", "v1alpha1", False,
+                                         custom=True)
+RAYJOBS = ResourceType("rayjobs", "rayjob", "RayJob", "ray.io", "v1", True, (), ("status",), custom=True)
+RAYCLUSTERS = ResourceType("rayclusters", "raycluster", "RayCluster", "ray.io", "v1", True, (), ("status",),
+                           custom=True)
+LEADERWORKERSETS = ResourceType("leaderworkersets", "leaderworkerset", "LeaderWorkerSet", "leaderworkerset.x-k8s.io",
+                                "v1", True, ("lws",), ("status",), custom=True)
+WORKLOAD_TYPES: tuple[ResourceType, ...] = (DEPLOYMENTS, STATEFULSETS, JOBSETS, TRAINJOBS, TRAINING_RUNTIMES,
+                                            CLUSTER_TRAINING_RUNTIMES, RAYJOBS, RAYCLUSTERS, LEADERWORKERSETS)
+
+RESOURCE_TYPES: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, EVENTS, JOBS, LEASES, *WORKLOAD_TYPES)
 
 GROUP_VERSIONS: dict[str, tuple[str, str]] = {
     "v1": ("", "v1"),
     "batch/v1": ("batch", "v1"),
     "coordination.k8s.io/v1": ("coordination.k8s.io", "v1"),
+    **{rt.api_version: (rt.group, rt.version) for rt in WORKLOAD_TYPES},
 }
 
 

@@ -8,7 +8,7 @@ from typing import Any
 
 from services.kubesim.errors import invalid
 from services.kubesim.meta import Obj, meta
-from services.kubesim.resources import JOBS, NAMESPACES, NODES, PODS, ResourceType
+from services.kubesim.resources import DEPLOYMENTS, JOBS, NAMESPACES, NODES, PODS, STATEFULSETS, ResourceType
 from services.spec.quantity import parse_quantity
 
 _SUBDOMAIN = re.compile(r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?(\.[a-z0-9]([-a-z0-9]*[a-z0-9])?)*$")
@@ -98,6 +98,34 @@ def _job_causes(obj: Obj) -> list[tuple[str, str]]:
     return causes
 
 
+def _apps_causes(obj: Obj) -> list[tuple[str, str]]:
+    """A Deployment's or StatefulSet's: a selector, a pod template it selects, pods that restart (``Always``)."""
+    spec = obj.get("spec")
+    if not isinstance(spec, dict):
+        return [("spec", "Required value")]
+    causes: list[tuple[str, str]] = []
+    selector = spec.get("selector")
+    if not isinstance(selector, dict) or not (selector.get("matchLabels") or selector.get("matchExpressions")):
+        causes.append(("spec.selector", "Required value"))
+        selector = {}
+    template = spec.get("template")
+    if not isinstance(template, dict):
+        return [*causes, ("spec.template", "Required value")]
+    causes += _pod_spec_causes(template.get("spec"), "spec.template.spec")
+    labels = (template.get("metadata") or {}).get("labels") or {}
+    if any(labels.get(k) != v for k, v in (selector.get("matchLabels") or {}).items()):
+        causes.append(("spec.template.metadata.labels", f"Invalid value: {labels!r}: `selector` does not match "
+                                                        "template `labels`"))
+    policy = (template.get("spec") or {}).get("restartPolicy") if isinstance(template.get("spec"), dict) else None
+    if policy not in (None, "Always"):
+        causes.append(("spec.template.spec.restartPolicy", f'Unsupported value: "{policy}": supported values: '
+                       '"Always"'))
+    replicas = spec.get("replicas")
+    if replicas is not None and (not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0):
+        causes.append(("spec.replicas", f"Invalid value: {replicas!r}: must be greater than or equal to 0"))
+    return causes
+
+
 def _default_job(obj: Obj) -> None:
     spec = obj["spec"]
     uid = obj["metadata"]["uid"]
@@ -136,6 +164,8 @@ def validate(rt: ResourceType, obj: Any) -> None:
         causes += _pod_spec_causes(obj.get("spec"), "spec")
     elif rt is JOBS:
         causes += _job_causes(obj)
+    elif rt in (DEPLOYMENTS, STATEFULSETS):
+        causes += _apps_causes(obj)
     if causes:
         name = str((obj.get("metadata") or {}).get("name") or "")
         raise invalid(rt.kind, name, causes, rt.group)

@@ -34,3 +34,10 @@ def random_job_id(name: str) -> str:
 def kube_job_id(namespace: str, name: str, uid: str) -> str:
     """The id of a ``batch/v1`` Job submitted through the cluster: stable for that object's lifetime."""
     return f"{name_prefix(name)}-{_hash8('kube', namespace, name, uid)}"
+
+
+def kube_workload_id(kind: str, namespace: str, name: str, uid: str) -> str:
+    """The id of a workload object (JobSet, RayJob, LeaderWorkerSet, a pod group...) submitted through the
+    cluster: stable for that object's lifetime, the kind part of it so that a JobSet and a RayJob of one name
+    in one namespace are two jobs. A pod group has no uid of its own: ``uid`` is then empty."""
+    return f"{name_prefix(name)}-{_hash8('kube', kind, namespace, name, uid)}"

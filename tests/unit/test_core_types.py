@@ -125,3 +125,13 @@ def test_a_one_role_spec_reads_and_writes_as_before() -> None:
     data = msg.spec.model_dump(mode="json")
     assert "roles" not in data and "workload" not in data
     assert JobSpec.model_validate(data) == msg.spec and msg.spec.pod_roles()[0].name == "main"
+
+
+def test_a_submission_of_several_roles_crosses_the_wire_and_back() -> None:
+    """The JSON of a spec with roles carries the defaults of replicas and min_replicas; it must read back."""
+    from schemas.codec import decode, encode
+    from schemas.envelope import make_envelope
+
+    msg = _submit().model_copy(update={"spec": _roles_spec()})
+    back = decode(encode(make_envelope(msg, "test")), topic="muster.intents.v1").payload
+    assert back == msg
