@@ -59,6 +59,9 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], set[str]]] = {
                    ("trainer.kubeflow.org", "trainingruntimes"): {"get"}},
     # the kube-native path: watch the labelled Jobs, tell them what Muster does (Events, status conditions)
     "gateway": {("batch", "jobs"): READ_VERBS, ("batch", "jobs/status"): {"get", "update"},
+                ("", "pods"): READ_VERBS, **{r: READ_VERBS for r in WORKLOAD_RESOURCES},
+                ("trainer.kubeflow.org", "clustertrainingruntimes"): {"get"},
+                ("trainer.kubeflow.org", "trainingruntimes"): {"get"},
                 ("", "events"): {"create"}},
 }
 
