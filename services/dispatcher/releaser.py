@@ -33,6 +33,9 @@ from services.spec.kinds import ungate_pod_patch
 log = logging.getLogger(__name__)
 
 SWEEP_S = 2.0
+#: a job that uses GPUs is placed on GPU nodes, which carry the GPU taint: each of its pods (a launcher too,
+#: which Muster may place beside its workers) gets the toleration as it is released, as Muster's own Jobs have it
+GPU_TOLERATIONS = ({"key": ann.GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"},)
 REFRESH_S = 2.0  # at most this often an object is read again to learn which pods are its own
 
 
@@ -167,7 +170,7 @@ class Releaser:
             return
         labels = {ann.JOB_ID: label_value(run.job_id), ann.ATTEMPT: str(run.attempt), ann.ROLE: role}
         try:
-            patch = ungate_pod_patch(pod, node, labels)
+            patch = ungate_pod_patch(pod, node, labels, tolerations=GPU_TOLERATIONS if run.uses_gpus else ())
         except ValueError as exc:
             log.warning("pod %s/%s cannot be released: %s", meta.get("namespace"), meta.get("name"), exc)
             return
@@ -176,7 +179,7 @@ class Releaser:
             await self.rest.patch(PODS, str(meta["name"]), patch.body, str(meta["namespace"]), PatchType.JSON)
         except Exception as exc:
             self._sent.pop(uid, None)
-            if is_not_found(exc) or status_of(exc) in (409, 422):  # gone, or changed since read: next event
+            if is_not_found(exc) or status_of(exc) == 409:  # gone, or changed since read: the next event says
                 return
             log.error("releasing pod %s/%s onto %s failed: %s", meta.get("namespace"), meta.get("name"), node, exc)
             return

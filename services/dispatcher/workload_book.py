@@ -33,6 +33,7 @@ class WorkloadRun:
     decision_event: str = ""
     preemption: Preemption | None = None
     reported: bool = False
+    uses_gpus: bool = True  # some pod of the job asks for GPUs (its pods then tolerate the GPU taint)
 
     @property
     def resource(self) -> Resource:

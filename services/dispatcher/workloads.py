@@ -40,6 +40,7 @@ from typing import Any
 from schemas import kube as ann
 from schemas.decisions import JobAdmitted, JobPreemptionRequested
 from schemas.envelope import Envelope
+from schemas.kube import POD_GROUP
 from schemas.runs import JobDispatched, JobStopped, RunFailed
 from services.dispatcher.book import Preemption
 from services.dispatcher.context import Context, api_failure, emit
@@ -58,7 +59,7 @@ from services.runtime.kafka import Delivery
 from services.runtime.kube import PODS, KubeObject, KubeRest, PatchType, Resource, create_or_get, delete
 from services.runtime.kube.errors import is_not_found, status_of
 from services.spec.core_types import main_role_name
-from services.spec.kinds import KINDS, NotQueueable, ObjectRef, UnknownKind, WorkloadKind, kind_for
+from services.spec.kinds import KINDS, NotQueueable, ObjectRef, UnknownKind, WorkloadKind, kind_for, pod_group
 
 log = logging.getLogger(__name__)
 
@@ -157,6 +158,7 @@ async def admit(ctx: Context, ops: WorkloadOps, envelope: Envelope, delivery: De
                                                    retryable=failure[1]))
         ctx.outcome(decision.TYPE, "failed")
         return
+    run.uses_gpus = any(t.resources.gpus or t.resources.shares_gpus for t in decision.spec.templates())
     ctx.workloads[run.job_id] = run
     await emit(delivery, envelope, _dispatched(ctx, run))
     run.reported = True
@@ -190,6 +192,8 @@ async def _release(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, event_
     labels = identity_labels(decision)
     annotations = identity_annotations(decision, event_id, correlation, owned=owned)
     namespace = decision.namespace
+    if kind.identity.kind == "Pod":
+        return await _release_group(ctx, ops, decision, kind, labels, annotations, correlation, event_id)
     if workload.manifest is not None:
         related = await ops.related(kind.references(workload.manifest))
         name = object_name(decision.job_id, decision.attempt)
@@ -228,6 +232,39 @@ async def _release(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, event_
                        main_role_name(decision.spec), owned, obj, related, correlation, event_id)
 
 
+async def _release_group(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, kind: WorkloadKind,
+                         labels: dict[str, str], annotations: dict[str, str], correlation: str,
+                         event_id: str) -> WorkloadRun:
+    """A group of plain pods is no one object: through Muster its pods are created (gated); kube-native
+    they are the gated pods labelled with the group's name. Either way the pods themselves are the run."""
+    workload = decision.spec.workload
+    assert workload is not None
+    namespace = decision.namespace
+    if workload.manifest is not None:
+        name = object_name(decision.job_id, decision.attempt)
+        try:
+            _check_roles(decision, kind, workload.manifest, ())
+            group = kind.hold_manifest(workload.manifest, name=name, namespace=namespace, labels=labels,
+                                       annotations=annotations)
+        except NotQueueable as exc:
+            raise _Refused("workload_unreadable", exc.reason) from None
+        await ctx.ops.ensure_namespace(namespace)
+        created = [(await create_or_get(ops.rest, PODS, pod, namespace))[0] for pod in group.get("items") or []]
+        obj = pod_group(created)
+    else:
+        name = str(workload.name)
+        items, _ = await ops.rest.list(PODS, namespace, label_selector=f"{POD_GROUP}={name}")
+        if not items:
+            raise _Refused("workload_missing", f"no pod of group {namespace}/{name} is left to release")
+        obj = pod_group(items)
+        try:
+            _check_roles(decision, kind, obj, ())
+        except NotQueueable as exc:
+            raise _Refused("workload_unreadable", exc.reason) from None
+    return WorkloadRun(decision.job_id, decision.attempt, namespace, name, kind, decision.placement,
+                       main_role_name(decision.spec), workload.manifest is not None, obj, [], correlation, event_id)
+
+
 @dataclass(frozen=True, slots=True)
 class _Merge:
     body: dict[str, Any]
@@ -264,7 +301,10 @@ async def request_stop(ctx: Context, ops: WorkloadOps, envelope: Envelope, deliv
     pre = Preemption(requested_at=ctx.clock(), reason=decision.reason, requeue=decision.requeue,
                      grace_s=decision.grace_period_s, event_id=envelope.event_id)
     run.correlation_id = run.correlation_id or envelope.correlation_id or envelope.event_id
-    obj = await ops.apply(run, [_Merge({"metadata": {"annotations": handshake_annotations(pre)}})])
+    if _is_group(run):  # no object to annotate: the pods go at once (they cannot be suspended)
+        obj: KubeObject | None = run.obj
+    else:
+        obj = await ops.apply(run, [_Merge({"metadata": {"annotations": handshake_annotations(pre)}})])
     if obj is None:
         _forget(ctx, run)
         await emit(delivery, envelope, JobStopped(**ctx.base(run.job_id, run.attempt), reason=decision.reason,
@@ -275,6 +315,10 @@ async def request_stop(ctx: Context, ops: WorkloadOps, envelope: Envelope, deliv
     _start(ctx, ops, run)
     ctx.outcome(decision.TYPE, "handshake")
     return True
+
+
+def _is_group(run: WorkloadRun) -> bool:
+    return run.kind.identity.kind == "Pod"
 
 
 def _start(ctx: Context, ops: WorkloadOps, run: WorkloadRun) -> None:
@@ -296,6 +340,8 @@ async def _handshake(ctx: Context, ops: WorkloadOps, run: WorkloadRun) -> None:
 
 async def _acknowledged(ctx: Context, ops: WorkloadOps, run: WorkloadRun, pre: Preemption) -> bool:
     """Until the object says it checkpointed (True), ends, goes away or its grace runs out."""
+    if _is_group(run):
+        return False  # a group of pods has no object to say it checkpointed
     while True:
         obj = await ops.get(run.resource, run.name, run.namespace)
         if obj is None or run.kind.state(obj).phase in ("succeeded", "failed"):
@@ -327,7 +373,7 @@ async def _take_back(ctx: Context, ops: WorkloadOps, run: WorkloadRun, pre: Pree
                         run.job_id, run.attempt, len(pods), ctx.settings.stop_wait_margin_s)
             break
         await asyncio.sleep(ctx.settings.release_poll_s)
-    if run.owned:  # marked first, so the node watcher reports its disappearance as Muster's doing
+    if run.owned and not _is_group(run):  # marked first: the node watcher reports its going as Muster's doing
         await ops.apply(run, [_Merge({"metadata": {"annotations": {ann.DELETED_BY: ann.MUSTER,
                                                                    ann.DELETE_REASON: pre.reason}}})])
         try:

@@ -214,7 +214,17 @@ def check_update(rt: ResourceType, old: Obj, new: Obj) -> None:
         old_node, new_node = (old.get("spec") or {}).get("nodeName"), (new.get("spec") or {}).get("nodeName")
         if old_node and new_node != old_node:
             causes.append(("spec.nodeName", "Forbidden: pod updates may not change nodeName"))
-        if _fixed_pod_spec(old.get("spec") or {}) != _fixed_pod_spec(new.get("spec") or {}):
+        old_spec, new_spec = old.get("spec") or {}, new.get("spec") or {}
+        if old_spec.get("schedulingGates"):
+            # a pod still held by scheduling gates may gain node-selector entries (never change or lose one):
+            # Kubernetes' mutable scheduling directives, which is how a gated pod is given its node
+            before, after = old_spec.get("nodeSelector") or {}, new_spec.get("nodeSelector") or {}
+            if any(after.get(k) != v for k, v in before.items()):
+                causes.append(("spec.nodeSelector", "Invalid value: only additions to spec.nodeSelector are "
+                                                    "allowed while the pod has scheduling gates"))
+            old_spec = {k: v for k, v in old_spec.items() if k != "nodeSelector"}
+            new_spec = {k: v for k, v in new_spec.items() if k != "nodeSelector"}
+        if _fixed_pod_spec(old_spec) != _fixed_pod_spec(new_spec):
             causes.append(("spec", "Forbidden: pod updates may not change fields other than "
                                    "`spec.containers[*].image`, `spec.initContainers[*].image`, "
                                    "`spec.activeDeadlineSeconds`, `spec.tolerations` (only additions to existing "

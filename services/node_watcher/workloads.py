@@ -24,9 +24,10 @@ from datetime import datetime
 from typing import Any
 
 from schemas.envelope import Message
-from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, JOB_ID, PREEMPT_REQUESTED, ROLE
+from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, JOB_ID, POD_GROUP, POD_GROUP_SIZE, PREEMPT_REQUESTED, ROLE
 from schemas.runs import MAX_NAMED_PODS, PodBound, RunAllPodsReady, RunDeleted, RunFailed, RunStarted, RunSucceeded
-from services.spec.kinds import WorkloadKind
+from services.spec.kinds import WorkloadKind, pod_group
+from services.spec.kinds.pods import POD_GROUP_KIND
 
 KubeObject = dict[str, Any]
 #: (namespace, job-id label, attempt): how a released pod names its job
@@ -59,6 +60,18 @@ def workload_ref(obj: Mapping[str, Any]) -> WorkloadRef | None:
     gang = str(annotations.get(GANG_SIZE) or "1")
     return WorkloadRef(str(job_id), int(str(attempt)), str(meta.get("namespace") or ""), str(meta.get("name")),
                        max(int(gang) if gang.isdigit() else 1, 1), str(label))
+
+
+def _group_ref(key: PodKey, pods: Mapping[str, KubeObject]) -> WorkloadRef | None:
+    """The identity of a group of plain pods, from its released pods (labelled with the group and its size)."""
+    for pod in pods.values():
+        meta = pod.get("metadata") or {}
+        group = (meta.get("labels") or {}).get(POD_GROUP)
+        size = str((meta.get("annotations") or {}).get(POD_GROUP_SIZE) or "")
+        if group and size.isdigit():
+            namespace, label, attempt = key
+            return WorkloadRef(label, int(attempt), namespace, str(group), max(int(size), 1), label)
+    return None
 
 
 def _phase(pod: Mapping[str, Any]) -> str:
@@ -124,10 +137,12 @@ class WorkloadTracker:
 
     def _evaluate(self, key: PodKey, now: datetime) -> list[Message]:
         where = self._by_pods.get(key)
-        if where is None or where not in self.objects:
-            return []
-        kind, obj = self.objects[where]
-        ref = workload_ref(obj)
+        if where is not None and where in self.objects:
+            kind, obj = self.objects[where]
+            ref = workload_ref(obj)
+        else:  # a group of plain pods has no object: the pods are the run
+            members = self._pods.get(key, {})
+            kind, obj, ref = POD_GROUP_KIND, pod_group(list(members.values())), _group_ref(key, members)
         if ref is None:
             return []
         base: dict[str, Any] = {"job_id": ref.job_id, "attempt": ref.attempt, "cluster": self.cluster,

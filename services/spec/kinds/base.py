@@ -451,11 +451,14 @@ def template_at(obj: Mapping[str, Any], path: Path) -> tuple[KubeObject, bool]:
 
 
 def ungate_pod_patch(pod: Mapping[str, Any], node: str, labels: Mapping[str, str],
-                     annotations: Mapping[str, str] | None = None) -> Patch:
+                     annotations: Mapping[str, str] | None = None,
+                     tolerations: Sequence[Mapping[str, Any]] = ()) -> Patch:
     """The JSON patch that releases one gated pod onto ``node``: ``nodeSelector`` on the node's hostname
     (Kubernetes lets a gated pod gain node-selector entries, never change one), ``labels`` and
-    ``annotations``, and the gate removed (tested first, so a pod whose gates changed since it was read is
-    not patched blindly). ``ValueError`` when the pod is not gated or already selects another node."""
+    ``annotations``, the ``tolerations`` it lacks added (any pod may gain tolerations: the taints of the node
+    Muster chose for it, such as the GPU taint), and the gate removed (tested first, so a pod whose gates
+    changed since it was read is not patched blindly). ``ValueError`` when the pod is not gated or already
+    selects another node."""
     spec = pod_spec_of(pod)
     gates = spec.get("schedulingGates") or []
     index = next((i for i, g in enumerate(gates) if isinstance(g, dict) and g.get("name") == ADMISSION_GATE), None)
@@ -468,7 +471,14 @@ def ungate_pod_patch(pod: Mapping[str, Any], node: str, labels: Mapping[str, str
     meta = pod.get("metadata") or {}
     ops: JsonPatch = [*map_ops(("spec", "nodeSelector"), selector, {HOSTNAME_LABEL: node}),
                       *map_ops(("metadata", "labels"), meta.get("labels"), labels),
-                      *map_ops(("metadata", "annotations"), meta.get("annotations"), annotations or {}),
-                      {"op": "test", "path": pointer(("spec", "schedulingGates", index)), "value": gates[index]},
-                      {"op": "remove", "path": pointer(("spec", "schedulingGates", index))}]
+                      *map_ops(("metadata", "annotations"), meta.get("annotations"), annotations or {})]
+    have = [t for t in spec.get("tolerations") or [] if isinstance(t, dict)]
+    missing = [dict(t) for t in tolerations if dict(t) not in have]
+    if missing:
+        if "tolerations" in spec:
+            ops.extend({"op": "add", "path": "/spec/tolerations/-", "value": t} for t in missing)
+        else:
+            ops.append({"op": "add", "path": "/spec/tolerations", "value": missing})
+    ops += [{"op": "test", "path": pointer(("spec", "schedulingGates", index)), "value": gates[index]},
+            {"op": "remove", "path": pointer(("spec", "schedulingGates", index))}]
     return Patch("json", ops)
