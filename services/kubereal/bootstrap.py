@@ -174,10 +174,34 @@ async def wait_nodes_ready(rest: KubeRest, names: Iterable[str], timeout_s: floa
         await asyncio.sleep(0.2)
 
 
+#: the workload objects a test leaves behind (their kinds' CRDs may be installed or not)
+WORKLOAD_RESOURCES = (
+    Resource("trainer.kubeflow.org/v1alpha1", "TrainJob", "trainjobs", namespaced=True),
+    Resource("jobset.x-k8s.io/v1alpha2", "JobSet", "jobsets", namespaced=True),
+    Resource("ray.io/v1", "RayJob", "rayjobs", namespaced=True),
+    Resource("ray.io/v1", "RayCluster", "rayclusters", namespaced=True),
+    Resource("leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "leaderworkersets", namespaced=True),
+    Resource("apps/v1", "Deployment", "deployments", namespaced=True),
+    Resource("apps/v1", "StatefulSet", "statefulsets", namespaced=True),
+)
+
+
 async def clear_workloads(rest: KubeRest, keep_namespaces: Iterable[str] = SYSTEM_NAMESPACES) -> int:
-    """Delete every Job and pod outside the system namespaces at once (pods without grace). How many."""
+    """Delete every workload object, Job and pod outside the system namespaces at once (pods without
+    grace). How many."""
     keep = set(keep_namespaces)
     deleted = 0
+    for kind in WORKLOAD_RESOURCES:
+        try:
+            objects, _ = await rest.list(kind)
+        except Exception as exc:
+            if status_of(exc) == 404:
+                continue  # its CRD is not installed here
+            raise
+        for obj in objects:
+            meta = obj["metadata"]
+            if meta.get("namespace") not in keep:
+                deleted += await delete(rest, kind, meta["name"], meta["namespace"])
     for resource, grace in ((JOBS, None), (PODS, 0)):
         items, _ = await rest.list(resource)
         for item in items:

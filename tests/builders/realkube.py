@@ -7,6 +7,7 @@ registers exactly the nodes of the test's cluster, so tests do not see each othe
 from __future__ import annotations
 
 import asyncio
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,6 +16,9 @@ import pytest
 from schemas.config import ClusterConfig
 from services.kubereal.bootstrap import bootstrap, clear_workloads, register_nodes, wait_nodes_ready
 from services.kubereal.build import Binaries, BuildError, build
+from services.kubereal.controller_build import build_controllers
+from services.kubereal.controller_catalog import ALL, resolve
+from services.kubereal.controllers import Controllers
 from services.kubereal.controlplane import ControlPlane
 from services.runtime.kube import KubeRest, build_api_client
 
@@ -59,16 +63,16 @@ class RealCluster:
 
 @dataclass
 class RealKube:
-    """Up to a few control planes (``cluster(0)``, ``cluster(1)``...) under ``root``."""
+    """Up to a few control planes (``cluster(0)``, ``cluster(1)``...) under ``root``; on request, with the
+    workload controllers (JobSet, LWS, KubeRay, Trainer) running beside one for the rest of the run."""
 
     root: Path
     binaries: Binaries
     started: dict[int, RealCluster] = field(default_factory=dict)
+    controllers: dict[int, Controllers] = field(default_factory=dict)
 
     @classmethod
     def create(cls, root: Path) -> RealKube:
-        import os
-
         if os.environ.get(SKIP_ENV):
             pytest.skip(f"{SKIP_ENV} is set: the real control-plane tier is skipped")
         try:
@@ -100,7 +104,27 @@ class RealKube:
             await wait_nodes_ready(rest, names)
         return real
 
+    async def with_controllers(self, index: int = 0) -> Controllers:
+        """Every workload controller running on control plane ``index`` (started once, kept for the run).
+        Skipped when they cannot be built, except under CI (``scripts/test`` builds them first)."""
+        if index not in self.controllers:
+            real = await self.cluster(index)
+            try:
+                builds = build_controllers(resolve([ALL]), lambda m: print(f"[controllers] {m}"))
+            except BuildError as exc:
+                if os.environ.get("CI"):
+                    pytest.fail(f"the workload controllers could not be built under CI: {exc}")
+                pytest.skip(f"the workload controllers could not be built: {exc}")
+            # started on this (the main) thread, as the plane is: the managers end with the thread that started them
+            self.controllers[index] = Controllers(real.plane, builds).start()
+        controllers = self.controllers[index]
+        controllers.check_alive()
+        return controllers
+
     def close(self) -> None:
+        for controllers in self.controllers.values():
+            controllers.close()
+        self.controllers.clear()
         for real in self.started.values():
             real.plane.close()
         self.started.clear()
