@@ -57,6 +57,9 @@ SOURCE_JOB = "muster.dev/source-job"
 ADMISSION_GATE = "muster.dev/admission"
 #: label on a pod: the role (pod set) of its job it belongs to
 ROLE = "muster.dev/role"
+#: annotation on a workload object Muster released: ``<kind>/<name>`` of that very object (a controller may
+#: copy its object's annotations onto the objects it makes; only the one named here is the job's)
+WORKLOAD = "muster.dev/workload"
 #: label on the pods of a group of plain pods: the group's name (the pods sharing it are one job)
 POD_GROUP = "muster.dev/pod-group"
 #: annotation on each pod of a group: how many pods the group has

@@ -25,6 +25,7 @@ PLAN = ann.MUSTER_PREFIX + "plan"
 #: annotation on a workload object Muster created from the job's manifest (through Muster): Muster deletes it
 #: when the attempt ends; an object its owner created (kube-native) is only suspended, never deleted
 OWNED = ann.MUSTER_PREFIX + "owned"
+WORKLOAD = ann.WORKLOAD
 #: pod phases after which a pod holds nothing on its node
 ENDED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -35,9 +36,12 @@ def identity_labels(decision: JobAdmitted) -> dict[str, str]:
             ann.QUEUE: label_value(decision.queue)}
 
 
-def identity_annotations(decision: JobAdmitted, event_id: str, correlation_id: str, *, owned: bool) -> dict[str, str]:
-    """The annotations the object gets: identity (unshortened), the plan, the gang's size, the chain."""
+def identity_annotations(decision: JobAdmitted, event_id: str, correlation_id: str, *, owned: bool,
+                         kind: str, name: str) -> dict[str, str]:
+    """The annotations the object gets: identity (unshortened), which object it is, the plan, the gang's
+    size, the chain."""
     out = {
+        WORKLOAD: f"{kind}/{name}",
         ann.JOB_ID: decision.job_id, ann.ATTEMPT: str(decision.attempt), ann.QUEUE: decision.queue,
         ann.CLUSTER: decision.placement.cluster, ann.GANG_SIZE: str(decision.placement.pods),
         PLAN: decision.placement.model_dump_json(), ann.DECISION_EVENT: event_id, ann.CORRELATION: correlation_id,

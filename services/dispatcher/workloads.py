@@ -49,6 +49,7 @@ from services.dispatcher.preemption import handshake_annotations
 from services.dispatcher.workload_book import WorkloadRun, resource_of
 from services.dispatcher.workload_plans import (
     OWNED,
+    WORKLOAD,
     holds_node,
     identity_annotations,
     identity_labels,
@@ -190,13 +191,14 @@ async def _release(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, event_
     resource = resource_of(kind)
     owned = workload.manifest is not None
     labels = identity_labels(decision)
-    annotations = identity_annotations(decision, event_id, correlation, owned=owned)
     namespace = decision.namespace
+    name = object_name(decision.job_id, decision.attempt) if owned else str(workload.name)
+    annotations = identity_annotations(decision, event_id, correlation, owned=owned, kind=kind.identity.kind,
+                                       name=name)
     if kind.identity.kind == "Pod":
         return await _release_group(ctx, ops, decision, kind, labels, annotations, correlation, event_id)
     if workload.manifest is not None:
         related = await ops.related(kind.references(workload.manifest))
-        name = object_name(decision.job_id, decision.attempt)
         try:
             _check_roles(decision, kind, workload.manifest, related)
             manifest = kind.hold_manifest(workload.manifest, name=name, namespace=namespace, labels=labels,
@@ -206,7 +208,6 @@ async def _release(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, event_
         await ctx.ops.ensure_namespace(namespace)
         obj, _ = await create_or_get(ops.rest, resource, manifest, namespace)
     else:
-        name = str(workload.name)
         found = await ops.get(resource, name, namespace)
         if found is None:
             raise _Refused("workload_missing", f"{kind.identity.kind} {namespace}/{name} to release does not exist")
@@ -447,6 +448,8 @@ def run_of(kind: WorkloadKind, obj: KubeObject) -> WorkloadRun | None:
     job_id, attempt = annotations.get(ann.JOB_ID), annotations.get(ann.ATTEMPT)
     if plan is None or not job_id or not str(attempt or "").isdigit():
         return None
+    if annotations.get(WORKLOAD) != f"{kind.identity.kind}/{meta.get('name')}":
+        return None  # an object its controller made from the job's object, carrying its annotations
     main = next((n.role for n in plan.nodes if n.role), "") or ""
     return WorkloadRun(str(job_id), int(str(attempt)), str(meta.get("namespace") or ""), str(meta.get("name")),
                        kind, plan, main, annotations.get(OWNED) == "true", obj, [],

@@ -24,7 +24,17 @@ from datetime import datetime
 from typing import Any
 
 from schemas.envelope import Message
-from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, JOB_ID, POD_GROUP, POD_GROUP_SIZE, PREEMPT_REQUESTED, ROLE
+from schemas.kube import (
+    ATTEMPT,
+    DELETED_BY,
+    GANG_SIZE,
+    JOB_ID,
+    POD_GROUP,
+    POD_GROUP_SIZE,
+    PREEMPT_REQUESTED,
+    ROLE,
+    WORKLOAD,
+)
 from schemas.runs import MAX_NAMED_PODS, PodBound, RunAllPodsReady, RunDeleted, RunFailed, RunStarted, RunSucceeded
 from services.spec.kinds import WorkloadKind, pod_group
 from services.spec.kinds.pods import POD_GROUP_KIND
@@ -57,6 +67,8 @@ def workload_ref(obj: Mapping[str, Any]) -> WorkloadRef | None:
     label = labels.get(JOB_ID)
     if not job_id or not label or not str(attempt or "").isdigit():
         return None
+    if annotations.get(WORKLOAD) != f"{obj.get('kind')}/{meta.get('name')}":
+        return None  # made by the job's object's controller, with its labels and annotations copied
     gang = str(annotations.get(GANG_SIZE) or "1")
     return WorkloadRef(str(job_id), int(str(attempt)), str(meta.get("namespace") or ""), str(meta.get("name")),
                        max(int(gang) if gang.isdigit() else 1, 1), str(label))

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any
 
-from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, JOB_ID, PREEMPT_REQUESTED, ROLE
+from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, JOB_ID, PREEMPT_REQUESTED, ROLE, WORKLOAD
 from schemas.runs import RunAllPodsReady, RunDeleted, RunFailed, RunStarted
 from services.node_watcher.workloads import WorkloadTracker
 from services.spec.kinds import kind_for
@@ -17,7 +17,8 @@ JOBSET = kind_for("jobset.x-k8s.io/v1alpha2", "JobSet")
 def jobset(attempt: int = 0, *, conditions: list[dict[str, str]] | None = None, **annotations: str) -> dict[str, Any]:
     return {"apiVersion": "jobset.x-k8s.io/v1alpha2", "kind": "JobSet",
             "metadata": {"name": "train", "namespace": "team-a", "labels": {JOB_ID: "j1", ATTEMPT: str(attempt)},
-                         "annotations": {JOB_ID: "j1", ATTEMPT: str(attempt), GANG_SIZE: "3", **annotations}},
+                         "annotations": {JOB_ID: "j1", ATTEMPT: str(attempt), GANG_SIZE: "3", WORKLOAD: "JobSet/train",
+                                         **annotations}},
             "spec": {"replicatedJobs": []}, "status": {"conditions": conditions or []}}
 
 
@@ -80,3 +81,12 @@ def test_pods_of_muster_jobs_without_a_role_are_not_workload_pods() -> None:
     t = WorkloadTracker("east")
     t.on_object(JOBSET, "ADDED", jobset(), NOW)
     assert t.on_pod("ADDED", p, NOW) == []
+
+
+def test_an_object_its_controller_made_from_the_jobs_object_is_not_the_job() -> None:
+    """KubeRay copies a RayJob's labels and annotations onto its RayCluster: that is not the job's object."""
+    copied = jobset()
+    copied["metadata"]["name"] = "train-raycluster-x7"
+    t = WorkloadTracker("east")
+    assert t.on_object(JOBSET, "ADDED", copied, NOW) == []
+    assert t.on_object(JOBSET, "DELETED", copied, NOW) == []
