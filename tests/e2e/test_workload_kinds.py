@@ -232,3 +232,34 @@ async def test_a_deployment(kinds_system: System) -> None:
     obj = example("deployment.yaml", name("dep"))
     await follow(kinds_system, obj, pods=2, selector={"app": obj["spec"]["selector"]["matchLabels"]["app"]},
                  ends=False)
+
+
+CLUSTER_TRAINING_RUNTIMES = Resource("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime",
+                                     "clustertrainingruntimes", namespaced=False)
+
+
+async def test_a_trainjob_through_its_runtimes_jobset(kinds_system: System) -> None:
+    """A TrainJob's pods come from its ClusterTrainingRuntime (Trainer v2.0 gives a TrainJob no pod metadata),
+    so the test makes a runtime of its own whose pods end after a few seconds, as torch-distributed's shape."""
+    runtime: KubeObject = yaml.safe_load((EXAMPLES / "torch-distributed-runtime.yaml").read_text(encoding="utf-8"))
+    runtime["metadata"]["name"] = name("torch-e2e")
+    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+    node.setdefault("metadata", {}).setdefault("annotations", {})[DURATION_ANNOTATION] = "5"
+    rest = kinds_system.first_cluster().rest
+    await rest.create(CLUSTER_TRAINING_RUNTIMES, runtime)
+    try:
+        obj = example("trainjob.yaml", name("tj"))
+        obj["spec"]["runtimeRef"]["name"] = runtime["metadata"]["name"]
+        obj["spec"]["trainer"]["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": 8},
+                                                      "requests": {"cpu": "8", "memory": "32Gi"}}
+        await follow(kinds_system, obj, pods=2, selector={"jobset.sigs.k8s.io/jobset-name": obj["metadata"]["name"]},
+                     ends=True)
+    finally:
+        await rest.delete(CLUSTER_TRAINING_RUNTIMES, runtime["metadata"]["name"])
+
+
+async def test_a_notebook_statefulset(kinds_system: System) -> None:
+    obj = example("notebook-statefulset.yaml", name("nb"))
+    obj["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 8
+    await follow(kinds_system, obj, pods=1, selector={"app": obj["spec"]["selector"]["matchLabels"]["app"]},
+                 ends=False)
