@@ -61,14 +61,22 @@ def _step(message: str) -> None:
 
 
 async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.AsyncExitStack,
+                         controllers: tuple[str, ...] = (),
                          ) -> tuple[dict[str, ClusterAccess], dict[str, dict[str, Any]], list[Callable[[], None]]]:
-    """One real control plane per cluster of ``cfg``, with its nodes as KWOK nodes (built first if needed)."""
+    """One real control plane per cluster of ``cfg``, with its nodes as KWOK nodes (built first if needed), and
+    the workload ``controllers`` running beside each."""
     from services.kubereal.bootstrap import bootstrap as bootstrap_plane
     from services.kubereal.build import build
+    from services.kubereal.controller_build import build_controllers
+    from services.kubereal.controllers import Controllers
     from services.kubereal.controlplane import ControlPlane
 
     _step("building the Kubernetes control plane from its Go modules (the first time only: ~7 min on 2 cores)")
     binaries = await asyncio.to_thread(build, lambda m: _step(click.style(m, dim=True)))
+    builds = {}
+    if controllers:
+        _step(f"building the workload controllers {', '.join(controllers)} (the first time only: ~3 min each)")
+        builds = await asyncio.to_thread(build_controllers, controllers, lambda m: _step(click.style(m, dim=True)))
     access: dict[str, ClusterAccess] = {}
     admins: dict[str, dict[str, Any]] = {}
     checks: list[Callable[[], None]] = []
@@ -80,11 +88,28 @@ async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.A
         stack.push_async_callback(asyncio.to_thread, plane.close)
         checks.append(plane.check_alive)
         done = await bootstrap_plane(plane, cluster)
+        await _tenant_namespaces(plane.admin_kubeconfig, [t.namespace for t in cfg.tenants])
+        if builds:
+            running = Controllers(plane, builds)
+            await asyncio.to_thread(running.start)
+            stack.push_async_callback(asyncio.to_thread, running.close)
+            checks.append(running.check_alive)
+            _step(f"workload controllers on {cluster.name!r}: {', '.join(running.names)} (logs beside the plane's)")
         access[cluster.name] = ClusterAccess(plane.url, done.kubeconfigs)
         admins[cluster.name] = plane.admin_config
         _step(f"Kubernetes control plane {cluster.name!r}: {done.nodes} KWOK nodes at {plane.url} "
               f"(logs in {plane.log_dir})")
     return access, admins, checks
+
+
+async def _tenant_namespaces(kubeconfig: Path, namespaces: list[str]) -> None:
+    """Each tenant's namespace, as an administrator sets a tenant up (users then create objects there)."""
+    from services.runtime.kube import KubeRest, build_api_client, ensure_namespace
+
+    async with await build_api_client(kubeconfig=str(kubeconfig)) as api:
+        rest = KubeRest(api)
+        for namespace in sorted(set(namespaces)):
+            await ensure_namespace(rest, namespace)
 
 
 def broker_dir(state_dir: Path, brokers: int, *, auth: bool = False) -> Path:
@@ -120,7 +145,8 @@ def auth_default(auth: bool | None, brokers: int) -> bool:
 
 
 async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap: str | None, port: int,
-               gateway_port: int, profile: str, kube: str, brokers: int, auth: bool = False) -> None:
+               gateway_port: int, profile: str, kube: str, brokers: int, auth: bool = False,
+               controllers: tuple[str, ...] = ()) -> None:
     from services.kubesim import KubeSim
     from services.runtime.broker import resolve_broker
     from services.runtime.broker.security import BrokerSecurity
@@ -164,7 +190,7 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             admins: dict[str, dict[str, Any]] = {}
             planes: list[Callable[[], None]] = []  # each real control plane's liveness check
             if kube == "real":
-                access, admins, planes = await _real_clusters(cfg, state_dir, stack)
+                access, admins, planes = await _real_clusters(cfg, state_dir, stack, controllers)
             else:
                 for i, cluster in enumerate(cfg.clusters):
                     sim = KubeSim(cfg, cluster_name=cluster.name, profile=profile)
@@ -241,12 +267,25 @@ LOCAL_CONTEXT = "local"  # the user-level CLI context `muster up` writes and sel
 @click.option("--brokers", type=click.IntRange(1, MAX_BROKERS), default=1, show_default=True,
               help="Apache Kafka brokers to run (KRaft, each also a controller); 3 or more give Muster's topics "
                    "replication factor 3 and min.insync.replicas 2, so any one broker can fail")
+@click.option("--controllers", default="", metavar="NAMES",
+              help="with --kube real: workload controllers to build and run beside each control plane, "
+                   "comma-separated (jobset, lws, kuberay, trainer) or all")
 @click.option("--auth/--no-auth", default=None,
               help="embedded Kafka with SASL/SCRAM authentication and ACLs (a principal per service and per "
                    "tenant; a tenant writes only its own intents topic) [default: on from 3 brokers]")
 def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstrap: str | None,
-       kubesim_port: int, gateway_port: int, profile: str, kube: str, brokers: int, auth: bool | None) -> None:
+       kubesim_port: int, gateway_port: int, profile: str, kube: str, brokers: int, controllers: str,
+       auth: bool | None) -> None:
     """Start the embedded system: Apache Kafka, Muster's topics, GPU clusters and the five services."""
+    from services.kubereal.controller_catalog import parse as parse_controllers
+
+    try:
+        wanted = parse_controllers(controllers) if controllers else ()
+    except ValueError as exc:
+        raise click.BadParameter(str(exc), param_hint="--controllers") from exc
+    if wanted and kube != "real":
+        raise click.UsageError("--controllers runs beside a real control plane: add --kube real (kubesim runs no "
+                               "workload controller)")
     if bootstrap and brokers != 1:
         raise click.UsageError("--brokers starts embedded brokers; with --bootstrap (or MUSTER_KAFKA_BOOTSTRAP) "
                                "Muster uses that Kafka as it is")
@@ -260,4 +299,5 @@ def up(cluster_file: Path | None, clusters: int | None, state_dir: Path, bootstr
     state_dir.mkdir(parents=True, exist_ok=True)
     with contextlib.suppress(KeyboardInterrupt):
         asyncio.run(_run(cfg, cluster_file or DEFAULT_CLUSTER, state_dir.resolve(), bootstrap, kubesim_port,
-                         gateway_port, profile, kube, brokers, auth_default(auth, brokers) and not bootstrap))
+                         gateway_port, profile, kube, brokers, auth_default(auth, brokers) and not bootstrap,
+                         wanted))

@@ -301,7 +301,7 @@ async def test_watch_submits_held_workloads_and_tells_and_cancels(gw: Harness) -
             await watcher
     assert set(by_name) == {"llm-pretrain", "llm-serve"}
     assert roles_of(sent) == [("coordinator", 1, 0), ("workers", 4, 4)]
-    assert roles_of(by_name["llm-serve"]) == [("leader", 2, 8), ("worker", 6, 8)]
+    assert roles_of(by_name["llm-serve"]) == [("leader", 2, 4), ("worker", 2, 4)]
     assert sent.spec.workload is not None and sent.spec.workload.uid == jobset["metadata"]["uid"]
     assert refused["type"] == "Warning" and refused["involvedObject"]["kind"] == "JobSet"
     assert refused["involvedObject"]["name"] == "loose" and "spec.suspend: true" in refused["message"]

@@ -31,7 +31,7 @@ EXAMPLES: list[tuple[str, str, str, str, Roles, float | None]] = [
      [("head", 1, 0), ("gpu-workers", 2, 2), ("cpu-workers", 3, 0), ("submitter", 1, 0)], None),
     ("raycluster.yaml", "ray.io/v1", "RayCluster", "interactive-ray", [("head", 1, 0), ("workers", 2, 1)], None),
     ("leaderworkerset.yaml", "leaderworkerset.x-k8s.io/v1", "LeaderWorkerSet", "llm-serve",
-     [("leader", 2, 8), ("worker", 6, 8)], None),
+     [("leader", 2, 4), ("worker", 2, 4)], None),
     ("deployment.yaml", "apps/v1", "Deployment", "embeddings", [("main", 2, 1)], None),
     ("notebook-statefulset.yaml", "apps/v1", "StatefulSet", "alice-notebook", [("main", 1, 1)], None),
     ("pod-group.yaml", "v1", "Pod", "mpi-bench", [("launcher", 1, 0), ("worker", 2, 4)], None),

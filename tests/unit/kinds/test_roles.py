@@ -28,7 +28,7 @@ def _roles(obj: dict[str, Any]) -> Roles:
     ("rayjob.yaml", "RayJob", [("head", 1, 0, None), ("gpu-workers", 2, 2, "a100"), ("cpu-workers", 3, 0, None),
                                ("submitter", 1, 0, None)]),
     ("raycluster.yaml", "RayCluster", [("head", 1, 0, None), ("workers", 2, 1, "a100")]),
-    ("leaderworkerset.yaml", "LeaderWorkerSet", [("leader", 2, 8, "a100"), ("worker", 6, 8, "a100")]),
+    ("leaderworkerset.yaml", "LeaderWorkerSet", [("leader", 2, 4, "a100"), ("worker", 2, 4, "a100")]),
     ("deployment.yaml", "Deployment", [("main", 2, 1, "a100")]),
     ("notebook-statefulset.yaml", "StatefulSet", [("main", 1, 1, "a100")]),
     ("pod-group.yaml", "Pod", [("launcher", 1, 0, None), ("worker", 2, 4, "a100")]),
@@ -154,9 +154,9 @@ def _lws(change: Callable[[dict[str, Any]], None]) -> dict[str, Any]:
 
 
 @pytest.mark.parametrize(("obj", "roles"), [
-    (_lws(_set("spec.leaderWorkerTemplate.leaderTemplate", None)), [("main", 8, 8, "a100")]),
-    (_lws(_set("spec.leaderWorkerTemplate.size", 1)), [("leader", 2, 8, "a100")]),
-    (_lws(_set("spec.replicas", None)), [("leader", 1, 8, "a100"), ("worker", 3, 8, "a100")]),
+    (_lws(_set("spec.leaderWorkerTemplate.leaderTemplate", None)), [("main", 4, 4, "a100")]),
+    (_lws(_set("spec.leaderWorkerTemplate.size", 1)), [("leader", 2, 4, "a100")]),
+    (_lws(_set("spec.replicas", None)), [("leader", 1, 4, "a100"), ("worker", 1, 4, "a100")]),
 ])
 def test_leaderworkerset_groups(obj: dict[str, Any], roles: Roles) -> None:
     assert _roles(obj) == roles
