@@ -20,7 +20,7 @@ from schemas.config import (
 )
 from schemas.envelope import Name, Text
 from schemas.jobspec import JobSpec
-from schemas.status import JobState
+from schemas.status import JobState, RoleStatus
 
 ViewState = JobState | Literal["submitted"]
 Action = Literal["cancel", "suspend", "resume", "change_priority", "scale"]
@@ -66,6 +66,8 @@ class JobView(_Body):
     cluster: str | None = None
     submitted_at: datetime
     updated_at: datetime
+    roles: list[RoleStatus] = Field(default_factory=list,
+                                    description="a job of several roles: each role's pods and GPUs per pod")
 
 
 class JobRow(JobView):

@@ -433,7 +433,9 @@ class JobSpec(_Spec):
     def main_role(self) -> RoleSpec:
         """The role the scheduler sizes the job by: the elastic one, else the one with most GPUs (then most
         pods, then the first). Its GPU type is the job's; the others are placed beside it."""
-        roles = self.pod_roles()
+        if not self.roles:
+            return self.pod_roles()[0]
+        roles = self.roles
         elastic = [r for r in roles if r.min_replicas is not None]
         if elastic:
             return elastic[0]
@@ -469,11 +471,15 @@ class JobSpec(_Spec):
 
     def templates(self) -> list[PodTemplate]:
         """Every role's pod template."""
-        return [r.template for r in self.pod_roles()]
+        if self.template is not None:
+            return [self.template]
+        return [r.template for r in self.roles]
 
     def gpus_charged_at(self, main_replicas: int) -> float:
         """GPUs the job is charged with its main role at ``main_replicas`` pods: whole GPUs, shares of GPUs
         and MIG slices' shares, every role."""
+        if self.template is not None:
+            return main_replicas * self.template.resources.gpus_charged
         main = self.main_role()
         return main_replicas * main.template.resources.gpus_charged + sum(
             r.gpus for r in self.pod_roles() if r.name != main.name)
@@ -491,15 +497,19 @@ class JobSpec(_Spec):
     @property
     def pods(self) -> int:
         """Pods of the whole job at full size, every role."""
-        return sum(r.replicas for r in self.pod_roles())
+        return self.replicas if not self.roles else sum(r.replicas for r in self.roles)
 
     @property
     def total_gpus(self) -> int:
         """Whole GPUs of the whole job at full size, every role."""
-        return sum(r.replicas * r.template.resources.gpus for r in self.pod_roles())
+        if self.template is not None:
+            return self.replicas * self.template.resources.gpus
+        return sum(r.replicas * r.template.resources.gpus for r in self.roles)
 
     def gpus_for(self, main_replicas: int) -> int:
         """Whole GPUs of the job with its main role at ``main_replicas`` pods (an elastic job's current size)."""
+        if self.template is not None:
+            return main_replicas * self.template.resources.gpus
         main = self.main_role()
         return main_replicas * main.template.resources.gpus + sum(
             r.replicas * r.template.resources.gpus for r in self.pod_roles() if r.name != main.name)

@@ -4,15 +4,34 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import AwareDatetime, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from schemas.envelope import JobId, Message, Name, Text
+from schemas.jobspec import MAX_ROLES, JobSpec, RoleName
 
 JobState = Literal[
     "pending", "admitted", "running", "preempting", "suspended",
     "succeeded", "failed", "cancelled", "rejected",
 ]
 TERMINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "rejected"})
+
+
+class RoleStatus(BaseModel):
+    """One role of a job of several roles: its pods and what each asks for."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    name: RoleName
+    replicas: int = Field(ge=0, description="pods of this role (the main role's: its current size)")
+    gpus_per_pod: int = Field(ge=0)
+
+
+def role_statuses(spec: JobSpec, main_replicas: int) -> list[RoleStatus]:
+    """The roles of a job of several roles as its status shows them (none for a job of one role)."""
+    if not spec.roles:
+        return []
+    main = spec.main_role().name
+    return [RoleStatus(name=r.name, replicas=main_replicas if r.name == main else r.replicas,
+                       gpus_per_pod=r.template.resources.gpus) for r in spec.roles]
 
 
 class JobStatusChanged(Message):
@@ -37,6 +56,9 @@ class JobStatusChanged(Message):
     cluster: Name | None = None
     submitted_at: AwareDatetime
     updated_at: AwareDatetime
+    roles: list[RoleStatus] = Field(
+        default_factory=list, max_length=MAX_ROLES, exclude_if=lambda v: not v,
+        description="a job of several roles: each role's pods (absent for a job of one role)")
 
     def key(self) -> str:
         return self.job_id

@@ -83,6 +83,10 @@ def describe_text(explained: Explanation, now: datetime) -> str:
         f"Priority class: {job.priority_class}",
         f"Size:           {job.replicas} pods, {gpus_text(job)} GPUs",
     ]
+    if job.roles:
+        lines[-1] = f"Size:           {sum(r.replicas for r in job.roles)} pods, {gpus_text(job)} GPUs, one gang of"
+        lines += [f"  role {r.name:<18} {r.replicas} x {r.gpus_per_pod} GPU{'' if r.gpus_per_pod == 1 else 's'}"
+                  for r in job.roles]
     if job.cluster:
         lines.append(f"Cluster:        {job.cluster}")
     lines.append(f"Submitted:      {stamp(job.submitted_at)}  ({ago(job.submitted_at, now)} ago)")

@@ -174,13 +174,19 @@ class CapacityIndex:
 
     def take_for(self, job: Job, assignment: NodeAssignment) -> None:
         """Consume what ``assignment``'s pods of ``job`` need (the pod shape of the assignment's role)."""
-        gpus, cpu_m, memory_mb = job.shape(assignment.role)
-        self._change(gpus, cpu_m, memory_mb, assignment, -1)
+        if assignment.role:
+            gpus, cpu_m, memory_mb = job.shape(assignment.role)
+            self._change(gpus, cpu_m, memory_mb, assignment, -1)
+        else:
+            self._change(job.gpus_per_pod, job.cpu_m, job.memory_mb, assignment, -1)
 
     def give_for(self, job: Job, assignment: NodeAssignment) -> None:
         """Return what ``assignment``'s pods of ``job`` held."""
-        gpus, cpu_m, memory_mb = job.shape(assignment.role)
-        self._change(gpus, cpu_m, memory_mb, assignment, +1)
+        if assignment.role:
+            gpus, cpu_m, memory_mb = job.shape(assignment.role)
+            self._change(gpus, cpu_m, memory_mb, assignment, +1)
+        else:
+            self._change(job.gpus_per_pod, job.cpu_m, job.memory_mb, assignment, +1)
 
     def _change(self, gpus: int, cpu_m: int, memory_mb: int, a: NodeAssignment, sign: int) -> None:
         name = a.node

@@ -187,7 +187,8 @@ class Job:
     @property
     def needs_gpus(self) -> bool:
         """Whether any pod of the job asks for a GPU (whole, shared or a MIG slice)."""
-        return bool(self.gpus_per_pod or self.gpu_share or self.mig_profile or self.companion_gpus)
+        return bool(self.gpus_per_pod or self.gpu_share or self.mig_profile
+                    or (self.companions and self.companion_gpus))
 
     @property
     def companion_gpus(self) -> int:
@@ -197,7 +198,9 @@ class Job:
     @property
     def total_gpus(self) -> int:
         """Whole GPUs of the whole job at full size, every role."""
-        return self.replicas * self.gpus_per_pod + self.companion_gpus
+        if self.companions:
+            return self.replicas * self.gpus_per_pod + self.companion_gpus
+        return self.replicas * self.gpus_per_pod
 
     def gpus_at(self, pods: int) -> int:
         """Whole GPUs of the job with ``pods`` pods in its main role."""
@@ -205,7 +208,8 @@ class Job:
 
     def amount_at(self, pods: int) -> Amount:
         """GPUs the job is charged with ``pods`` pods in its main role: whole GPUs or shares, every role."""
-        return pods * self.gpu_amount + self.companion_gpus
+        per_pod = self.gpus_per_pod or self.gpu_share
+        return pods * per_pod + self.companion_gpus if self.companions else pods * per_pod
 
     @property
     def min_gpus(self) -> int:

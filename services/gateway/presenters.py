@@ -6,7 +6,7 @@ from collections import Counter
 
 from schemas.api import Explanation, HistoryItem, JobView, QueueUsage, QueueView
 from schemas.config import QueueConfig
-from schemas.status import JobStatusChanged
+from schemas.status import JobStatusChanged, role_statuses
 from schemas.usage import QueueUsageReported
 from services.gateway.submissions import Submitted
 from services.gateway.views import HistoryEntry
@@ -27,6 +27,7 @@ def job_from_submission(entry: Submitted) -> JobView:
         gpu_share=sub.spec.resources.gpu_share(sub.spec.main_replicas),
         reason="Submitted", message="accepted by the gateway; waiting for the queue manager",
         submitted_at=sub.submitted_at, updated_at=sub.submitted_at,
+        roles=role_statuses(sub.spec, sub.spec.main_replicas),
     )
 
 

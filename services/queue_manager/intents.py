@@ -90,8 +90,9 @@ def refuse(qs: QueueState, msg: SubmitJob) -> tuple[str, str] | None:
         return None
     if queue.tenant != msg.tenant:
         return FORBIDDEN_QUEUE, f"queue {queue.name!r} belongs to tenant {queue.tenant!r}, not {msg.tenant!r}"
-    elevated = [name for name in _ELEVATED_FIELDS
-                if any(getattr(t.security, name) for t in msg.spec.templates())]
+    securities = [t.security for t in msg.spec.templates()]
+    elevated = [] if not any(s.elevated for s in securities) else [
+        name for name in _ELEVATED_FIELDS if any(getattr(s, name) for s in securities)]
     if elevated and not queue.allow_privileged:
         return PRIVILEGED_NOT_ALLOWED, f"queue {queue.name!r} does not allow {', '.join(elevated)}"
     refusal = _non_preemptible_refusal(qs, msg.tenant, msg.spec.priority_class, preemptible=msg.spec.preemptible)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from schemas.status import JobStatusChanged
+from schemas.status import JobStatusChanged, role_statuses
 from services.queue_manager.entries import JobEntry, utc
 
 #: Estimated starts are compared at this granularity so drifting estimates do not republish every cycle.
@@ -53,6 +53,7 @@ def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
     waiting = entry.state in ("pending", "suspended")
     info = entry.info if waiting else None
     replicas = entry.replicas if entry.holding else spec.main_replicas
+    res = (spec.template or spec.main_template).resources
     return JobStatusChanged(
         job_id=entry.job_id,
         tenant=entry.submission.tenant,
@@ -62,8 +63,8 @@ def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
         attempt=entry.attempt,
         priority_class=spec.priority_class,
         replicas=replicas,
-        gpus=spec.gpus_for(replicas),
-        gpu_share=spec.resources.gpu_share(replicas),
+        gpus=replicas * res.gpus if spec.template is not None else spec.gpus_for(replicas),
+        gpu_share=res.gpu_share(replicas) if res.shares_gpus else None,
         position=info.position if info is not None else None,
         reason=(info.reason.value if info is not None else entry.reason)[:64],
         message=(info.message if info is not None else entry.message)[:2048],
@@ -71,6 +72,7 @@ def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
         cluster=entry.placement.cluster if entry.placement is not None else None,
         submitted_at=entry.submission.submitted_at,
         updated_at=utc(now),
+        roles=role_statuses(spec, replicas) if spec.roles else [],
     )
 
 

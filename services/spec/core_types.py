@@ -50,28 +50,35 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
     A job of several roles: its main role (``JobSpec.main_role``) is the core job's own pods, the others
     its companions; a role's topology, or else the job's, keeps it in the main role's domain."""
     spec = msg.spec
-    main = spec.main_role()
-    res = main.template.resources
-    topology = _topology(main.topology or spec.topology)
+    companions: tuple[Role, ...] = ()
+    if spec.template is not None:  # a job of one role (the common case: no role objects built)
+        res = spec.template.resources
+        replicas, min_replicas, topology = spec.replicas, spec.min_replicas, _topology(spec.topology)
+        any_gpus = bool(res.gpus or res.shares_gpus)
+        gpu_type = res.gpu_type
+    else:
+        main = spec.main_role()
+        res = main.template.resources
+        replicas, min_replicas, topology = main.replicas, main.min_replicas, _topology(main.topology or spec.topology)
+        companions = tuple(
+            Role(name=r.name, replicas=r.replicas, gpus_per_pod=r.template.resources.gpus,
+                 cpu_m=r.template.resources.cpu_m, memory_mb=r.template.resources.memory_mb,
+                 topology=_topology(r.topology or spec.topology))
+            for r in spec.roles if r.name != main.name
+        )
+        any_gpus = any(r.template.resources.gpus or r.template.resources.shares_gpus for r in spec.roles)
+        gpu_type = next((r.template.resources.gpu_type for r in spec.roles if r.template.resources.gpu_type), None)
     gpu_share = Fraction(res.gpu_fraction) if res.gpu_fraction else 0  # eighths: exact in binary
-    companions = tuple(
-        Role(name=r.name, replicas=r.replicas, gpus_per_pod=r.template.resources.gpus,
-             cpu_m=r.template.resources.cpu_m, memory_mb=r.template.resources.memory_mb,
-             topology=_topology(r.topology or spec.topology))
-        for r in spec.roles if r.name != main.name
-    )
-    any_gpus = any(r.template.resources.gpus or r.template.resources.shares_gpus for r in spec.pod_roles())
     return Job(
         job_id=msg.job_id,
         queue=spec.queue,
         submit_time=submit_time,
-        replicas=main.replicas,
+        replicas=replicas,
         gpus_per_pod=res.gpus,
-        gpu_type=next((r.template.resources.gpu_type for r in spec.pod_roles() if r.template.resources.gpu_type),
-                      None) or ANY_GPU,
+        gpu_type=gpu_type or ANY_GPU,
         cpu_m=res.cpu_m,
         memory_mb=res.memory_mb,
-        min_replicas=main.min_replicas,
+        min_replicas=min_replicas,
         priority=priority,
         priority_class=spec.priority_class,
         user=msg.user,

@@ -135,3 +135,24 @@ def test_a_submission_of_several_roles_crosses_the_wire_and_back() -> None:
     msg = _submit().model_copy(update={"spec": _roles_spec()})
     back = decode(encode(make_envelope(msg, "test")), topic="muster.intents.v1").payload
     assert back == msg
+
+
+def test_a_job_of_several_roles_shows_each_role_in_its_status_and_description() -> None:
+    from datetime import UTC, datetime
+
+    from schemas.api import Explanation, JobView
+    from schemas.status import role_statuses
+    from services.cli.render import describe_text
+
+    spec = _roles_spec()
+    roles = role_statuses(spec, 2)  # the main role (workers) at its current size
+    assert [(r.name, r.replicas, r.gpus_per_pod) for r in roles] == [("launcher", 1, 0), ("worker", 2, 8),
+                                                                       ("head", 1, 1)]
+    assert role_statuses(_submit().spec, 4) == []  # a job of one role lists none
+    now = datetime(2026, 11, 26, tzinfo=UTC)
+    job = JobView(job_id="j1", tenant="team-a", queue="team-a", name="mpi", state="running", priority_class="normal",
+                  replicas=2, gpus=17, submitted_at=now, updated_at=now, roles=roles)
+    text = describe_text(Explanation(job=job, summary="running", reason="", message="", position=None,
+                                     estimated_start=None, history=[]), now)
+    assert "Size:           4 pods, 17 GPUs, one gang of" in text
+    assert "role worker             2 x 8 GPUs" in text and "role head               1 x 1 GPU" in text

@@ -394,6 +394,8 @@ function JobPage({ jobId, who }) {
     <h1>${job.name} <${Badge} state=${job.state} /></h1>
     <p class="muted">${[job.job_id, `${job.tenant} / ${job.queue}`, job.user, job.priority_class,
       `${gpuText(job)} GPUs (${job.replicas} pods)`, `attempt ${job.attempt}`].filter(Boolean).join(" · ")}</p>
+    ${job.roles && job.roles.length > 0 && html`<p class="muted" data-testid="roles">One gang of ${job.roles.map(
+      (r) => `${r.name} ${r.replicas} × ${r.gpus_per_pod} GPU${r.gpus_per_pod === 1 ? "" : "s"}`).join(", ")}</p>`}
     <p class="summary" data-testid="summary">${detail.summary}</p>
     <${Problem} error=${error} />
     ${detail.actions.length > 0 && html`<${Actions} detail=${detail} who=${who} />`}
