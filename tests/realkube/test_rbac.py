@@ -42,8 +42,15 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("gateway", "update", "batch", "jobs", NAMESPACE, False),
     ("gateway", "create", "", "events", NAMESPACE, True),
     ("gateway", "delete", "", "events", NAMESPACE, False),
-    ("gateway", "list", "", "pods", None, False),
+    ("gateway", "list", "", "pods", None, True),  # the gated pods of a group of plain Pods (a workload kind)
+    ("gateway", "delete", "", "pods", NAMESPACE, False),
     ("gateway", "get", "", "secrets", NAMESPACE, False),
+    ("gateway", "watch", "jobset.x-k8s.io", "jobsets", None, True),
+    ("gateway", "patch", "jobset.x-k8s.io", "jobsets", NAMESPACE, False),
+    ("dispatcher", "patch", "jobset.x-k8s.io", "jobsets", NAMESPACE, True),
+    ("dispatcher", "watch", "jobset.x-k8s.io", "jobsets", None, False),
+    ("node-watcher", "watch", "ray.io", "rayjobs", None, True),
+    ("node-watcher", "patch", "ray.io", "rayjobs", NAMESPACE, False),
 ]
 
 
@@ -101,4 +108,4 @@ async def test_calls_beyond_a_service_s_rights_get_403(real: RealCluster, admin:
     async with api:
         gateway = KubeRest(api, request_timeout=10.0)
         await gateway.list(JOBS)
-        assert await forbidden(gateway.list(PODS))
+        assert await forbidden(gateway.list(SECRETS, NAMESPACE))
