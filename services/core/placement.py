@@ -11,6 +11,7 @@ else fits.
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import replace
 from typing import TypeVar
@@ -171,23 +172,26 @@ class Placer:
         nodes of ``gpu_type`` (any node of the cluster for pods without GPUs); with a topology, inside the
         domain of that level where most of the main role's pods are (preferred: there if possible)."""
         job, index = self.job, self.index
-        ordered = dict.fromkeys(a.node for a in main)
         keys = [(cluster, gpu_type)] if job.gpus_per_pod else sorted(k for k in index.buckets if k[0] == cluster)
-        for key in keys:
-            ordered.update(dict.fromkeys(self._group_order(key)))
-        names = list(ordered)
+
+        def names(within: Container[str] | None = None) -> Iterator[str]:
+            """The candidate nodes in order, each once, lazily (a companion of a pod or two stops early)."""
+            seen: set[str] = set()
+            for name in itertools.chain((a.node for a in main), *(self._group_order(k) for k in keys)):
+                if name not in seen and (within is None or name in within):
+                    seen.add(name)
+                    yield name
+
         topo = job.topology
         if topo is not None and main:
             anchor = max(main, key=lambda a: a.pods).node
-            if topo.level == "node":
-                inside = [n for n in names if n == anchor]
-            else:
-                domain = set(index.domain_nodes.get(index.nodes[anchor].domain(topo.level), ()))
-                inside = [n for n in names if n in domain]
-            found = self._avoiding(lambda: self._fill(inside, job.replicas, job.replicas, single=False))
+            domain: Container[str] = (
+                {anchor} if topo.level == "node"
+                else set(index.domain_nodes.get(index.nodes[anchor].domain(topo.level), ())))
+            found = self._avoiding(lambda: self._fill(names(domain), job.replicas, job.replicas, single=False))
             if found is not None or topo.mode is TopologyMode.REQUIRED:
                 return found
-        return self._avoiding(lambda: self._fill(names, job.replicas, job.replicas, single=False))
+        return self._avoiding(lambda: self._fill(names(), job.replicas, job.replicas, single=False))
 
     def _place_in(self, names: Iterable[str], pods_min: int, pods_max: int) -> list[NodeAssignment] | None:
         free = self.index.free
