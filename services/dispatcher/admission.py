@@ -15,7 +15,7 @@ from schemas.decisions import JobAdmitted, JobScaled
 from schemas.envelope import Envelope
 from services.dispatcher import replacement
 from services.dispatcher.book import Run, run_from_job
-from services.dispatcher.context import Context, api_failure, emit
+from services.dispatcher.context import Context, api_failure, emit, report_failure
 from services.dispatcher.plans import admission_manifest, clone_manifest, object_name, source_job, source_job_patch
 from services.runtime.kafka import Delivery
 from services.runtime.kube import KubeObject
@@ -50,19 +50,15 @@ async def admit(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
         if source is not None:
             job = await _release(ctx, decision, envelope.event_id, correlation, source)
             if job is None:
-                await emit(delivery, envelope, ctx.failure(
-                    decision.job_id, decision.attempt, "source_job_missing",
-                    f"Job {source[0]}/{source[1]} to release does not exist", retryable=False))
-                ctx.outcome(decision.TYPE, "failed")
+                await report_failure(ctx, delivery, envelope, "source_job_missing",
+                                     f"Job {source[0]}/{source[1]} to release does not exist", retryable=False)
                 return
         else:
             manifest = admission_manifest(decision, envelope.event_id, correlation, ctx.settings)
             await ctx.ops.ensure_namespace(decision.namespace)
             job, _ = await ctx.ops.create_job(manifest)
     except ValueError as exc:
-        await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, "invalid_job", str(exc),
-                                                   retryable=False))
-        ctx.outcome(decision.TYPE, "failed")
+        await report_failure(ctx, delivery, envelope, "invalid_job", str(exc), retryable=False)
         return
     except Exception as exc:
         failure = api_failure(exc)
@@ -71,9 +67,7 @@ async def admit(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
         log.warning("job %s attempt %d: dispatch failed (%s): %s", decision.job_id, decision.attempt, failure[0], exc)
         if failure[1] and source_job(decision) is None:
             await _discard_unconfirmed(ctx, decision)
-        await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, failure[0], str(exc),
-                                                   retryable=failure[1]))
-        ctx.outcome(decision.TYPE, "failed")
+        await report_failure(ctx, delivery, envelope, failure[0], str(exc), retryable=failure[1])
         return
     run = run_from_job(job) or Run(job_id=decision.job_id, attempt=decision.attempt, namespace=decision.namespace,
                                    name=str(job["metadata"]["name"]), max_restarts=decision.spec.max_restarts,
@@ -137,9 +131,7 @@ async def scale(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
     run = await ctx.take_over(decision.job_id)  # a rescale replaces a pending restart
     old = await ctx.ops.get_job(run.namespace, run.name) if run is not None else None
     if run is None or old is None:
-        await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, "not_found", gone,
-                                                   retryable=False))
-        ctx.outcome(decision.TYPE, "failed")
+        await report_failure(ctx, delivery, envelope, "not_found", gone, retryable=False)
         return
     revision = run.revision + 1
     manifest = clone_manifest(old, name=object_name(run.job_id, run.attempt, revision), revision=revision,
@@ -150,9 +142,7 @@ async def scale(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
         failure = api_failure(exc)
         if failure is None:
             raise
-        await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, failure[0], str(exc),
-                                                   retryable=failure[1]))
-        ctx.outcome(decision.TYPE, "failed")
+        await report_failure(ctx, delivery, envelope, failure[0], str(exc), retryable=failure[1])
         return
     await emit(delivery, envelope, ctx.dispatched(new_run))
     new_run.reported = True

@@ -86,6 +86,15 @@ class Context:
                               retryable=retryable)
 
 
+async def report_failure(ctx: Context, delivery: Delivery, cause: Envelope, reason: str, message: str, *,
+                         retryable: bool) -> None:
+    """Report ``DispatchFailed`` for the decision ``cause`` carries (caused by it) and count the outcome."""
+    decision = cause.payload
+    job_id, attempt = getattr(decision, "job_id", ""), getattr(decision, "attempt", 0)
+    await emit(delivery, cause, ctx.failure(job_id, attempt, reason, message, retryable=retryable))
+    ctx.outcome(decision.TYPE, "failed")
+
+
 async def emit(delivery: Delivery, cause: Envelope, message: Message) -> None:
     """Report ``message`` as caused by the consumed ``cause``."""
     correlation = cause.correlation_id or cause.event_id

@@ -43,7 +43,7 @@ from schemas.envelope import Envelope
 from schemas.kube import POD_GROUP
 from schemas.runs import JobDispatched, JobStopped, RunFailed
 from services.dispatcher.book import Preemption
-from services.dispatcher.context import Context, api_failure, emit
+from services.dispatcher.context import Context, api_failure, emit, report_failure
 from services.dispatcher.plans import object_name
 from services.dispatcher.preemption import handshake_annotations
 from services.dispatcher.workload_book import WorkloadRun, resource_of
@@ -145,9 +145,7 @@ async def admit(ctx: Context, ops: WorkloadOps, envelope: Envelope, delivery: De
     try:
         run = await _release(ctx, ops, decision, envelope.event_id, correlation)
     except _Refused as refused:
-        await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, refused.reason,
-                                                   refused.message, retryable=False))
-        ctx.outcome(decision.TYPE, "failed")
+        await report_failure(ctx, delivery, envelope, refused.reason, refused.message, retryable=False)
         return
     except Exception as exc:
         failure = api_failure(exc)
@@ -155,9 +153,7 @@ async def admit(ctx: Context, ops: WorkloadOps, envelope: Envelope, delivery: De
             raise
         log.warning("job %s attempt %d: workload release failed (%s): %s", decision.job_id, decision.attempt,
                     failure[0], exc)
-        await emit(delivery, envelope, ctx.failure(decision.job_id, decision.attempt, failure[0], str(exc),
-                                                   retryable=failure[1]))
-        ctx.outcome(decision.TYPE, "failed")
+        await report_failure(ctx, delivery, envelope, failure[0], str(exc), retryable=failure[1])
         return
     run.uses_gpus = any(t.resources.gpus or t.resources.shares_gpus for t in decision.spec.templates())
     ctx.workloads[run.job_id] = run

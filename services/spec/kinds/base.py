@@ -219,6 +219,16 @@ def true_condition(obj: Mapping[str, Any], kind: str) -> dict[str, Any] | None:
     return None
 
 
+def ended_by_conditions(obj: Mapping[str, Any], done: str = "Complete") -> State | None:
+    """``succeeded`` or ``failed`` when the object's ``done`` or ``Failed`` condition is true (the Job and
+    TrainJob way of saying it ended), else None."""
+    if (cond := true_condition(obj, done)) is not None:
+        return State("succeeded", condition_reason(cond))
+    if (cond := true_condition(obj, "Failed")) is not None:
+        return State("failed", condition_reason(cond))
+    return None
+
+
 def condition_reason(cond: Mapping[str, Any]) -> str:
     reason, message = str(cond.get("reason") or ""), str(cond.get("message") or "")
     return f"{reason}: {message}" if reason and message else reason or message or str(cond.get("type", ""))

@@ -19,11 +19,10 @@ from services.spec.kinds.base import (
     PodSet,
     State,
     WorkloadKind,
-    condition_reason,
     count_of,
+    ended_by_conditions,
     spec_of,
     template_at,
-    true_condition,
 )
 from services.spec.kinds.patching import gate_entry
 from services.spec.kube_pods import pod_spec_of
@@ -68,10 +67,9 @@ class BatchJobKind(WorkloadKind):
         return MAIN_ROLE if labels.get(JOB_NAME_LABEL) == (obj.get("metadata") or {}).get("name") else None
 
     def state(self, obj: Mapping[str, Any]) -> State:
-        if (cond := true_condition(obj, "Complete")) is not None:
-            return State("succeeded", condition_reason(cond))
-        if (cond := true_condition(obj, "Failed")) is not None:
-            return State("failed", condition_reason(cond))
+        ended = ended_by_conditions(obj)
+        if ended is not None:
+            return ended
         if self.suspended(obj):
             return State(None, "suspended")
         active = count_of((obj.get("status") or {}).get("active"), 0)

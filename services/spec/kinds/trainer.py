@@ -49,12 +49,11 @@ from services.spec.kinds.base import (
     PodSet,
     State,
     WorkloadKind,
-    condition_reason,
     count_of,
     describe,
+    ended_by_conditions,
     fresh_manifest,
     spec_of,
-    true_condition,
 )
 from services.spec.kinds.jobset import JOBSET_NAME_LABEL, REPLICATED_JOB_LABEL
 from services.spec.kinds.names import role_name
@@ -259,10 +258,9 @@ class TrainJobKind(WorkloadKind):
         return role_name(job) if job else None
 
     def state(self, obj: Mapping[str, Any]) -> State:
-        if (cond := true_condition(obj, "Complete")) is not None:
-            return State("succeeded", condition_reason(cond))
-        if (cond := true_condition(obj, "Failed")) is not None:
-            return State("failed", condition_reason(cond))
+        ended = ended_by_conditions(obj)
+        if ended is not None:
+            return ended
         if self.suspended(obj):
             return State(None, "suspended")
         jobs = [j for j in (obj.get("status") or {}).get("jobsStatus") or [] if isinstance(j, dict)]
