@@ -24,8 +24,10 @@ _SUMMARY = ("avg_jct_s", "p99_jct_s", "avg_queue_s", "p99_queue_s", "gpu_allocat
 
 def _summary_line(report: dict[str, Any]) -> str:
     parts = [f"{k}={report[k]:.3f}" if isinstance(report[k], float) else f"{k}={report[k]}" for k in _SUMMARY]
+    several = report.get("jobs_several_roles", 0)
+    roles = f" ({several} of several roles)" if several else ""
     return (
-        f"{report['policy']}: jobs {report['jobs_completed']}/{report['jobs']} completed, "
+        f"{report['policy']}: jobs {report['jobs_completed']}/{report['jobs']} completed{roles}, "
         f"{report['preemptions']} preemptions, {report['cycles']} cycles, {report['wall_s']:.1f}s wall; "
         + " ".join(parts)
     )

@@ -24,6 +24,12 @@ running until its stop time ``now + min(grace period, checkpoint_s)``; then a ch
 keeps the progress made so far and a non-checkpointable one restarts from zero when it is admitted
 again. A job that completes during its grace period simply completes.
 
+A job of several roles (``WorkloadJob.roles``) is a core job of its main role's pods with its companion
+roles (``Job.role``, ``Job.companions``, every role's CPU and memory), so admission, quota, fair share,
+placement and preemption count every role as the queue manager does. Its work is its main role's
+(``duration x`` the main role's GPUs; only the main role grows and shrinks); its GPU-seconds and the
+allocation timeline count every role's GPUs.
+
 A queue confined to a pool (``QueueConfig.pool``) has its jobs placed only on that pool's nodes, as
 the queue manager does (``services.spec.cluster_file.queue_node_selectors``).
 
@@ -48,6 +54,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
 from types import MappingProxyType
+from typing import Any
 
 from schemas.config import MusterConfig
 from services.core import SchedulerState, queue_order, schedule
@@ -64,7 +71,7 @@ from services.core.model import (
     SchedulerConfig,
 )
 from services.core.policy import resolve
-from services.simulator.workload import Workload, WorkloadJob, min_replicas, pod_shape
+from services.simulator.workload import JobRoles, Workload, WorkloadJob, min_replicas, pod_shape
 from services.spec.cluster_file import core_cohorts, core_nodes, core_queues, queue_node_selectors
 
 _NO_SELECTOR: Mapping[str, str] = MappingProxyType({})
@@ -112,8 +119,9 @@ class JobRecord:
     job: Job
     work: float  # GPU-seconds at full size
     remaining: float
-    unit: int  # GPUs per pod (at least 1 for progress)
-    rate: int = 0  # GPUs held now
+    unit: int  # GPUs per pod of the main role (at least 1 for progress)
+    companion_gpus: int = 0  # GPUs the companion roles hold whenever the job runs (they make no progress)
+    rate: int = 0  # GPUs held now, every role
     since: float = 0.0
     warm_at: float = 0.0  # the current run makes progress from here on (after its restart cost)
     version: int = 0  # bumps whenever a scheduled completion becomes stale
@@ -147,6 +155,13 @@ class SimResult:
     wall_s: float = 0.0
     cycle_wall_s: float = 0.0
     end_time: float = 0.0
+
+
+def _role_fields(roles: JobRoles | None) -> dict[str, Any]:
+    """The core job's fields a job of several roles sets: its main role's name, CPU and memory, its companions."""
+    if roles is None:
+        return {}
+    return {"role": roles.main, "cpu_m": roles.cpu_m, "memory_mb": roles.memory_mb, "companions": roles.companions}
 
 
 def _gpus_per_node(nodes: list[Node], gpu_type: str) -> int:
@@ -206,7 +221,11 @@ class Simulator:
         # a policy that does not resize runs every job at the size it asked for
         all_elastic = self._opts.all_elastic and resolve(config).elastic
         for spec in workload.jobs:
-            replicas, per_pod = pod_shape(spec.num_gpus, node_sizes[spec.gpu_type])
+            roles = spec.roles
+            if roles is None:
+                replicas, per_pod = pod_shape(spec.num_gpus, node_sizes[spec.gpu_type])
+            else:
+                replicas, per_pod = roles.replicas, roles.gpus_per_pod
             job = Job(
                 job_id=spec.job_id,
                 queue=spec.queue,
@@ -214,7 +233,7 @@ class Simulator:
                 replicas=replicas,
                 gpus_per_pod=per_pod,
                 gpu_type=spec.gpu_type,
-                min_replicas=min_replicas(per_pod if all_elastic else spec.min_gpus, per_pod, replicas),
+                min_replicas=min_replicas(per_pod if all_elastic else spec.main_min_gpus, per_pod, replicas),
                 priority=spec.priority,
                 tenant=tenants.get(spec.queue, ""),
                 runtime_estimate=spec.runtime_estimate,
@@ -224,10 +243,11 @@ class Simulator:
                 tolerations=tolerations,
                 node_selector=selectors.get(spec.queue, _NO_SELECTOR),
                 name=spec.job_id,
+                **_role_fields(roles),
             )
             unit = max(per_pod, 1)
             work = spec.duration * replicas * unit
-            self._result.records[spec.job_id] = JobRecord(spec, job, work, work, unit)
+            self._result.records[spec.job_id] = JobRecord(spec, job, work, work, unit, job.companion_gpus)
             self._push(spec.submit_time, EventKind.ARRIVAL, spec.job_id, 0)
             self._arrivals_left += 1
 
@@ -247,7 +267,7 @@ class Simulator:
         if rec.rate > 0:
             working = now - max(rec.since, rec.warm_at)
             if working > 0:
-                rec.remaining = max(0.0, rec.remaining - working * rec.rate)
+                rec.remaining = max(0.0, rec.remaining - working * (rec.rate - rec.companion_gpus))
             if now > rec.since:
                 rec.gpu_seconds += (now - rec.since) * rec.rate
         rec.since = now
@@ -260,7 +280,7 @@ class Simulator:
 
     def _schedule_completion(self, rec: JobRecord, now: float) -> None:
         rec.version += 1
-        speed = max(rec.rate, 1)
+        speed = max(rec.rate - rec.companion_gpus, 1)
         self._push(max(now, rec.warm_at) + rec.remaining / speed, EventKind.COMPLETE, rec.spec.job_id, rec.version)
 
     # ------------------------------------------------------------------ event handlers
@@ -348,13 +368,13 @@ class Simulator:
             if rec.first_start is None:
                 rec.first_start = now
             self._running += 1
-            self._set_rate(rec, decision.replicas * rec.unit, now)
+            self._set_rate(rec, decision.replicas * rec.unit + rec.companion_gpus, now)
             self._schedule_completion(rec, now)
         elif isinstance(decision, Scale):
             self._progress(rec, now)
             # a data-parallel job re-forms its gang at the new size: a checkpoint and restart
             rec.warm_at = max(rec.warm_at, now + self._opts.restart_cost_s)
-            self._set_rate(rec, decision.replicas * rec.unit, now)
+            self._set_rate(rec, decision.replicas * rec.unit + rec.companion_gpus, now)
             self._schedule_completion(rec, now)
         elif isinstance(decision, Preempt):
             rec.preemptions += 1

@@ -28,6 +28,10 @@ while running, for the time it ran; one still running when the log was read for 
 scheduler's default estimate, since its real runtime is unknown. Jobs cancelled or rejected before they
 ever ran are left out. Jobs submitted before the window and still there at its start arrive at the start
 (with what remained of them) as load, and are left out of the figures.
+
+A job of several roles (``spec.roles``) is replayed with the same roles (``workload_roles``): its main role
+(``JobSpec.main_role``) and every other role as a companion, each with its pods, GPUs, CPU and memory, as
+the queue manager builds the job it schedules; a job of one role is replayed with its GPUs, as before.
 """
 
 from __future__ import annotations
@@ -68,8 +72,8 @@ from schemas.runs import (
     RunSucceeded,
 )
 from schemas.status import JobStatusChanged
-from services.core.model import ANY_GPU
-from services.simulator.workload import Workload, WorkloadJob, sort_jobs
+from services.core.model import ANY_GPU, Role
+from services.simulator.workload import JobRoles, Workload, WorkloadJob, sort_jobs
 from services.spec.config_items import ConfigItems
 
 Outcome = Literal["succeeded", "failed", "cancelled", "running", "pending", "rejected"]
@@ -155,12 +159,16 @@ class Reconstruction:
         return max(0.0, (self.as_of - self.origin).total_seconds())
 
     def counts(self) -> dict[str, int]:
-        """Jobs of the window (carried-over ones apart) by outcome, and how many of them are replayed."""
+        """Jobs of the window (carried-over ones apart) by outcome, how many of them are replayed and, when
+        any is, how many of the replayed ones have several roles (``several_roles``)."""
         out: dict[str, int] = {}
         for job in self.jobs.values():
             key = "carried_over" if job.carried_over else job.outcome
             out[key] = out.get(key, 0) + 1
         out["replayed"] = sum(1 for j in self.jobs.values() if j.replayed)
+        several = sum(1 for w in self.workload.jobs if w.roles is not None and w.roles.several)
+        if several:
+            out["several_roles"] = several
         return out
 
 
@@ -414,6 +422,28 @@ def reconstruct(
     return Reconstruction(origin, as_of, Workload(name, sort_jobs(replayed)), cluster, actual, tuple(notes), stop_s)
 
 
+def workload_roles(spec: JobSpec) -> JobRoles | None:
+    """The roles of a job given with ``roles`` as the simulator replays them: the main role the scheduler
+    sizes the job by (``JobSpec.main_role``) and every other role as a companion, in the spec's order, each
+    with its pods, whole GPUs, CPU and memory per pod. None for a job given as ``replicas`` + ``template``."""
+    if not spec.roles:
+        return None
+    main = spec.main_role()
+    res = main.template.resources
+    companions = tuple(
+        Role(name=r.name, replicas=r.replicas, gpus_per_pod=r.template.resources.gpus,
+             cpu_m=r.template.resources.cpu_m, memory_mb=r.template.resources.memory_mb)
+        for r in spec.pod_roles() if r.name != main.name
+    )
+    return JobRoles(main=main.name, replicas=main.replicas, gpus_per_pod=res.gpus, cpu_m=res.cpu_m,
+                    memory_mb=res.memory_mb, companions=companions)
+
+
+def _gpu_type(spec: JobSpec) -> str:
+    """The job's GPU type: the first role's that names one (the roles asking for GPUs name the same)."""
+    return next((r.template.resources.gpu_type for r in spec.pod_roles() if r.template.resources.gpu_type), ANY_GPU)
+
+
 def _outcome(j: _Job, running: bool) -> Outcome:
     if j.rejected:
         return "rejected"
@@ -496,9 +526,10 @@ def _actual(j: _Job, origin: datetime, as_of: datetime, default_runtime_s: float
     class_value, class_preemptible = classes.get(class_name, (0, True))
     wjob = WorkloadJob(
         job_id=j.job_id, submit_time=submit, duration=duration, num_gpus=gpus, queue=queue,
-        gpu_type=(spec.resources.gpu_type if spec and spec.resources.gpu_type else ANY_GPU),
+        gpu_type=_gpu_type(spec) if spec else ANY_GPU,
         priority=j.priority if j.priority is not None else class_value,
         min_gpus=min_gpus, runtime_estimate=estimate,
         preemptible=(spec.preemptible if spec else True) and class_preemptible, checkpointable=checkpointable,
+        roles=workload_roles(spec) if spec else None,
     )
     return record, wjob

@@ -13,6 +13,8 @@ Definitions (all times in seconds, over completed jobs unless stated):
   of a longer trace ends with one; the real cluster's measured occupancy has none).
 - ``per_size_class``: the job counts, average / p50 / p99 JCT and queueing delay, and GPU-hours of
   the jobs asking for 1 GPU, 2-4, 5-8 and more than 8 (``SIZE_CLASSES``; classes without jobs left out).
+- ``jobs_several_roles``: the jobs of several roles (a main role with companion roles, ``WorkloadJob.roles``);
+  their GPUs (size class, GPU-hours, allocation) count every role's.
 - ``jain_fairness`` = Jain's index (sum x)^2 / (n sum x^2) over the per-queue mean slowdowns of the
   queues that completed jobs: 1.0 when every queue is slowed down equally, 1/n at worst.
 - percentiles interpolate linearly (numpy's default).
@@ -145,6 +147,7 @@ def build_report(result: SimResult) -> dict[str, Any]:
     rejected = sum(1 for r in records if r.rejected is not None)
     killed = sum(1 for r in records if r.killed)
     dependency_failed = sum(1 for r in records if r.dependency_failed is not None)
+    several_roles = sum(1 for r in records if r.spec.roles is not None and r.spec.roles.several)
     return {
         "policy": result.policy,
         "seed": result.seed,
@@ -155,6 +158,7 @@ def build_report(result: SimResult) -> dict[str, Any]:
         "jobs_killed": killed,
         "jobs_dependency_failed": dependency_failed,
         "jobs_unfinished": len(records) - len(done) - rejected - killed - dependency_failed,
+        "jobs_several_roles": several_roles,
         "avg_jct_s": _mean(jcts),
         "p50_jct_s": _pct(jcts, 50),
         "p99_jct_s": _pct(jcts, 99),

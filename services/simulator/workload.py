@@ -2,7 +2,7 @@
 
 A workload CSV has the columns ``job_id,submit_time,duration,num_gpus,queue`` and, optionally,
 ``gpu_type,priority,min_gpus,runtime_estimate,preemptible,checkpointable,after,on_dependency_failure,
-fails``. ``submit_time`` and ``duration`` are seconds; ``duration`` is what the job really takes at its
+fails,roles``. ``submit_time`` and ``duration`` are seconds; ``duration`` is what the job really takes at its
 full size and is never shown to the scheduling policy, which sees only ``runtime_estimate``.
 
 Dependencies (a DAG, as ``spec.after`` of a submitted job): ``after`` lists the ids of the workload's jobs
@@ -11,6 +11,13 @@ or ``:failed`` (``train;eval:finished``). ``on_dependency_failure`` (``cancel``,
 says how the job ends when a job it waits for ended otherwise; ``fails`` (a boolean) makes a job end
 failed after its duration, like ``duration``, unknown to the policy. An unknown id or a cycle is an error
 when the file is read.
+
+Roles (a job of several roles, ``JobRoles``): ``roles`` lists the job's roles separated by ``;``, its main
+role first, each as ``name:pods:gpus_per_pod`` or ``name:pods:gpus_per_pod:cpu_m:memory_mb``
+(``worker:16:8;launcher:1:0:2000:4096``). ``num_gpus`` is then the whole job's GPUs, every role, and
+``min_gpus`` those it needs with its main role at its smallest and every companion role. An empty cell is
+a job of one role, as every job of a trace is; the column is written only for a workload that has a job
+of several roles.
 """
 
 from __future__ import annotations
@@ -23,7 +30,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 from services.core.dependencies import On, find_cycle
-from services.core.model import ANY_GPU
+from services.core.model import ANY_GPU, Role
 
 REQUIRED_COLUMNS: tuple[str, ...] = ("job_id", "submit_time", "duration", "num_gpus", "queue")
 OPTIONAL_COLUMNS: tuple[str, ...] = (
@@ -37,14 +44,59 @@ OPTIONAL_COLUMNS: tuple[str, ...] = (
     "on_dependency_failure",
     "fails",
 )
+ROLES_COLUMN = "roles"
 ON_DEPENDENCY_FAILURE = ("cancel", "fail")
 _TRUE = {"1", "true", "yes", "y", "t"}
 _FALSE = {"0", "false", "no", "n", "f"}
 
 
 @dataclass(frozen=True, slots=True)
+class JobRoles:
+    """The roles of a job of several roles: its main role (``main``: ``replicas`` pods of ``gpus_per_pod``
+    GPUs, the role that is elastic if any) and the companion roles admitted, charged, placed and preempted
+    with it (a launcher, a Ray head, an LWS leader), as the core's ``Job.role`` and ``Job.companions``.
+
+    CPU is in millicores and memory in MiB per pod; 0 is not counted, as for a job of one role."""
+
+    main: str
+    replicas: int
+    gpus_per_pod: int
+    cpu_m: int = 0
+    memory_mb: int = 0
+    companions: tuple[Role, ...] = ()
+
+    def __post_init__(self) -> None:
+        names = [self.main, *(c.name for c in self.companions)]
+        if "" in names or len(set(names)) != len(names):
+            raise ValueError(f"roles {names}: every role needs a name of its own")
+        shapes = [(self.replicas, self.gpus_per_pod, self.cpu_m, self.memory_mb),
+                  *((c.replicas, c.gpus_per_pod, c.cpu_m, c.memory_mb) for c in self.companions)]
+        if any(pods < 1 or min(rest) < 0 for pods, *rest in shapes):
+            raise ValueError(f"roles {names}: a role has at least one pod and no negative GPUs, CPU or memory")
+
+    @property
+    def companion_gpus(self) -> int:
+        """GPUs of the companion roles (they never grow or shrink)."""
+        return sum(c.replicas * c.gpus_per_pod for c in self.companions)
+
+    @property
+    def gpus(self) -> int:
+        """GPUs of the whole job at full size, every role."""
+        return self.replicas * self.gpus_per_pod + self.companion_gpus
+
+    @property
+    def several(self) -> bool:
+        """Whether the job has companion roles besides its main one."""
+        return bool(self.companions)
+
+
+@dataclass(frozen=True, slots=True)
 class WorkloadJob:
-    """One job of a workload: when it arrives, how long it really runs, what it asks for."""
+    """One job of a workload: when it arrives, how long it really runs, what it asks for.
+
+    A job of one role (``roles`` None, every trace's jobs) is split into pods by the simulator
+    (``pod_shape``); a job of several roles gives its roles, and ``num_gpus`` and ``min_gpus`` then count
+    every role's GPUs."""
 
     job_id: str
     submit_time: float
@@ -60,6 +112,25 @@ class WorkloadJob:
     after: tuple[tuple[str, On], ...] = ()  # (job id, the outcome waited for)
     on_dependency_failure: str = "cancel"  # or "fail": how the job ends when a dependency cannot hold
     fails: bool = False  # the job ends failed after its duration (the policy is not told)
+    roles: JobRoles | None = None  # None: one role, split into pods by the simulator
+
+    def __post_init__(self) -> None:
+        roles = self.roles
+        if roles is None:
+            return
+        if self.num_gpus != roles.gpus:
+            raise ValueError(f"job {self.job_id!r}: num_gpus {self.num_gpus} is not its roles' {roles.gpus} GPUs")
+        if self.min_gpus is not None and not (roles.companion_gpus < self.min_gpus <= self.num_gpus
+                                              and roles.gpus_per_pod):
+            raise ValueError(f"job {self.job_id!r}: min_gpus of a job of several roles counts its companion roles' "
+                             f"{roles.companion_gpus} GPUs and some of its main role's")
+
+    @property
+    def main_min_gpus(self) -> int | None:
+        """GPUs of the main role at its smallest (``min_gpus`` less the companion roles' GPUs)."""
+        if self.min_gpus is None or self.roles is None:
+            return self.min_gpus
+        return self.min_gpus - self.roles.companion_gpus
 
 
 @dataclass(frozen=True, slots=True)
@@ -108,6 +179,38 @@ def _parse_after(value: str, line: int) -> tuple[tuple[str, On], ...]:
     return tuple(out)
 
 
+def parse_roles(value: str) -> JobRoles:
+    """The ``roles`` cell of a workload CSV: ``name:pods:gpus_per_pod[:cpu_m:memory_mb]`` separated by ``;``,
+    the main role first."""
+    roles: list[Role] = []
+    for part in value.split(";"):
+        part = part.strip()
+        if not part:
+            continue
+        name, *numbers = (f.strip() for f in part.split(":"))
+        if len(numbers) not in (2, 4):
+            raise ValueError(f"roles: {part!r} is not name:pods:gpus_per_pod or name:pods:gpus_per_pod:cpu_m:memory_mb")
+        try:
+            pods, gpus, cpu_m, memory_mb = (int(n) for n in (*numbers, "0", "0")[:4])
+        except ValueError:
+            raise ValueError(f"roles: {part!r} has a count that is not a whole number") from None
+        roles.append(Role(name=name, replicas=pods, gpus_per_pod=gpus, cpu_m=cpu_m, memory_mb=memory_mb))
+    if not roles:
+        raise ValueError("roles: no role given")
+    main = roles[0]
+    return JobRoles(main=main.name, replicas=main.replicas, gpus_per_pod=main.gpus_per_pod, cpu_m=main.cpu_m,
+                    memory_mb=main.memory_mb, companions=tuple(roles[1:]))
+
+
+def format_roles(roles: JobRoles) -> str:
+    """The ``roles`` cell ``parse_roles`` reads back unchanged."""
+    def one(name: str, pods: int, gpus: int, cpu_m: int, memory_mb: int) -> str:
+        return f"{name}:{pods}:{gpus}" + (f":{cpu_m}:{memory_mb}" if cpu_m or memory_mb else "")
+
+    return ";".join([one(roles.main, roles.replicas, roles.gpus_per_pod, roles.cpu_m, roles.memory_mb),
+                     *(one(c.name, c.replicas, c.gpus_per_pod, c.cpu_m, c.memory_mb) for c in roles.companions)])
+
+
 def _job_from_row(row: dict[str, str], line: int) -> WorkloadJob:
     try:
         job = WorkloadJob(
@@ -126,6 +229,7 @@ def _job_from_row(row: dict[str, str], line: int) -> WorkloadJob:
         after = _optional(row, "after")
         on_failure = _optional(row, "on_dependency_failure") or "cancel"
         fails = _optional(row, "fails")
+        roles = _optional(row, ROLES_COLUMN)
         if on_failure not in ON_DEPENDENCY_FAILURE:
             raise ValueError(f"on_dependency_failure must be cancel or fail, got {on_failure!r}")
         job = replace(
@@ -141,6 +245,7 @@ def _job_from_row(row: dict[str, str], line: int) -> WorkloadJob:
             after=_parse_after(after, line) if after is not None else (),
             on_dependency_failure=on_failure,
             fails=_parse_bool(fails, "fails", line) if fails is not None else False,
+            roles=parse_roles(roles) if roles is not None else None,
         )
     except (KeyError, TypeError, ValueError) as exc:
         raise ValueError(f"line {line}: {exc}") from exc
@@ -191,11 +296,14 @@ def _fmt(value: float) -> str:
 
 
 def write_workload_csv(workload: Workload, path: str | Path) -> None:
-    """Write a workload in the CSV form ``read_workload_csv`` reads back unchanged."""
+    """Write a workload in the CSV form ``read_workload_csv`` reads back unchanged (the ``roles`` column
+    only when a job has roles)."""
+    with_roles = any(j.roles is not None for j in workload.jobs)
     with Path(path).open("w", newline="", encoding="utf-8") as fh:
         writer = csv.writer(fh)
-        writer.writerow(REQUIRED_COLUMNS + OPTIONAL_COLUMNS)
+        writer.writerow(REQUIRED_COLUMNS + OPTIONAL_COLUMNS + ((ROLES_COLUMN,) if with_roles else ()))
         for j in workload.jobs:
+            roles = ([format_roles(j.roles) if j.roles is not None else ""] if with_roles else [])
             writer.writerow(
                 [
                     j.job_id,
@@ -212,6 +320,7 @@ def write_workload_csv(workload: Workload, path: str | Path) -> None:
                     ";".join(dep if on is On.SUCCEEDED else f"{dep}:{on.value}" for dep, on in j.after),
                     j.on_dependency_failure,
                     str(j.fails).lower(),
+                    *roles,
                 ]
             )
 
