@@ -95,10 +95,11 @@ def grow_ahead_of(cycle: Cycle, waiting: Job) -> None:
 
 def _worth_growing(cycle: Cycle, rj: RunningJob, current: int, target: int) -> bool:
     """Whether growing a running job from ``current`` to ``target`` pods saves it more time than the
-    resize costs it (``resize_cost_s``), by its estimated remaining work at the GPUs it holds now."""
+    resize costs it (``resize_cost_s``), by its estimated remaining work at the GPUs it holds now; always
+    for a serving job."""
     cost = cycle.cfg.resize_cost_s
-    if cost <= 0:
-        return True
+    if cost <= 0 or rj.job.serving:
+        return True  # a serving job's size is what its owner asked for: it has no remaining work to weigh
     job, order = rj.job, cycle.order
     est = cycle.st.estimate(job, order.learned)
     left = (order.default_estimate_s if est is None else est) * max(job.total_gpus, 1) - rj.attained(cycle.now)

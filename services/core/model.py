@@ -141,6 +141,9 @@ class Job:
     mig_per_pod: int = 0  # MIG slices of ``mig_profile`` per pod
     role: str = ""  # the name of the main role (a job of several roles)
     companions: tuple[Role, ...] = ()
+    #: a serving or interactive job (a Deployment, a StatefulSet): it never completes, and its size is its
+    #: owner's to change while it runs; growing it to the size asked is always worth a resize
+    serving: bool = False
 
     def __post_init__(self) -> None:
         if self.companions:
@@ -348,6 +351,23 @@ class Placement:
     def with_main(self, main: tuple[NodeAssignment, ...]) -> Placement:
         """This placement with the main role's assignments replaced (a resize keeps the companions)."""
         return Placement(self.cluster, (*main, *self.companions))
+
+    def main_shrunk(self, replicas: int, kept: Mapping[str, int] | None = None) -> Placement:
+        """This placement with its main role cut to ``replicas`` pods. ``kept`` (node -> pods still there) says
+        where the pods that stay run: those nodes keep up to that many first, then the plan's order fills
+        the rest; None keeps the plan's first ``replicas`` pods."""
+        main = self.main
+        quota = [min(a.pods, kept.get(a.node, 0)) for a in main] if kept is not None else [0] * len(main)
+        left = replicas - sum(quota)
+        if left < 0:  # more kept than wanted: keep the plan's first ones
+            quota, left = [0] * len(main), replicas
+        for i, a in enumerate(main):
+            more = min(a.pods - quota[i], left)
+            quota[i] += more
+            left -= more
+        cut = tuple(replace(a, pods=k, groups=a.groups[:k], slots=a.slots[:k])
+                    for a, k in zip(main, quota, strict=True) if k > 0)
+        return self.with_main(cut)
 
 
 @dataclass(frozen=True, slots=True)

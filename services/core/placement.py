@@ -17,7 +17,7 @@ from dataclasses import replace
 from typing import TypeVar
 
 from .capacity import CapacityIndex, GroupKey, fits_in_group
-from .model import TOPOLOGY_LEVELS, Job, Node, NodeAssignment, Placement, TopologyMode
+from .model import TOPOLOGY_LEVELS, Job, Node, NodeAssignment, Placement, Role, TopologyMode
 
 _T = TypeVar("_T")
 
@@ -152,7 +152,7 @@ class Placer:
             index.take_for(job, a)
         out: list[NodeAssignment] = []
         try:
-            for c in job.companions:
+            for c in _most_constrained_first(job.companions):
                 view = job.companion_view(c)
                 found = Placer(index, view, self.excluded, self.spread)._beside(cluster, gpu_type, main)
                 if found is None:
@@ -162,7 +162,8 @@ class Placer:
                     index.take_for(view, placed)
                     taken.append((view, placed))
                     out.append(placed)
-            return out
+            order = {c.name: i for i, c in enumerate(job.companions)}
+            return sorted(out, key=lambda a: order[a.role])  # the job's own order of roles
         finally:
             for owner, a in reversed(taken):
                 index.give_for(owner, a)
@@ -291,3 +292,17 @@ class Placer:
             free[best[1]] -= gpus
             chosen.append(best[1])
         return tuple(chosen)
+
+
+def _most_constrained_first(roles: tuple[Role, ...]) -> list[Role]:
+    """Companion roles in the order they are placed: those that must stay in a domain of the main role's
+    (the narrowest first), then those that prefer to, then the rest, so a role free to go anywhere in the
+    cluster does not take the last room of the domain a tied role has to share with the main role."""
+
+    def rank(role: Role) -> tuple[int, int]:
+        topo = role.topology
+        if topo is None:
+            return (2, 0)
+        return (0 if topo.mode is TopologyMode.REQUIRED else 1, -TOPOLOGY_LEVELS.index(topo.level))
+
+    return sorted(roles, key=rank)

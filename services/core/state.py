@@ -253,6 +253,26 @@ class SchedulerState:
             self.running[job_id] = replace(rj, job=changed(rj.job))
         return True
 
+    def resize_running(self, job: Job, now: float, kept: Mapping[str, int] | None = None) -> Scale | None:
+        """A running job's owner changed its size: ``job`` is it as it is now (same id and attempt, its main
+        role at the size asked, its elastic minimum at most what it runs). Smaller than it runs: it shrinks
+        at once, its pods staying where ``kept`` (node -> pods) says they still are, and the ``Scale``
+        returned (already applied) frees the rest. Larger: nothing is taken now; it grows to the size asked
+        as its quota and free capacity allow, as an elastic job does. None when nothing was held or changed."""
+        rj = self.running.get(job.job_id)
+        if rj is None or rj.job.attempt != job.attempt or rj.terminating:
+            return None
+        if job.min_size > rj.replicas:
+            raise ValueError(f"job {job.job_id}: a resize keeps at most the {rj.replicas} pods it runs as its minimum")
+        self._unindex_candidate(job.job_id, rj)
+        self.running[job.job_id] = rj = replace(rj, job=job)
+        self._index_candidate(job.job_id, rj)
+        if job.replicas >= rj.replicas:
+            return None
+        scale = Scale(job.job_id, job.attempt, job.replicas, rj.placement.main_shrunk(job.replicas, kept))
+        self.apply(scale, now)
+        return scale
+
     def apply(self, decision: Decision, now: float) -> None:
         """Fold one of ``schedule``'s decisions back into the state."""
         if isinstance(decision, Admit):

@@ -25,6 +25,7 @@ from services.core.model import (
     TopologyMode,
     TopologyRequest,
 )
+from services.spec.kinds.registry import find_kind
 
 
 def queue_spec(q: QueueConfig) -> QueueSpec:
@@ -101,7 +102,16 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
         mig_per_pod=res.mig_slices if res.mig_profile else 0,
         role=main_role_name(spec),
         companions=companions,
+        serving=is_serving(spec),
     )
+
+
+def is_serving(spec: JobSpec) -> bool:
+    """Whether the job is an object of a serving or interactive kind (a Deployment, a StatefulSet...)."""
+    if spec.workload is None:
+        return False
+    found = find_kind(spec.workload.api_version, spec.workload.kind)
+    return found is not None and found.serving
 
 
 def main_role_name(spec: JobSpec) -> str:

@@ -155,3 +155,83 @@ def test_companion_names_must_be_unique() -> None:
         job("x", role="worker", companions=(HEAD, HEAD))
     with pytest.raises(ValueError, match="no GPUs"):
         job("y", gpus_per_pod=0, gpu_share=Fraction(1, 2), companions=(HEAD,))
+
+
+def test_a_companion_tied_to_the_main_roles_rack_is_placed_before_one_free_to_go_anywhere() -> None:
+    """The workers fill 2 of r0's 4 GPUs; a free 2-GPU companion placed first would take the rest of r0 (the
+    workers' node comes first) and leave the head, which must share the workers' rack, nowhere to go."""
+    st = state([queue("q", 8)], [node("a", 4, rack="r0"), node("b", 2, rack="r1")])
+    head = replace(HEAD, topology=TopologyRequest("rack"))
+    group = Role("group", 1, 2)
+    st.submit(job("ray", replicas=2, gpus_per_pod=1, role="worker", companions=(group, head)))
+    d = only_admit(cycle(st, 0.0, FCFS))
+    placed = roles_of(d)
+    assert placed["head"] == [("a", 1)] and placed["group"] == [("b", 1)]
+    assert [a.role for a in d.placement.companions] == ["group", "head"]  # the job's own order of roles
+    check_invariants(st)
+
+
+def serving(job_id: str, replicas: int, **kw: object) -> object:
+    return job(job_id, replicas=replicas, gpus_per_pod=2, serving=True, **kw)
+
+
+def test_a_serving_job_scaled_up_grows_through_quota_as_room_allows() -> None:
+    st = state([queue("q", 6)], [node("n1", 8)])
+    web = serving("web", 2)
+    st.submit(web)
+    assert only_admit(cycle(st, 0.0, FCFS)).replicas == 2
+    st.run_started("web", 1.0)
+    # its owner asks for 4 pods: it keeps the 2 it runs as its floor; quota (6 GPUs) lets it grow to 3
+    assert st.resize_running(replace(web, replicas=4, min_replicas=2), 10.0) is None
+    assert st.running_jobs()["web"].replicas == 2
+    (up,) = [d for d in cycle(st, 20.0, FCFS).decisions if isinstance(d, Scale)]
+    assert up.replicas == 3 and up.placement.pods == 3
+    st.apply(up, 20.0)
+    assert st.queue_usage("q") == {"gpu:a100": 6}
+    check_invariants(st)
+
+
+def test_a_serving_job_grows_whatever_its_estimate_says() -> None:
+    """An elastic batch job long past its estimate is not worth a resize; a serving job's size is its owner's."""
+    cfg = replace(FCFS, resize_cost_s=300.0)
+    st = state([queue("q", 16)], [node("n1", 8)])
+    web = serving("web", 1, runtime_estimate=10.0)
+    st.submit(web)
+    cycle(st, 0.0, cfg)
+    st.resize_running(replace(web, replicas=3, min_replicas=1), 5000.0)
+    (up,) = [d for d in cycle(st, 5000.0, cfg).decisions if isinstance(d, Scale)]
+    assert up.replicas == 3
+
+
+def test_a_serving_job_scaled_down_frees_the_nodes_its_pods_left_at_once() -> None:
+    st = state([queue("q", 16)], [node("n1", 4), node("n2", 4)])
+    web = serving("web", 4)
+    st.submit(web)
+    d = only_admit(cycle(st, 0.0, FCFS))
+    assert sorted((a.node, a.pods) for a in d.placement.nodes) == [("n1", 2), ("n2", 2)]
+    # the owner scaled it to 1; the pod left runs on n2
+    scale = st.resize_running(replace(web, replicas=1), 50.0, kept={"n2": 1})
+    assert scale is not None and scale.replicas == 1
+    assert [(a.node, a.pods) for a in scale.placement.nodes] == [("n2", 1)]
+    assert st.running_jobs()["web"].replicas == 1 and st.free_gpus("n1") == 4 and st.free_gpus("n2") == 2
+    assert st.queue_usage("q") == {"gpu:a100": 2}
+    check_invariants(st)
+    # not told where the pods are: the plan's first ones stay
+    st.submit(serving("api", 2, submit=60.0))
+    d2 = only_admit(cycle(st, 60.0, FCFS))
+    first = d2.placement.nodes[0].node
+    cut = st.resize_running(replace(serving("api", 2, submit=60.0), replicas=1), 70.0)
+    assert cut is not None and [(a.node, a.pods) for a in cut.placement.nodes] == [(first, 1)]
+    check_invariants(st)
+
+
+def test_a_resize_of_a_job_that_is_not_running_this_attempt_changes_nothing() -> None:
+    st = state([queue("q", 16)], [node("n1", 8)])
+    web = serving("web", 2)
+    assert st.resize_running(replace(web, replicas=1), 0.0) is None  # waiting: nothing held
+    st.submit(web)
+    cycle(st, 0.0, FCFS)
+    assert st.resize_running(replace(web, replicas=1, attempt=1), 1.0) is None  # another attempt
+    assert st.running_jobs()["web"].replicas == 2
+    with pytest.raises(ValueError, match="minimum"):
+        st.resize_running(replace(web, replicas=4, min_replicas=3), 2.0)
