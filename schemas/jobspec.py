@@ -450,9 +450,13 @@ class JobSpec(_Spec):
     def main_min_replicas(self) -> int | None:
         return self.min_replicas if not self.roles else self.main_role().min_replicas
 
-    def resized(self, replicas: int) -> JobSpec:
-        """This spec with its main role at ``replicas`` pods (its elastic minimum lowered to fit)."""
+    def resized(self, replicas: int, running: int | None = None) -> JobSpec:
+        """This spec with its main role at ``replicas`` pods (its elastic minimum lowered to fit). ``running``:
+        the pods of the main role it runs now; asked to grow beyond them, it keeps them as its minimum (the
+        rest comes as room allows)."""
         low = self.main_min_replicas
+        if running is not None and replicas > running:
+            low = running if low is None else min(low, running)
         low = None if low is None else min(low, replicas)
         if not self.roles:
             return self.model_copy(update={"replicas": replicas, "min_replicas": low})

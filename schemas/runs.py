@@ -126,5 +126,19 @@ class RunDeleted(_RunEvent):
     by: Literal["muster", "external", "unknown"] = "unknown"
 
 
-RUNS: tuple[type[Message], ...] = (RunStarted, RunAllPodsReady, RunSucceeded, RunFailed, RunEvicted, RunDeleted)
+class RunResized(_RunEvent):
+    """The object of a running serving job (a Deployment, a StatefulSet) now asks for ``replicas`` pods of
+    its main role: its user or an autoscaler scaled it. Larger than admitted: the extra pods are admitted
+    through quota as room allows (they wait gated until then). Smaller: sent once no more than ``replicas``
+    of its pods are left, ``pods`` naming the nodes of those that hold one, so the quota and the nodes of
+    the pods that went are freed at once."""
+
+    TYPE: ClassVar[str] = "RunResized"
+    replicas: int = Field(ge=1, le=4096)
+    pods: list[PodBound] = Field(default_factory=list, max_length=MAX_NAMED_PODS)
+
+
+RUNS: tuple[type[Message], ...] = (
+    RunStarted, RunAllPodsReady, RunSucceeded, RunFailed, RunEvicted, RunDeleted, RunResized,
+)
 DISPATCHES: tuple[type[Message], ...] = (JobDispatched, DispatchFailed, JobStopped)

@@ -57,7 +57,8 @@ class Dispatcher:
             if not await workloads.request_stop(self.ctx, self.workload_ops, envelope, delivery):
                 await preemption.request(self.ctx, envelope, delivery)
         elif isinstance(payload, JobScaled):
-            await admission.scale(self.ctx, envelope, delivery)
+            if not await workloads.scale(self.ctx, self.workload_ops, envelope, delivery):
+                await admission.scale(self.ctx, envelope, delivery)
         elif isinstance(payload, RunFailed) and not await workloads.on_failed(self.ctx, envelope, delivery):
             await restarts.on_run_failed(self.ctx, envelope, delivery)
 

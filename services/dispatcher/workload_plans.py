@@ -122,3 +122,32 @@ def choose_node(plan: PlacementPlan, role: str, main_role: str, placed: Iterable
         if taken[node] < pods:
             return node
     return None
+
+
+def beyond_plan(plan: PlacementPlan, role: str, main_role: str, pods: Iterable[Mapping[str, Any]]) -> list[
+        Mapping[str, Any]]:
+    """The pods of ``role`` (each holding a node) beyond what the plan gives their node: what a shrink of the
+    plan takes back. The ones not ready go first, then in name order."""
+    room = planned(plan, role, main_role)
+    by_node: dict[str, list[Mapping[str, Any]]] = {}
+    for pod in pods:
+        node = node_of(pod)
+        if node is not None and holds_node(pod):
+            by_node.setdefault(node, []).append(pod)
+    out: list[Mapping[str, Any]] = []
+    for node, here in sorted(by_node.items()):
+        excess = len(here) - room[node]
+        if excess > 0:
+            here.sort(key=lambda p: (_is_ready(p), str((p.get("metadata") or {}).get("name"))))
+            out += here[:excess]
+    return out
+
+
+def _is_ready(pod: Mapping[str, Any]) -> bool:
+    conditions = (pod.get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, dict))
+
+
+def resized_annotations(plan: PlacementPlan) -> dict[str, str]:
+    """What a workload object's annotations say after a resize: the new plan and gang size."""
+    return {PLAN: plan.model_dump_json(), ann.GANG_SIZE: str(plan.pods)}

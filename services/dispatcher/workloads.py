@@ -20,6 +20,8 @@ takes it back:
   its templates, so the next run's pods come gated again) and the pods of any other kind are deleted (its
   controller re-creates them gated). When no pod of the attempt is left, ``JobStopped`` is reported; an
   object Muster created is then deleted, an owner's object is left suspended.
+- **Resize** (``JobScaled``, of a serving object its owner scaled, or of one the core shrinks for other work):
+  the object's plan and gang size follow; pods beyond the plan on a node are deleted (re-created gated).
 - **Failure**: the kind's controller has its own retries (a JobSet's failure policy, a RayJob's
   backoff); a ``RunFailed`` of a workload is final here, reported as ``DispatchFailed(workload_failed)``.
 
@@ -38,7 +40,7 @@ from datetime import datetime
 from typing import Any
 
 from schemas import kube as ann
-from schemas.decisions import JobAdmitted, JobPreemptionRequested
+from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled
 from schemas.envelope import Envelope
 from schemas.kube import POD_GROUP
 from schemas.runs import JobDispatched, JobStopped, RunFailed
@@ -50,10 +52,12 @@ from services.dispatcher.workload_book import WorkloadRun, resource_of
 from services.dispatcher.workload_plans import (
     OWNED,
     WORKLOAD,
+    beyond_plan,
     holds_node,
     identity_annotations,
     identity_labels,
     plan_of,
+    resized_annotations,
     roles_changed,
 )
 from services.runtime.kafka import Delivery
@@ -114,7 +118,7 @@ class WorkloadOps:
                     found[str((pod.get("metadata") or {}).get("uid") or id(pod))] = pod
         return list(found.values())
 
-    async def delete_pods(self, pods: Sequence[KubeObject], grace_s: int) -> None:
+    async def delete_pods(self, pods: Sequence[Mapping[str, Any]], grace_s: int) -> None:
         for pod in pods:
             meta = pod.get("metadata") or {}
             await delete(self.rest, PODS, str(meta["name"]), meta.get("namespace"), grace_period_seconds=grace_s)
@@ -311,6 +315,52 @@ async def request_stop(ctx: Context, ops: WorkloadOps, envelope: Envelope, deliv
     run.obj, run.preemption = obj, pre
     _start(ctx, ops, run)
     ctx.outcome(decision.TYPE, "handshake")
+    return True
+
+
+async def scale(ctx: Context, ops: WorkloadOps, envelope: Envelope, delivery: Delivery) -> bool:
+    """``JobScaled`` of a workload job; False when the job is not one here (the Job path handles it).
+
+    The object's plan and gang size follow the decision, so the releaser lets as many gated pods go onto the
+    new nodes as they now have room for. A shrink the core decided (to make room for other work) deletes the
+    pods beyond the plan on each node; their controller re-creates them gated, and they wait. A shrink its
+    owner made finds its pods gone already."""
+    decision = envelope.payload
+    assert isinstance(decision, JobScaled)
+    run = ctx.workloads.get(decision.job_id)
+    if run is None:
+        return False
+    if decision.placement.cluster != ctx.cluster or run.attempt != decision.attempt:
+        ctx.outcome(decision.TYPE, "stale")
+        return True
+    if run.preemption is not None:
+        ctx.outcome(decision.TYPE, "stopping")
+        return True
+    try:
+        if run.plan != decision.placement and not _is_group(run):
+            obj = await ops.apply(run, [_Merge({"metadata": {"annotations": resized_annotations(decision.placement)}})])
+            if obj is None:
+                ctx.outcome(decision.TYPE, "absent")  # the node watcher reports the object's going
+                return True
+            run.obj = obj
+        run.plan = decision.placement
+        pods = await ops.pods(run)
+        excess = [p for role in {n.role or run.main_role for n in decision.placement.nodes}
+                  for p in beyond_plan(run.plan, role, run.main_role,
+                                       [q for q in pods if run.kind.pod_role(run.obj, q) == role])]
+        if excess:
+            log.info("job %s attempt %d shrunk to %d pods: %d pods beyond its plan deleted", run.job_id,
+                     run.attempt, decision.replicas, len(excess))
+            await ops.delete_pods(excess, math.ceil(ctx.settings.stop_floor_s))
+    except Exception as exc:
+        failure = api_failure(exc)
+        if failure is None or failure[1]:
+            raise  # delivered again: the steps above are idempotent
+        log.error("job %s attempt %d: its %s %s/%s could not follow its resize to %d pods (%s): %s", run.job_id,
+                  run.attempt, run.kind.identity.kind, run.namespace, run.name, decision.replicas, failure[0], exc)
+        ctx.outcome(decision.TYPE, "failed")
+        return True
+    ctx.outcome(decision.TYPE, "rescaled")
     return True
 
 

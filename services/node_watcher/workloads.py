@@ -12,7 +12,8 @@ releases with the job id, attempt and role. From those:
   not reported;
 - ``RunDeleted`` when the object goes (``by=muster`` when the dispatcher marked it first).
 
-Serving kinds never end: their runs only start and become ready.
+Serving kinds never end: their runs only start and become ready. A serving object of one role (a Deployment,
+a StatefulSet) scaled by its owner is reported as ``RunResized`` (see ``WorkloadTracker._resize``).
 """
 
 from __future__ import annotations
@@ -35,8 +36,17 @@ from schemas.kube import (
     ROLE,
     WORKLOAD,
 )
-from schemas.runs import MAX_NAMED_PODS, PodBound, RunAllPodsReady, RunDeleted, RunFailed, RunStarted, RunSucceeded
-from services.spec.kinds import WorkloadKind, pod_group
+from schemas.runs import (
+    MAX_NAMED_PODS,
+    PodBound,
+    RunAllPodsReady,
+    RunDeleted,
+    RunFailed,
+    RunResized,
+    RunStarted,
+    RunSucceeded,
+)
+from services.spec.kinds import NotQueueable, WorkloadKind, pod_group
 from services.spec.kinds.pods import POD_GROUP_KIND
 
 KubeObject = dict[str, Any]
@@ -90,6 +100,11 @@ def _phase(pod: Mapping[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
 
 
+def _holds_node(pod: Mapping[str, Any]) -> bool:
+    """A pod that still counts on its node: not being deleted, not ended."""
+    return not (pod.get("metadata") or {}).get("deletionTimestamp") and _phase(pod) not in ("Succeeded", "Failed")
+
+
 def _ready(pod: Mapping[str, Any]) -> bool:
     if _phase(pod) == "Succeeded":
         return True
@@ -107,6 +122,7 @@ class WorkloadTracker:
         self._pod_key_of: dict[tuple[str, str, str], PodKey] = {}  # object -> the attempt it is at
         self._pods: dict[PodKey, dict[str, KubeObject]] = defaultdict(dict)
         self.reported: set[tuple[str, ...]] = set()
+        self._sizes: dict[tuple[str, int], tuple[int, int]] = {}  # attempt -> the (asked, admitted) pods last seen
 
     def on_object(self, kind: WorkloadKind, event_type: str, obj: KubeObject, now: datetime) -> list[Message]:
         ref = workload_ref(obj)
@@ -121,6 +137,7 @@ class WorkloadTracker:
             out = self._fresh((ref.job_id, str(ref.attempt), RunDeleted.TYPE), RunDeleted(
                 job_id=ref.job_id, attempt=ref.attempt, cluster=self.cluster, observed_at=now, by=by))
             self.reported = {k for k in self.reported if k[0] != ref.job_id}  # bounded memory
+            self._sizes.pop((ref.job_id, ref.attempt), None)
             return out
         if ref is None:
             return []
@@ -171,6 +188,8 @@ class WorkloadTracker:
             out += self._fresh((*attempt, RunAllPodsReady.TYPE), RunAllPodsReady(
                 **base, pods_total=ref.gang, object_name=ref.name[:63], pods=bound(ready)))
         stopping = PREEMPT_REQUESTED in ((obj.get("metadata") or {}).get("annotations") or {})
+        if kind.serving and not stopping:
+            out += self._resize(kind, obj, ref, pods, base)
         state = kind.state(obj)
         if state.phase == "succeeded":
             out += self._fresh((*attempt, "end"), RunSucceeded(**base))
@@ -178,6 +197,29 @@ class WorkloadTracker:
             reason = state.reason.split(":", 1)[0].strip()[:64] or "Failed"
             out += self._fresh((*attempt, "end"), RunFailed(**base, reason=reason, message=state.reason[:2048]))
         return out
+
+    def _resize(self, kind: WorkloadKind, obj: KubeObject, ref: WorkloadRef, pods: list[KubeObject],
+                base: dict[str, Any]) -> list[Message]:
+        """``RunResized`` when a serving object of one role asks for another number of pods than admitted
+        (``muster.dev/gang-size``): at once when it asks for more; when it asks for fewer, once no more than
+        that many of its pods are left, naming where they run. Each (asked, admitted) pair is told once."""
+        try:
+            sets = kind.read_pod_sets(obj)
+        except NotQueueable:
+            return []
+        if len(sets) != 1 or sets[0].count < 1:
+            return []  # a leader and its workers (resized whole groups) or scaled to zero: not resized here
+        asked = sets[0].count
+        key = (ref.job_id, ref.attempt)
+        last = self._sizes.get(key)
+        self._sizes[key] = (asked, ref.gang)
+        if asked == ref.gang or last == (asked, ref.gang):
+            return []
+        live = [p for p in pods if _holds_node(p)]
+        if asked < ref.gang and len(live) > asked:
+            self._sizes[key] = last if last is not None else (ref.gang, ref.gang)  # not yet: the pods still go
+            return []
+        return [RunResized(**base, replicas=asked, pods=bound(live))]
 
     def _fresh(self, key: tuple[str, ...], message: Message) -> list[Message]:
         if key in self.reported:

@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 
-from schemas.decisions import JobRejected, JobScaled
+from schemas.decisions import JobRejected
 from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC
 from services.core import Admit, Preempt, Reject, Scale, SchedulerConfig, schedule
 from services.queue_manager.dependencies import expire_unknown, settle
@@ -64,10 +64,7 @@ def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bo
             entry.replicas = decision.replicas
             entry.placement = placement_plan(decision.placement, main_role_name(entry.spec))
             out.records.append(qs.record(entry))
-            out.decisions.append(
-                Out(DECISIONS_TOPIC, JobScaled(job_id=entry.job_id, attempt=entry.attempt,
-                                               replicas=decision.replicas, placement=entry.placement))
-            )
+            out.decisions.append(qs.scaled(entry))
         elif isinstance(decision, Reject):
             entry.finish("rejected", now, decision.reason[:64], decision.message)
             out.records.append(qs.record(entry))

@@ -19,6 +19,7 @@ record), up to ``spec.max_infrastructure_retries`` times; then it fails with
 from __future__ import annotations
 
 import logging
+from collections import Counter
 
 from schemas.envelope import Message
 from schemas.runs import (
@@ -29,12 +30,14 @@ from schemas.runs import (
     RunDeleted,
     RunEvicted,
     RunFailed,
+    RunResized,
     RunStarted,
     RunSucceeded,
 )
 from services.core import PreemptReason
 from services.queue_manager.entries import JobEntry
 from services.queue_manager.state import Out, QueueState
+from services.spec.core_types import main_role_name, placement_plan
 
 log = logging.getLogger(__name__)
 
@@ -55,6 +58,8 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
         return [qs.record(entry)]
     if not entry.holding:
         return []  # a pending job has no run of this attempt to report on
+    if isinstance(message, RunResized):
+        return _resized(qs, entry, message, now)
     if isinstance(message, RunSucceeded):
         qs.sched.job_finished(entry.job_id, now, succeeded=True)
         entry.finish("succeeded", now, "succeeded")
@@ -92,6 +97,28 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
         entry.finish("failed", now, "deleted_externally", "the job's objects were deleted outside Muster")
         return [qs.record(entry)]
     return []
+
+
+def _resized(qs: QueueState, entry: JobEntry, msg: RunResized, now: float) -> list[Out]:
+    """A serving object scaled by its owner (or an autoscaler): the job now asks for ``msg.replicas`` pods of
+    its main role. Fewer than it holds: it shrinks now, onto the nodes its remaining pods are on, and the
+    ``JobScaled`` frees the rest of its quota. More: the pods it runs become its minimum and the core grows
+    it through quota as room allows (a ``JobScaled`` of a later cycle); its extra pods wait gated until then."""
+    if entry.state not in ("admitted", "running") or entry.spec.workload is None:
+        return []  # being stopped (its next attempt is admitted at the size its object asks then), or a Job
+    spec = entry.spec
+    if msg.replicas == spec.main_replicas:
+        return []  # the size it asks for already (a repeat)
+    entry.submission = entry.submission.model_copy(update={"spec": spec.resized(msg.replicas, entry.replicas)})
+    kept = Counter(p.node for p in msg.pods) if msg.pods else None
+    scale = qs.sched.resize_running(qs.core_job(entry), now, kept)
+    log.info("job %s: its object asks for %d pods of its main role (%d admitted)", entry.job_id, msg.replicas,
+             entry.replicas)
+    if scale is None:
+        return [qs.record(entry)]
+    entry.replicas = scale.replicas
+    entry.placement = placement_plan(scale.placement, main_role_name(entry.spec))
+    return [qs.record(entry), qs.scaled(entry)]
 
 
 def _failed(qs: QueueState, entry: JobEntry, msg: RunFailed, now: float) -> list[Out]:

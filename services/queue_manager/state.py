@@ -15,7 +15,7 @@ from typing import NamedTuple, cast
 
 from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
 from schemas.config import ConfigItemDeleted, PoolDefined
-from schemas.decisions import JobAdmitted, JobPreemptionRequested, PreemptReasonName
+from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled, PreemptReasonName
 from schemas.envelope import Message
 from schemas.kube import POOL
 from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC, STATUS_TOPIC
@@ -150,6 +150,12 @@ class QueueState:
                 restarts=entry.restarts,
             ),
         )
+
+    def scaled(self, entry: JobEntry) -> Out:
+        """The job's new size and placement, as the entry holds them."""
+        assert entry.placement is not None
+        return Out(DECISIONS_TOPIC, JobScaled(job_id=entry.job_id, attempt=entry.attempt, replicas=entry.replicas,
+                                              placement=entry.placement))
 
     def preemption(self, entry: JobEntry, grace_period_s: float, preemptor: str | None = None) -> Out:
         assert entry.placement is not None

@@ -6,8 +6,17 @@ from typing import Any
 
 from schemas.decisions import NodePods, PlacementPlan
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest, RoleSpec, WorkloadObject
-from schemas.kube import HOSTNAME_LABEL
-from services.dispatcher.workload_plans import choose_node, holds_node, node_of, planned, roles_changed
+from schemas.kube import GANG_SIZE, HOSTNAME_LABEL
+from services.dispatcher.workload_plans import PLAN as PLAN_ANNOTATION
+from services.dispatcher.workload_plans import (
+    beyond_plan,
+    choose_node,
+    holds_node,
+    node_of,
+    planned,
+    resized_annotations,
+    roles_changed,
+)
 
 PLAN = PlacementPlan(cluster="east", nodes=[
     NodePods(node="n1", pods=2, role="workers"), NodePods(node="n2", pods=1, role="workers"),
@@ -54,3 +63,21 @@ def test_an_object_edited_after_submission_is_told_apart() -> None:
     why = roles_changed(admitted, [role("workers", 4, 8), role("launcher", 1, 0)])
     assert why is not None and "workers: admitted 2 pods x 8 GPUs a100" in why and "now 4 pods" in why
     assert "extra: admitted none" in (roles_changed(admitted, [*admitted.roles, role("extra", 1, 1)]) or "")
+
+
+def _pod(name: str, node: str, *, ready: bool = True, going: bool = False) -> dict[str, Any]:
+    meta: dict[str, Any] = {"name": name}
+    if going:
+        meta["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    return {"metadata": meta, "spec": {"nodeName": node},
+            "status": {"phase": "Running", "conditions": [{"type": "Ready", "status": str(ready)}]}}
+
+
+def test_a_shrunk_plan_takes_back_the_pods_beyond_it_on_each_node_not_ready_ones_first() -> None:
+    shrunk = PlacementPlan(cluster="east", nodes=[NodePods(node="n1", pods=1)])
+    pods = [_pod("web-a", "n1"), _pod("web-b", "n1", ready=False), _pod("web-c", "n2"),
+            _pod("web-d", "n2", going=True)]  # web-d is going already: it counts for nothing
+    assert [p["metadata"]["name"] for p in beyond_plan(shrunk, "main", "main", pods)] == ["web-b", "web-c"]
+    assert beyond_plan(shrunk, "main", "main", [_pod("web-a", "n1")]) == []  # its owner's shrink: gone already
+    notes = resized_annotations(shrunk)
+    assert notes[GANG_SIZE] == "1" and PlacementPlan.model_validate_json(notes[PLAN_ANNOTATION]) == shrunk

@@ -6,7 +6,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, JOB_ID, PREEMPT_REQUESTED, ROLE, WORKLOAD
-from schemas.runs import RunAllPodsReady, RunDeleted, RunFailed, RunStarted
+from schemas.runs import RunAllPodsReady, RunDeleted, RunFailed, RunResized, RunStarted
 from services.node_watcher.workloads import WorkloadTracker
 from services.spec.kinds import kind_for
 
@@ -90,3 +90,58 @@ def test_an_object_its_controller_made_from_the_jobs_object_is_not_the_job() -> 
     t = WorkloadTracker("east")
     assert t.on_object(JOBSET, "ADDED", copied, NOW) == []
     assert t.on_object(JOBSET, "DELETED", copied, NOW) == []
+
+
+DEPLOYMENT = kind_for("apps/v1", "Deployment")
+
+
+def deployment(replicas: int, admitted: int) -> dict[str, Any]:
+    return {"apiVersion": "apps/v1", "kind": "Deployment",
+            "metadata": {"name": "web", "namespace": "team-a", "labels": {JOB_ID: "j1", ATTEMPT: "0"},
+                         "annotations": {JOB_ID: "j1", ATTEMPT: "0", GANG_SIZE: str(admitted),
+                                         WORKLOAD: "Deployment/web"}},
+            "spec": {"replicas": replicas, "selector": {"matchLabels": {"app": "web"}},
+                     "template": {"metadata": {"labels": {"app": "web"}}, "spec": {"containers": []}}},
+            "status": {}}
+
+
+def web_pod(name: str, node: str, *, going: bool = False) -> dict[str, Any]:
+    p = pod(name, "Running", ready=True)
+    p["spec"]["nodeName"] = node
+    if going:
+        p["metadata"]["deletionTimestamp"] = "2026-11-26T00:00:00Z"
+    return p
+
+
+def test_a_serving_object_scaled_up_is_reported_at_once_and_once() -> None:
+    t = WorkloadTracker("east")
+    t.on_object(DEPLOYMENT, "ADDED", deployment(2, 2), NOW)
+    t.on_pod("ADDED", web_pod("a", "n1"), NOW)
+    t.on_pod("ADDED", web_pod("b", "n2"), NOW)
+    (up,) = [m for m in t.on_object(DEPLOYMENT, "MODIFIED", deployment(4, 2), NOW) if isinstance(m, RunResized)]
+    assert up.replicas == 4 and sorted(p.node for p in up.pods) == ["n1", "n2"]
+    assert not [m for m in t.on_object(DEPLOYMENT, "MODIFIED", deployment(4, 2), NOW) if isinstance(m, RunResized)]
+    assert t.on_object(DEPLOYMENT, "MODIFIED", deployment(4, 4), NOW) == []  # grown: nothing to say
+
+
+def test_a_serving_object_scaled_down_is_reported_once_its_pods_have_gone() -> None:
+    t = WorkloadTracker("east")
+    t.on_object(DEPLOYMENT, "ADDED", deployment(3, 3), NOW)
+    for name, node in (("a", "n1"), ("b", "n2"), ("c", "n3")):
+        t.on_pod("ADDED", web_pod(name, node), NOW)
+    assert not [m for m in t.on_object(DEPLOYMENT, "MODIFIED", deployment(1, 3), NOW) if isinstance(m, RunResized)]
+    assert t.on_pod("MODIFIED", web_pod("a", "n1", going=True), NOW) == []  # two pods still hold their nodes
+    (down,) = t.on_pod("MODIFIED", web_pod("c", "n3", going=True), NOW)
+    assert isinstance(down, RunResized) and down.replicas == 1 and [p.node for p in down.pods] == ["n2"]
+    # scaled back up later: told again
+    t.on_object(DEPLOYMENT, "MODIFIED", deployment(1, 1), NOW)
+    (again,) = [m for m in t.on_object(DEPLOYMENT, "MODIFIED", deployment(3, 1), NOW) if isinstance(m, RunResized)]
+    assert again.replicas == 3
+
+
+def test_a_serving_object_being_stopped_or_scaled_to_zero_is_not_resized() -> None:
+    t = WorkloadTracker("east")
+    stopping = deployment(4, 2)
+    stopping["metadata"]["annotations"][PREEMPT_REQUESTED] = "t"
+    assert not [m for m in t.on_object(DEPLOYMENT, "MODIFIED", stopping, NOW) if isinstance(m, RunResized)]
+    assert not [m for m in t.on_object(DEPLOYMENT, "MODIFIED", deployment(0, 2), NOW) if isinstance(m, RunResized)]
