@@ -29,7 +29,7 @@ import pytest
 import yaml
 
 from schemas.config import MusterConfig
-from schemas.decisions import JobAdmitted
+from schemas.decisions import JobAdmitted, JobScaled
 from schemas.kube import JOB_ID
 from services.kubesim.kubelet import DURATION_ANNOTATION
 from services.runtime.kafka import KafkaSettings
@@ -232,6 +232,62 @@ async def test_a_deployment(kinds_system: System) -> None:
     obj = example("deployment.yaml", name("dep"))
     await follow(kinds_system, obj, pods=2, selector={"app": obj["spec"]["selector"]["matchLabels"]["app"]},
                  ends=False)
+
+
+async def test_a_deployment_scaled_up_and_down_through_quota(kinds_system: System) -> None:
+    """Its owner scales a running Deployment 2 -> 4 -> 1: the extra pods are admitted through the queue's
+    quota as room allows (one now, one once a job frees quota; until then it waits gated on no node), each
+    on a node of the job's plan; the scale-down frees the quota at once."""
+    system = kinds_system
+    rest = system.first_cluster().rest
+    obj = example("deployment.yaml", name("dep"))
+    selector = {"app": obj["spec"]["selector"]["matchLabels"]["app"]}
+    job = await create(system, obj)
+    await system.api.wait_state(job, "running", within=WAIT_S)
+    await assert_on_planned_nodes(system, job, 0, 2)
+    filler = await system.api.submit(job_spec("filler", gpus=1, replicas=13, duration_s=3600, priority_class="low"))
+    await system.api.wait_state(filler, "running", within=WAIT_S)  # 15 of the queue's 16 GPUs taken
+
+    async def scale(replicas: int) -> None:
+        await rest.patch(resource(obj), obj["metadata"]["name"], {"spec": {"replicas": replicas}}, NAMESPACE)
+
+    async def placed(count: int) -> list[KubeObject] | None:
+        pods = [p for p in await pods_of(rest, selector) if p["status"].get("phase") == "Running"]
+        return pods if len(pods) == count else None
+
+    await scale(4)
+    await eventually("a third pod running", lambda: placed(3))
+    await asyncio.sleep(3)
+    pods = await pods_of(rest, selector)
+    waiting = [p for p in pods if p["spec"].get("schedulingGates")]
+    assert len(pods) == 4 and len(waiting) == 1 and not waiting[0]["spec"].get("nodeName"), pods
+    assert await ledger_gpus(system) == 16
+
+    await system.api.cancel(filler)
+    running = await eventually("the fourth pod running", lambda: placed(4))
+    plan = {n.node for n in system.log.messages(JobScaled, job_id=job)[-1].placement.nodes}
+    assert {p["spec"]["nodeName"] for p in running} <= plan, plan
+
+    await scale(1)
+    await eventually("the quota of the three pods gone freed", lambda: _ledger_is(system, 1))
+    (left,) = await eventually("one pod left", lambda: placed(1))
+    assert system.log.messages(JobScaled, job_id=job)[-1].replicas == 1
+    assert left["spec"]["nodeName"] in {n.node for n in system.log.messages(JobScaled, job_id=job)[-1].placement.nodes}
+    await system.api.cancel(job)
+    await system.api.wait_state(job, "cancelled", within=WAIT_S)
+    await eventually("the queue's GPUs free", lambda: _zero(system))
+
+
+async def ledger_gpus(system: System) -> float:
+    """GPUs the quota accountant charges the queue for."""
+    r = await system.api.http.get("/v1/queues/team-a", headers=system.api._auth(None))
+    assert r.status_code == 200, r.text
+    allocated = ((r.json().get("usage") or {}).get("allocated") or {})
+    return float(sum(v for k, v in allocated.items() if k.startswith("gpu:")))
+
+
+async def _ledger_is(system: System, gpus: float) -> bool:
+    return await ledger_gpus(system) == gpus
 
 
 CLUSTER_TRAINING_RUNTIMES = Resource("trainer.kubeflow.org/v1alpha1", "ClusterTrainingRuntime",
