@@ -30,6 +30,7 @@ from services.cli.completion import (
     complete_recurring,
 )
 from services.cli.output import console, emit, emit_change, is_machine, output_option
+from services.cli.problems import problem_text
 from services.cli.render import (
     change_line,
     describe_text,
@@ -48,7 +49,7 @@ def gateway() -> Iterator[Client]:
         with Client.from_env() as client:
             yield client
     except MusterError as exc:
-        raise click.ClickException(str(exc)) from None
+        raise click.ClickException(problem_text(exc)) from None
 
 
 def _now() -> datetime:
@@ -92,8 +93,11 @@ def submit(file: Path, idempotency_key: str | None, queue: str | None, related_f
     creates it, held back, in your tenant's namespace once admitted. Its queue is --queue or its
     muster.dev/queue label."""
     spec = _load_yaml(file)
+    if spec is None:
+        raise click.ClickException(f"{file} is empty: it should hold a job spec or a Kubernetes object")
     if not isinstance(spec, dict):
-        raise click.ClickException(f"{file}: a job spec is a mapping")
+        raise click.ClickException(f"{file}: a job spec is a mapping of fields (name, queue, template...), "
+                                   f"not a {type(spec).__name__}")
     with gateway() as client:
         if is_kube_object(spec):
             related = [_load_yaml(f) for f in related_files]

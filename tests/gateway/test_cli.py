@@ -115,6 +115,30 @@ def test_api_errors_become_clear_messages(served: tuple[Harness, dict[str, str]]
     assert gw.publisher.sent == []
 
 
+def test_a_refused_spec_lists_every_problem_and_the_field_it_likely_meant(
+        served: tuple[Harness, dict[str, str]], tmp_path: Path) -> None:
+    gw, env = served
+    spec = yaml.safe_load((EXAMPLES / "train-llm.yaml").read_text())
+    spec["replicsa"] = spec.pop("replicas")
+    spec["template"]["resources"]["gpu_tpye"] = spec["template"]["resources"].pop("gpu_type")
+    typo = tmp_path / "typo.yaml"
+    typo.write_text(yaml.safe_dump(spec))
+    code, out = run(submit, [str(typo)], env)
+    assert code == 1, out
+    assert "(2 problems)" in out
+    assert "spec.replicsa: Extra inputs are not permitted (did you mean 'replicas'?)" in out
+    assert "spec.template.resources.gpu_tpye: Extra inputs are not permitted (did you mean 'gpu_type'?)" in out
+    empty = tmp_path / "empty.yaml"
+    empty.write_text("")
+    code, out = run(submit, [str(empty)], env)
+    assert code == 1 and "empty.yaml is empty" in out
+    listed = tmp_path / "list.yaml"
+    listed.write_text("- a\n- b\n")
+    code, out = run(submit, [str(listed)], env)
+    assert code == 1 and "not a list" in out
+    assert gw.publisher.sent == []
+
+
 def test_settings_come_from_the_environment_or_the_cli_file(tmp_path: Path) -> None:
     nested = tmp_path / "project" / "src"
     nested.mkdir(parents=True)
