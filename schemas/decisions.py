@@ -19,6 +19,7 @@ PreemptReasonName = Literal[
     "queue_order",
     "consolidation",
     "cancelled",
+    "idle",  # an interactive session whose GPUs were idle for its idle timeout: released, then suspended
 ]
 
 

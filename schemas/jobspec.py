@@ -361,6 +361,11 @@ class JobSpec(_Spec):
     checkpoint: CheckpointSpec = Field(default_factory=CheckpointSpec)
     max_wait_s: float | None = Field(default=None, gt=0, le=10 * 366 * 86400)
     max_runtime_s: float | None = Field(default=None, gt=0, le=10 * 366 * 86400)
+    idle_timeout_s: float | None = Field(
+        default=None, gt=0, le=366 * 86400, exclude_if=lambda v: v is None,
+        description="an interactive session (a notebook): once every GPU of its pods has been idle this long, "
+        "its GPUs are released (its pods stop, its object and volumes stay) and the job is suspended until "
+        "its owner resumes it")
     max_restarts: int = Field(default=3, ge=0, le=100,
                               description="whole-gang restarts after a failure of the job's own (exit code)")
     max_infrastructure_retries: int = Field(

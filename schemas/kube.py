@@ -46,6 +46,9 @@ GANG_SIZE = "muster.dev/gang-size"
 PRIORITY_CLASS = "muster.dev/priority-class"
 RUNTIME_ESTIMATE = "muster.dev/runtime-estimate"
 PREEMPTIBLE = "muster.dev/preemptible"
+#: a duration: the job's ``idle_timeout_s`` (on a kube-native object; the dispatcher writes it on every workload
+#: object it releases, where the node watcher reads it)
+IDLE_TIMEOUT = "muster.dev/idle-timeout"
 #: comma-separated names of environment entries whose plain values only look like secrets (``not_secret``)
 PLAIN_ENV = "muster.dev/plain-env"
 #: in a job spec's annotations: the user-created suspended Job (``<namespace>/<name>``) to release

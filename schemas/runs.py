@@ -138,7 +138,17 @@ class RunResized(_RunEvent):
     pods: list[PodBound] = Field(default_factory=list, max_length=MAX_NAMED_PODS)
 
 
+class RunIdle(_RunEvent):
+    """Every GPU of the attempt's pods has shown no utilisation since ``idle_since``, for at least the job's
+    ``idle_timeout_s`` (read from the GPUs' metrics, NVIDIA's DCGM exporter's ``DCGM_FI_DEV_GPU_UTIL``):
+    an interactive session nobody uses, whose GPUs the queue manager releases."""
+
+    TYPE: ClassVar[str] = "RunIdle"
+    idle_since: AwareDatetime
+    pods: int = Field(ge=1, description="the pods whose GPUs were measured idle")
+
+
 RUNS: tuple[type[Message], ...] = (
-    RunStarted, RunAllPodsReady, RunSucceeded, RunFailed, RunEvicted, RunDeleted, RunResized,
+    RunStarted, RunAllPodsReady, RunSucceeded, RunFailed, RunEvicted, RunDeleted, RunResized, RunIdle,
 )
 DISPATCHES: tuple[type[Message], ...] = (JobDispatched, DispatchFailed, JobStopped)

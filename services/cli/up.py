@@ -95,11 +95,22 @@ async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.A
             stack.push_async_callback(asyncio.to_thread, running.close)
             checks.append(running.check_alive)
             _step(f"workload controllers on {cluster.name!r}: {', '.join(running.names)} (logs beside the plane's)")
-        access[cluster.name] = ClusterAccess(plane.url, done.kubeconfigs)
+        gpu_metrics = await _simulated_dcgm_exporter(plane.admin_kubeconfig, stack)
+        access[cluster.name] = ClusterAccess(plane.url, done.kubeconfigs, gpu_metrics=gpu_metrics)
         admins[cluster.name] = plane.admin_config
         _step(f"Kubernetes control plane {cluster.name!r}: {done.nodes} KWOK nodes at {plane.url} "
               f"(logs in {plane.log_dir})")
     return access, admins, checks
+
+
+async def _simulated_dcgm_exporter(kubeconfig: Path, stack: contextlib.AsyncExitStack) -> str:
+    """The DCGM exporter of the plane's KWOK nodes, played in this process (``services.kubesim.dcgm_exporter``);
+    its URL, for the node watcher."""
+    from services.kubesim.dcgm_exporter import DcgmExporter
+    from services.runtime.kube import KubeRest, build_api_client
+
+    api = await stack.enter_async_context(await build_api_client(kubeconfig=str(kubeconfig)))
+    return await stack.enter_async_context(DcgmExporter(KubeRest(api)).serve())
 
 
 async def _tenant_namespaces(kubeconfig: Path, namespaces: list[str]) -> None:
@@ -148,6 +159,7 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
                gateway_port: int, profile: str, kube: str, brokers: int, auth: bool = False,
                controllers: tuple[str, ...] = ()) -> None:
     from services.kubesim import KubeSim
+    from services.kubesim.admin import DCGM_PATH
     from services.runtime.broker import resolve_broker
     from services.runtime.broker.security import BrokerSecurity
     from services.runtime.kafka.principals import CREDENTIALS_FILE, load_or_create
@@ -195,7 +207,8 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
                 for i, cluster in enumerate(cfg.clusters):
                     sim = KubeSim(cfg, cluster_name=cluster.name, profile=profile)
                     url = await stack.enter_async_context(sim.serve(host="127.0.0.1", port=port + i if port else 0))
-                    access[cluster.name] = ClusterAccess(url)
+                    # kubesim plays its nodes' DCGM exporters too (a pod's simulated GPU utilisation)
+                    access[cluster.name] = ClusterAccess(url, gpu_metrics=url + DCGM_PATH)
                     gpus = sum(g.count * g.gpus_per_node for g in cluster.node_groups)
                     nodes = sum(g.count for g in cluster.node_groups)
                     _step(f"simulated cluster {cluster.name!r}: {nodes} nodes, {gpus} GPUs at {url}")

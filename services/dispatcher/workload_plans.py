@@ -26,6 +26,12 @@ PLAN = ann.MUSTER_PREFIX + "plan"
 #: when the attempt ends; an object its owner created (kube-native) is only suspended, never deleted
 OWNED = ann.MUSTER_PREFIX + "owned"
 WORKLOAD = ann.WORKLOAD
+#: what a stopped attempt leaves on its object (the preemption handshake, the deletion's marks): cleared when the
+#: object is released again as a later attempt
+STOP_ANNOTATIONS = frozenset({
+    ann.PREEMPT_REQUESTED, ann.PREEMPT_REASON, ann.PREEMPT_REQUEUE, ann.PREEMPT_GRACE, ann.PREEMPT_EVENT,
+    ann.CHECKPOINTED, ann.DELETED_BY, ann.DELETE_REASON,
+})
 #: pod phases after which a pod holds nothing on its node
 ENDED_PHASES = frozenset({"Succeeded", "Failed"})
 
@@ -39,7 +45,7 @@ def identity_labels(decision: JobAdmitted) -> dict[str, str]:
 def identity_annotations(decision: JobAdmitted, event_id: str, correlation_id: str, *, owned: bool,
                          kind: str, name: str) -> dict[str, str]:
     """The annotations the object gets: identity (unshortened), which object it is, the plan, the gang's
-    size, the chain."""
+    size, the chain, and the job's idle timeout if it has one."""
     out = {
         WORKLOAD: f"{kind}/{name}",
         ann.JOB_ID: decision.job_id, ann.ATTEMPT: str(decision.attempt), ann.QUEUE: decision.queue,
@@ -48,6 +54,8 @@ def identity_annotations(decision: JobAdmitted, event_id: str, correlation_id: s
     }
     if owned:
         out[OWNED] = "true"
+    if decision.spec.idle_timeout_s is not None:  # where the node watcher reads it
+        out[ann.IDLE_TIMEOUT] = f"{decision.spec.idle_timeout_s:g}"
     return out
 
 

@@ -51,6 +51,7 @@ from services.dispatcher.preemption import handshake_annotations
 from services.dispatcher.workload_book import WorkloadRun, resource_of
 from services.dispatcher.workload_plans import (
     OWNED,
+    STOP_ANNOTATIONS,
     WORKLOAD,
     beyond_plan,
     holds_node,
@@ -223,7 +224,10 @@ async def _release(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, event_
             raise _Refused("workload_unreadable", exc.reason) from None
         run = WorkloadRun(decision.job_id, decision.attempt, namespace, name, kind, decision.placement,
                           main_role_name(decision.spec), owned, found, related, correlation, event_id)
-        identity = {"metadata": {"labels": labels, "annotations": annotations}}
+        # an object released again after a preemption loses the marks of the attempt that was stopped
+        stale: dict[str, str | None] = {k: None for k in STOP_ANNOTATIONS
+                                        if k in ((found.get("metadata") or {}).get("annotations") or {})}
+        identity = {"metadata": {"labels": labels, "annotations": {**stale, **annotations}}}
         released = await ops.apply(run, [_Merge(identity), *patches])
         if released is None:
             raise _Refused("workload_missing", f"{kind.identity.kind} {namespace}/{name} went away")

@@ -7,6 +7,7 @@ from typing import Any, Protocol
 import orjson
 from aiohttp import web
 
+from services.kubesim.dcgm_exporter import exposition
 from services.kubesim.errors import ApiError
 from services.kubesim.kubelet import KubeletProfile
 from services.kubesim.resources import JOBS, NODES, PODS
@@ -44,8 +45,13 @@ async def _json(request: web.Request) -> dict[str, Any]:
     return body
 
 
+#: where kubesim plays the DCGM exporter of its nodes (``dcgm_exporter``: a pod's simulated GPU utilisation)
+DCGM_PATH = "/kubesim/dcgm-exporter/metrics"
+
+
 def admin_routes(sim: FaultTarget) -> list[web.RouteDef]:
-    """``GET /kubesim/state`` and POST endpoints that call the ``KubeSim`` fault methods."""
+    """``GET /kubesim/state``, the simulated DCGM exporter (``DCGM_PATH``) and POST endpoints that call the
+    ``KubeSim`` fault methods."""
 
     async def state(request: web.Request) -> web.Response:
         store = sim.store
@@ -82,8 +88,12 @@ def admin_routes(sim: FaultTarget) -> list[web.RouteDef]:
         sim.compact()
         return web.json_response({"resourceVersion": sim.store.resource_version})
 
+    async def dcgm_metrics(request: web.Request) -> web.Response:
+        return web.Response(text=exposition(sim.store.view(PODS)), content_type="text/plain")
+
     return [
         web.get("/kubesim/state", state),
+        web.get(DCGM_PATH, dcgm_metrics),
         web.post("/kubesim/nodes/{name}/ready", node_ready),
         web.post("/kubesim/namespaces/{namespace}/pods/{name}/fail", fail_pod),
         web.post("/kubesim/watches/drop", drop_watches),

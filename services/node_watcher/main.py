@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import logging
+import os
 
 from prometheus_client import CollectorRegistry
 
 from services.node_watcher.metrics import WatcherMetrics
 from services.node_watcher.published import published_nodes
 from services.node_watcher.publisher import Outbox
-from services.node_watcher.watcher import NodeWatcher
+from services.node_watcher.watcher import GpuMetrics, NodeWatcher
 from services.runtime.kafka import EnvelopeProducer
 from services.runtime.kube import KubeRest, build_api_client
 from services.runtime.options import ServeOptions
@@ -43,7 +44,8 @@ class NodeWatcherMain(ServiceMain):
                 metrics.watch_backlog(lambda: outbox.backlog)
                 watcher = self.watcher = NodeWatcher(
                     rest, options.cluster, outbox, metrics,
-                    previously_published=lambda: published_nodes(options.kafka, options.cluster))
+                    previously_published=lambda: published_nodes(options.kafka, options.cluster),
+                    gpu_metrics=GpuMetrics.from_env(os.environ))
                 runner = ServiceRunner(SERVICE, tasks=[outbox.run, watcher.run], registry=registry,
                                        http_host=options.http_host, http_port=options.http_port)
                 log.info("node watcher for cluster %s starting", options.cluster)

@@ -5,11 +5,15 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
+from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 from schemas.capacity import NodeRemoved
 from schemas.kube import JOB_ID
+from services.node_watcher.gpu_metrics import Samples, merged, pod_utilisation
 from services.node_watcher.metrics import WatcherMetrics
 from services.node_watcher.publisher import Outbox
 from services.node_watcher.runs import chain_of
@@ -33,6 +37,24 @@ from services.spec.kinds import KINDS, WorkloadKind
 log = logging.getLogger(__name__)
 
 
+@dataclass(frozen=True)
+class GpuMetrics:
+    """Where the watcher reads GPU utilisation per pod: NVIDIA DCGM exporters (one per GPU node, ``urls`` of
+    their ``/metrics``), read every ``interval_s``; a GPU at most ``idle_at_most`` percent busy is idle.
+    From the environment: ``MUSTER_GPU_METRICS_URLS`` (comma-separated; none: no reading, nothing is
+    released for idleness), ``MUSTER_GPU_METRICS_INTERVAL_S`` (default 30)."""
+
+    urls: tuple[str, ...] = ()
+    interval_s: float = 30.0
+    idle_at_most: float = 0.0
+    timeout_s: float = 5.0
+
+    @classmethod
+    def from_env(cls, env: Mapping[str, str]) -> GpuMetrics:
+        urls = tuple(u.strip() for u in env.get("MUSTER_GPU_METRICS_URLS", "").split(",") if u.strip())
+        return cls(urls=urls, interval_s=float(env.get("MUSTER_GPU_METRICS_INTERVAL_S", "30")))
+
+
 
 class NodeWatcher:
     """Watches one cluster. Pods are listed first so the first node states already count GPUs in use."""
@@ -40,7 +62,7 @@ class NodeWatcher:
     def __init__(self, rest: KubeRest, cluster: str, outbox: Outbox, metrics: WatcherMetrics,
                  *, backoff: Backoff | None = None,
                  previously_published: Callable[[], Awaitable[set[str]]] | None = None,
-                 clock: Clock = utc_now) -> None:
+                 clock: Clock = utc_now, gpu_metrics: GpuMetrics | None = None) -> None:
         self.rest = rest
         self.previously_published = previously_published
         self.cluster = cluster
@@ -51,6 +73,7 @@ class NodeWatcher:
         self.nodes = NodeTracker(cluster)
         self.runs = RunTracker(cluster, node_down=self.nodes.down)
         self.workloads = WorkloadTracker(cluster)
+        self.gpu_metrics = gpu_metrics or GpuMetrics()
         self.ready = asyncio.Event()
 
     def _on_node(self, event_type: str, obj: KubeObject) -> None:
@@ -126,10 +149,36 @@ class NodeWatcher:
             log.info("cluster %s: watching %d nodes, %d pods, %d Muster jobs", self.cluster,
                      len(nodes.store), len(pods.store), len(jobs.store))
             self.ready.set()
+            if self.gpu_metrics.urls:
+                await self._read_gpus(stop)
             await stop.wait()
         finally:
             for informer in informers:
                 await informer.stop()
+
+    async def _read_gpus(self, stop: asyncio.Event) -> None:
+        """Read every exporter each ``interval_s`` until ``stop``; the samples go to the workload tracker."""
+        settings = self.gpu_metrics
+        failing: set[str] = set()
+        log.info("cluster %s: reading GPU utilisation from %d exporters every %gs", self.cluster, len(settings.urls),
+                 settings.interval_s)
+        async with httpx.AsyncClient(timeout=settings.timeout_s) as client:
+            while not stop.is_set():
+                answers: list[Samples] = []
+                for url in settings.urls:
+                    try:
+                        response = await client.get(url)
+                        response.raise_for_status()
+                        answers.append(pod_utilisation(response.text))
+                        failing.discard(url)
+                    except (httpx.HTTPError, ValueError) as exc:
+                        if url not in failing:  # once per failing streak
+                            failing.add(url)
+                            log.warning("cluster %s: GPU metrics from %s unreadable (its pods count as "
+                                        "unmeasured, never idle): %s", self.cluster, url, exc)
+                self.outbox.put(self.workloads.on_gpu_samples(merged(answers), self.clock(), settings.idle_at_most))
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(stop.wait(), settings.interval_s)
 
     async def _retire_vanished_nodes(self) -> None:
         """``NodeRemoved`` for nodes the capacity topic still lists but the cluster no longer has."""

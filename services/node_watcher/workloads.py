@@ -13,7 +13,8 @@ releases with the job id, attempt and role. From those:
 - ``RunDeleted`` when the object goes (``by=muster`` when the dispatcher marked it first).
 
 Serving kinds never end: their runs only start and become ready. A serving object of one role (a Deployment,
-a StatefulSet) scaled by its owner is reported as ``RunResized`` (see ``WorkloadTracker._resize``).
+a StatefulSet) scaled by its owner is reported as ``RunResized`` (see ``WorkloadTracker._resize``); an object with
+an idle timeout whose GPUs read idle that long, as ``RunIdle`` (``WorkloadTracker.on_gpu_samples``).
 """
 
 from __future__ import annotations
@@ -29,6 +30,7 @@ from schemas.kube import (
     ATTEMPT,
     DELETED_BY,
     GANG_SIZE,
+    IDLE_TIMEOUT,
     JOB_ID,
     POD_GROUP,
     POD_GROUP_SIZE,
@@ -42,6 +44,7 @@ from schemas.runs import (
     RunAllPodsReady,
     RunDeleted,
     RunFailed,
+    RunIdle,
     RunResized,
     RunStarted,
     RunSucceeded,
@@ -100,6 +103,15 @@ def _phase(pod: Mapping[str, Any]) -> str:
     return str((pod.get("status") or {}).get("phase") or "Pending")
 
 
+def _seconds(text: object) -> float | None:
+    """The idle timeout the dispatcher wrote (seconds), or None when absent or unreadable."""
+    try:
+        value = float(str(text))
+    except ValueError:
+        return None
+    return value if value > 0 else None
+
+
 def _holds_node(pod: Mapping[str, Any]) -> bool:
     """A pod that still counts on its node: not being deleted, not ended."""
     return not (pod.get("metadata") or {}).get("deletionTimestamp") and _phase(pod) not in ("Succeeded", "Failed")
@@ -123,6 +135,7 @@ class WorkloadTracker:
         self._pods: dict[PodKey, dict[str, KubeObject]] = defaultdict(dict)
         self.reported: set[tuple[str, ...]] = set()
         self._sizes: dict[tuple[str, int], tuple[int, int]] = {}  # attempt -> the (asked, admitted) pods last seen
+        self._idle_since: dict[tuple[str, int], datetime] = {}  # attempt -> since when its GPUs read idle
 
     def on_object(self, kind: WorkloadKind, event_type: str, obj: KubeObject, now: datetime) -> list[Message]:
         ref = workload_ref(obj)
@@ -138,6 +151,7 @@ class WorkloadTracker:
                 job_id=ref.job_id, attempt=ref.attempt, cluster=self.cluster, observed_at=now, by=by))
             self.reported = {k for k in self.reported if k[0] != ref.job_id}  # bounded memory
             self._sizes.pop((ref.job_id, ref.attempt), None)
+            self._idle_since.pop((ref.job_id, ref.attempt), None)
             return out
         if ref is None:
             return []
@@ -220,6 +234,33 @@ class WorkloadTracker:
             self._sizes[key] = last if last is not None else (ref.gang, ref.gang)  # not yet: the pods still go
             return []
         return [RunResized(**base, replicas=asked, pods=bound(live))]
+
+    def on_gpu_samples(self, samples: Mapping[tuple[str, str], float], now: datetime,
+                       idle_at_most: float = 0.0) -> list[Message]:
+        """``RunIdle`` for each released object with an idle timeout (``muster.dev/idle-timeout``) whose pods'
+        GPUs have all been at most ``idle_at_most`` percent busy, at every reading, for that long. A pod of
+        the attempt that runs but was not measured (no GPU, or no exporter on its node) is not counted; an
+        attempt none of whose pods was measured is not idle (no signal, no release)."""
+        out: list[Message] = []
+        for (namespace, _, _), (_, obj) in list(self.objects.items()):
+            ref = workload_ref(obj)
+            annotations = (obj.get("metadata") or {}).get("annotations") or {}
+            timeout = _seconds(annotations.get(IDLE_TIMEOUT))
+            if ref is None or timeout is None or PREEMPT_REQUESTED in annotations:
+                continue
+            key = (ref.job_id, ref.attempt)
+            running = [p for p in self._pods.get(ref.pod_key, {}).values() if _phase(p) == "Running"]
+            measured = [samples[(namespace, name)] for p in running
+                        if (name := str((p.get("metadata") or {}).get("name"))) and (namespace, name) in samples]
+            if not measured or max(measured) > idle_at_most:
+                self._idle_since.pop(key, None)
+                continue
+            since = self._idle_since.setdefault(key, now)
+            if (now - since).total_seconds() >= timeout:
+                out += self._fresh((ref.job_id, str(ref.attempt), RunIdle.TYPE, since.isoformat()), RunIdle(
+                    job_id=ref.job_id, attempt=ref.attempt, cluster=self.cluster, observed_at=now, idle_since=since,
+                    pods=len(measured)))
+        return out
 
     def _fresh(self, key: tuple[str, ...], message: Message) -> list[Message]:
         if key in self.reported:

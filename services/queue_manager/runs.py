@@ -30,11 +30,12 @@ from schemas.runs import (
     RunDeleted,
     RunEvicted,
     RunFailed,
+    RunIdle,
     RunResized,
     RunStarted,
     RunSucceeded,
 )
-from services.core import PreemptReason
+from services.core import Preempt, PreemptReason
 from services.queue_manager.entries import JobEntry
 from services.queue_manager.state import Out, QueueState
 from services.spec.core_types import main_role_name, placement_plan
@@ -43,6 +44,8 @@ log = logging.getLogger(__name__)
 
 INFRASTRUCTURE_EXHAUSTED = "infrastructure_retries_exhausted"
 NODE_UNHEALTHY = PreemptReason.NODE_UNHEALTHY.value
+#: an interactive session released because its GPUs were idle (``RunIdle``): stopped, then suspended
+IDLE = "idle"
 
 
 def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
@@ -60,6 +63,8 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
         return []  # a pending job has no run of this attempt to report on
     if isinstance(message, RunResized):
         return _resized(qs, entry, message, now)
+    if isinstance(message, RunIdle):
+        return _idle(qs, entry, message, now)
     if isinstance(message, RunSucceeded):
         qs.sched.job_finished(entry.job_id, now, succeeded=True)
         entry.finish("succeeded", now, "succeeded")
@@ -119,6 +124,21 @@ def _resized(qs: QueueState, entry: JobEntry, msg: RunResized, now: float) -> li
     entry.replicas = scale.replicas
     entry.placement = placement_plan(scale.placement, main_role_name(entry.spec))
     return [qs.record(entry), qs.scaled(entry)]
+
+
+def _idle(qs: QueueState, entry: JobEntry, msg: RunIdle, now: float) -> list[Out]:
+    """An interactive session whose GPUs were idle for its idle timeout: stopped like a preemption (its
+    object stays, its pods go), then suspended until its owner resumes it (``_stopped``)."""
+    timeout = entry.spec.idle_timeout_s
+    if entry.state != "running" or timeout is None:
+        return []  # not started yet, already being stopped, or no idle timeout of its own
+    grace = entry.grace_period_s
+    qs.sched.apply(Preempt(entry.job_id, entry.attempt, IDLE, grace, requeue=True), now)
+    entry.state, entry.reason = "preempting", IDLE
+    entry.message = (f"its GPUs have been idle since {msg.idle_since:%Y-%m-%d %H:%M:%S} UTC (idle timeout "
+                     f"{timeout:g}s): releasing them")
+    log.info("job %s: %s", entry.job_id, entry.message)
+    return [qs.record(entry), qs.preemption(entry, grace)]
 
 
 def _failed(qs: QueueState, entry: JobEntry, msg: RunFailed, now: float) -> list[Out]:
@@ -198,7 +218,13 @@ def _stopped(qs: QueueState, entry: JobEntry, now: float, requeue: bool, reason:
         entry.requeue(NODE_UNHEALTHY, retry, keep_restarts=True)
         return [qs.record(entry)]
     _release(qs, entry, now, requeue=requeue)
-    if requeue:
+    if requeue and entry.reason == IDLE:  # released for idleness: it waits for its owner, not for GPUs
+        qs.sched.suspend(entry.job_id)
+        entry.requeue(IDLE)
+        entry.state = "suspended"
+        entry.message = (f"released after its GPUs were idle for {entry.spec.idle_timeout_s:g}s; resume it "
+                         f"(muster resume {entry.job_id}) to start it again")
+    elif requeue:
         entry.requeue(reason, text)
     elif entry.reason == "cancelled" or reason == "cancelled":
         entry.finish("cancelled", now, "cancelled", entry.message or text)

@@ -47,6 +47,8 @@ class ClusterAccess:
 
     url: str
     kubeconfigs: Mapping[str, Path] = field(default_factory=dict)
+    #: where the cluster's GPU utilisation is read (a DCGM exporter's ``/metrics``), for the node watcher
+    gpu_metrics: str | None = None
 
     def fields(self, service: str) -> dict[str, Any]:
         """The ``ServeOptions`` fields by which ``service`` reaches the cluster."""

@@ -144,7 +144,10 @@ def service_children(cfg: MusterConfig, state_dir: Path, bootstrap: str, cluster
     ]
     for name, access in clusters.items():
         for service in ("dispatcher", "node-watcher"):
+            env = env_of(service)
+            if service == "node-watcher" and access.gpu_metrics:
+                env["MUSTER_GPU_METRICS_URLS"] = access.gpu_metrics
             children.append(Child(f"{service}/{name}", [service, "--cluster", name, *access.args(service),
                                                         "--instance", name],
-                                  free_port(), logs / f"{service}-{name}.log", env_of(service)))
+                                  free_port(), logs / f"{service}-{name}.log", env))
     return children

@@ -182,7 +182,7 @@ def spec_from_workload(obj: Mapping[str, Any], related: Sequence[Mapping[str, An
                                       manifest=workload_manifest(obj))
         return JobSpec(name=meta.name, queue=chosen, priority_class=fields.priority_class,
                        runtime_estimate_s=fields.runtime_estimate_s, preemptible=fields.preemptible, roles=roles,
-                       workload=workload)
+                       workload=workload, idle_timeout_s=fields.idle_timeout_s)
     except ValidationError as exc:
         raise spec_error(obj, exc) from None
 

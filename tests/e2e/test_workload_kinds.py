@@ -30,7 +30,8 @@ import yaml
 
 from schemas.config import MusterConfig
 from schemas.decisions import JobAdmitted, JobScaled
-from schemas.kube import JOB_ID
+from schemas.kube import IDLE_TIMEOUT, JOB_ID
+from services.kubesim.dcgm_exporter import SIMULATED_UTIL, DcgmExporter
 from services.kubesim.kubelet import DURATION_ANNOTATION
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import PODS, KubeObject, KubeRest, Resource
@@ -319,3 +320,49 @@ async def test_a_notebook_statefulset(kinds_system: System) -> None:
     obj["spec"]["template"]["spec"]["containers"][0]["resources"]["limits"]["nvidia.com/gpu"] = 8
     await follow(kinds_system, obj, pods=1, selector={"app": obj["spec"]["selector"]["matchLabels"]["app"]},
                  ends=False)
+
+
+async def test_a_notebook_released_when_its_gpu_is_idle_and_resumed(
+        kinds_system: System, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A notebook StatefulSet with an idle timeout: while its GPU is busy it keeps it; once the GPU reads idle
+    (the simulated DCGM exporter, read by the node watcher) for the timeout, its pod goes, the job is
+    suspended (the StatefulSet stays, its pod waits gated on no node) and its quota is free; resumed, it runs
+    again as its next attempt."""
+    system = kinds_system
+    rest = system.first_cluster().rest
+    obj = example("notebook-statefulset.yaml", name("nb"))
+    obj["metadata"]["annotations"][IDLE_TIMEOUT] = "4"
+    set_at(obj, ("spec", "template", "metadata", "annotations", SIMULATED_UTIL), "35")
+    selector = {"app": obj["spec"]["selector"]["matchLabels"]["app"]}
+    async with DcgmExporter(rest).serve() as url:
+        monkeypatch.setenv("MUSTER_GPU_METRICS_URLS", url)
+        monkeypatch.setenv("MUSTER_GPU_METRICS_INTERVAL_S", "0.5")
+        await system.stop("node-watcher/east")  # started again reading the exporter
+        await system.start_watcher("east")
+        job = await create(system, obj)
+        await system.api.wait_state(job, "running", within=WAIT_S)
+        await asyncio.sleep(8)  # twice its timeout, busy: it keeps its GPU
+        assert (await system.api.job(job))["state"] == "running"
+
+        (pod,) = await pods_of(rest, selector)
+        await rest.patch(PODS, pod["metadata"]["name"], {"metadata": {"annotations": {SIMULATED_UTIL: "0"}}},
+                         NAMESPACE)
+        released = await system.api.wait_state(job, "suspended", within=WAIT_S)
+        assert released["reason"] == "idle" and "muster resume" in released["message"], released
+        await eventually("the queue's GPUs free", lambda: _zero(system))
+        assert await rest.get(resource(obj), obj["metadata"]["name"], NAMESPACE)  # the StatefulSet stays
+
+        async def gated() -> list[KubeObject] | None:
+            pods = await pods_of(rest, selector)
+            return pods if pods and all(p["spec"].get("schedulingGates") and not p["spec"].get("nodeName")
+                                        for p in pods) else None
+
+        await eventually("its pod re-created, waiting gated", gated)
+
+        r = await system.api.http.post(f"/v1/jobs/{job}/resume", headers=system.api._auth("team-a"))
+        assert r.status_code == 202, r.text
+        await system.api.wait_job(job, lambda j: j["attempt"] == 1 and j["state"] == "running", within=WAIT_S)
+        await assert_on_planned_nodes(system, job, 1, 1)
+        await system.api.cancel(job)
+        await system.api.wait_state(job, "cancelled", within=WAIT_S)
+        await eventually("the queue's GPUs free", lambda: _zero(system))

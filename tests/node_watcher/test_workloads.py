@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, JOB_ID, PREEMPT_REQUESTED, ROLE, WORKLOAD
-from schemas.runs import RunAllPodsReady, RunDeleted, RunFailed, RunResized, RunStarted
+from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, IDLE_TIMEOUT, JOB_ID, PREEMPT_REQUESTED, ROLE, WORKLOAD
+from schemas.runs import RunAllPodsReady, RunDeleted, RunFailed, RunIdle, RunResized, RunStarted
+from services.node_watcher.gpu_metrics import merged, pod_utilisation
 from services.node_watcher.workloads import WorkloadTracker
 from services.spec.kinds import kind_for
 
@@ -145,3 +146,60 @@ def test_a_serving_object_being_stopped_or_scaled_to_zero_is_not_resized() -> No
     stopping["metadata"]["annotations"][PREEMPT_REQUESTED] = "t"
     assert not [m for m in t.on_object(DEPLOYMENT, "MODIFIED", stopping, NOW) if isinstance(m, RunResized)]
     assert not [m for m in t.on_object(DEPLOYMENT, "MODIFIED", deployment(0, 2), NOW) if isinstance(m, RunResized)]
+
+
+def notebook(timeout: str | None = "60", *, stopping: bool = False) -> dict[str, Any]:
+    obj = deployment(1, 1)
+    obj["kind"], obj["metadata"]["name"] = "StatefulSet", "nb"
+    obj["metadata"]["annotations"][WORKLOAD] = "StatefulSet/nb"
+    if timeout is not None:
+        obj["metadata"]["annotations"][IDLE_TIMEOUT] = timeout
+    if stopping:
+        obj["metadata"]["annotations"][PREEMPT_REQUESTED] = "t"
+    return obj
+
+
+STATEFULSET = kind_for("apps/v1", "StatefulSet")
+GPU_TEXT = """# TYPE DCGM_FI_DEV_GPU_UTIL gauge
+DCGM_FI_DEV_GPU_UTIL{gpu="0",UUID="GPU-a",pod="nb-0",namespace="team-a",container="lab"} %s
+DCGM_FI_DEV_GPU_UTIL{gpu="1",UUID="GPU-b",pod="nb-0",namespace="team-a",container="lab"} 0
+DCGM_FI_DEV_GPU_UTIL{gpu="2",UUID="GPU-c"} 88
+"""
+
+
+def test_gpu_utilisation_per_pod_is_its_busiest_gpu_and_unheld_gpus_are_skipped() -> None:
+    assert pod_utilisation(GPU_TEXT % "12") == {("team-a", "nb-0"): 12.0}
+    scraped = 'DCGM_FI_DEV_GPU_UTIL{exported_pod="p",exported_namespace="ns"} 3\n'
+    assert merged([pod_utilisation(scraped), {("ns", "p"): 7.0}]) == {("ns", "p"): 7.0}
+
+
+def test_a_session_whose_gpus_stay_idle_for_its_timeout_is_reported_idle_once() -> None:
+    t = WorkloadTracker("east")
+    t.on_object(STATEFULSET, "ADDED", notebook("60"), NOW)
+    t.on_pod("ADDED", web_pod("nb-0", "n1"), NOW)
+    busy = pod_utilisation(GPU_TEXT % "40")
+    quiet = pod_utilisation(GPU_TEXT % "0")
+    assert t.on_gpu_samples(busy, NOW) == []
+    assert t.on_gpu_samples(quiet, NOW + timedelta(seconds=10)) == []  # idle from here
+    assert t.on_gpu_samples(quiet, NOW + timedelta(seconds=60)) == []  # 50 s: not yet
+    (idle,) = t.on_gpu_samples(quiet, NOW + timedelta(seconds=70))
+    assert isinstance(idle, RunIdle) and idle.idle_since == NOW + timedelta(seconds=10) and idle.pods == 1
+    assert t.on_gpu_samples(quiet, NOW + timedelta(seconds=80)) == []  # told once
+    # busy again, then idle again: a new idle period, told again after the timeout
+    t.on_gpu_samples(busy, NOW + timedelta(seconds=90))
+    t.on_gpu_samples(quiet, NOW + timedelta(seconds=100))
+    assert len(t.on_gpu_samples(quiet, NOW + timedelta(seconds=160))) == 1
+
+
+def test_no_signal_no_timeout_or_stopping_is_never_idle() -> None:
+    quiet = pod_utilisation(GPU_TEXT % "0")
+    later = NOW + timedelta(hours=1)
+    unmeasured = WorkloadTracker("east")  # its pod is not in the exporter's answer
+    unmeasured.on_object(STATEFULSET, "ADDED", notebook("60"), NOW)
+    unmeasured.on_pod("ADDED", web_pod("other-0", "n1"), NOW)
+    assert unmeasured.on_gpu_samples(quiet, NOW) == [] and unmeasured.on_gpu_samples(quiet, later) == []
+    for obj in (notebook(None), notebook("60", stopping=True)):
+        t = WorkloadTracker("east")
+        t.on_object(STATEFULSET, "ADDED", obj, NOW)
+        t.on_pod("ADDED", web_pod("nb-0", "n1"), NOW)
+        assert t.on_gpu_samples(quiet, NOW) == [] and t.on_gpu_samples(quiet, later) == []
