@@ -8,6 +8,7 @@ from pydantic import AwareDatetime, Field
 
 from schemas.config import ResourceName
 from schemas.envelope import JobId, Message, Name
+from schemas.jobspec import MAX_ROLES, RoleName
 
 
 class QueueUsageReported(Message):
@@ -57,6 +58,9 @@ class ChargebackRecorded(Message):
     ended_at: AwareDatetime
     gpu_seconds: float = Field(ge=0)
     outcome: Literal["succeeded", "failed", "preempted", "cancelled", "evicted"]
+    roles: dict[RoleName, Annotated[float, Field(ge=0)]] = Field(
+        default_factory=dict, max_length=MAX_ROLES, exclude_if=lambda v: not v,
+        description="a job of several roles: its GPU-seconds per role (they add up to gpu_seconds)")
 
     def key(self) -> str:
         return f"charge/{self.job_id}/{self.attempt}"

@@ -45,6 +45,7 @@ from schemas.capacity import NodeRemoved, NodeStateObserved
 from schemas.codec import DecodeError, decode
 from schemas.config import MusterConfig
 from schemas.envelope import Envelope, Message, caused_by, make_envelope
+from schemas.jobspec import MAIN_ROLE
 from schemas.topics import CAPACITY_TOPIC, CONFIG_TOPIC, DECISIONS_TOPIC, DISPATCHES_TOPIC, RUNS_TOPIC, USAGE_TOPIC
 from services.quota_accountant.attempts import Charge
 from services.quota_accountant.config_view import ConfigView, build_view
@@ -364,6 +365,8 @@ class Accountant:
             raise
         for charge, _ in charges:
             self.metrics.chargebacks.labels(charge.outcome).inc()
+            for role, gpu_seconds in (charge.roles or {MAIN_ROLE: charge.gpu_seconds}).items():
+                self.metrics.role_gpu_seconds.labels(charge.queue, role).inc(gpu_seconds)
 
 
 async def _no_ack() -> None:

@@ -28,6 +28,10 @@ class Admission:
     admitted_at: float
     #: GPUs of a job's companion roles (a Ray head, a second worker group): charged whatever its size
     fixed_gpus: float = 0.0
+    #: a job of several roles: the main role's name and each companion role's (name, GPUs), which make up
+    #: ``fixed_gpus``; empty for a job of one role
+    main_role: str = ""
+    companions: tuple[tuple[str, float], ...] = ()
 
     @property
     def resource(self) -> str:
@@ -124,6 +128,9 @@ class Charge:
     ended_at: float
     gpu_seconds: float
     outcome: Outcome
+    #: a job of several roles: GPU-seconds per role (the companions held theirs the whole run, the main role
+    #: the rest); empty for a job of one role
+    roles: dict[str, float] = field(default_factory=dict)
 
     @property
     def key(self) -> AttemptKey:

@@ -8,6 +8,7 @@ from datetime import datetime
 
 from schemas.decisions import JobAdmitted, JobScaled
 from schemas.envelope import Envelope
+from schemas.jobspec import JobSpec
 from schemas.runs import (
     NOT_RESTARTED_REASONS,
     DispatchFailed,
@@ -66,6 +67,8 @@ def apply(ledger: Ledger, envelope: Envelope, node_types: NodeTypes) -> Effect:
             replicas=msg.replicas,
             admitted_at=seconds(envelope.occurred_at),
             fixed_gpus=msg.spec.gpus_charged_at(0),
+            main_role=msg.spec.main_role().name if msg.spec.roles else "",
+            companions=companion_gpus(msg.spec),
         )
         return ledger.admit(msg.job_id, msg.attempt, admission)
     if isinstance(msg, JobScaled):
@@ -109,3 +112,11 @@ def end_outcome(msg: EndEvent) -> Outcome | None:
     if isinstance(msg, JobStopped):
         return stop_outcome(msg)
     return None if msg.retryable else "failed"
+
+
+def companion_gpus(spec: JobSpec) -> tuple[tuple[str, float], ...]:
+    """(name, GPUs) of each companion role of a job of several roles (the roles besides its main one)."""
+    if not spec.roles:
+        return ()
+    main = spec.main_role().name
+    return tuple((r.name, r.gpus) for r in spec.roles if r.name != main)

@@ -268,6 +268,8 @@ class Ledger:
         self.settled[record.key] = record.ended_at
         segments = record.segments(record.ended_at)
         self._fold(admission.queue, admission.tenant, segments)
+        ended_at = max(record.ended_at, record.started_at)
+        gpu_seconds = sum(s.gpu_seconds for s in segments)
         charge = Charge(
             job_id=record.job_id,
             attempt=record.attempt,
@@ -276,9 +278,10 @@ class Ledger:
             gpu_type=admission.gpu_type,
             gpus=record.peak_gpus(),
             started_at=record.started_at,
-            ended_at=max(record.ended_at, record.started_at),
-            gpu_seconds=sum(s.gpu_seconds for s in segments),
+            ended_at=ended_at,
+            gpu_seconds=gpu_seconds,
             outcome=record.outcome,
+            roles=role_split(admission, gpu_seconds, ended_at - record.started_at),
         )
         return Effect(queues, tenants, charge)
 
@@ -293,3 +296,13 @@ class Ledger:
             for kind in WINDOW_KINDS:
                 for start, seconds in split_by_window(kind, seg.start, seg.end):
                     buckets[(kind, start)] = buckets.get((kind, start), 0.0) + seg.rate * seconds
+
+
+def role_split(admission: Admission, gpu_seconds: float, ran_s: float) -> dict[str, float]:
+    """GPU-seconds per role of a job of several roles: each companion held its GPUs for the whole run, the
+    main role (the one that may grow and shrink) the rest. Empty for a job of one role."""
+    if not admission.companions:
+        return {}
+    out = {name: gpus * max(ran_s, 0.0) for name, gpus in admission.companions}
+    out[admission.main_role] = max(gpu_seconds - sum(out.values()), 0.0)
+    return out

@@ -40,6 +40,11 @@ class AccountantMetrics:
             "muster_quota_accountant_chargebacks", "Chargeback records published, by outcome",
             ["outcome"], registry=registry,
         )
+        self.role_gpu_seconds = Counter(
+            "muster_quota_accountant_charged_gpu_seconds",
+            "GPU-seconds of the attempts charged, by queue and role (a job of one role: role main)",
+            ["queue", "role"], registry=registry,
+        )
         self.reports = Counter(
             "muster_quota_accountant_reports", "Usage reports published, by message type",
             ["type"], registry=registry,

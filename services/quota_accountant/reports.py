@@ -59,6 +59,7 @@ def chargeback(charge: Charge) -> ChargebackRecorded:
         ended_at=to_datetime(charge.ended_at),
         gpu_seconds=charge.gpu_seconds,
         outcome=charge.outcome,
+        roles=dict(charge.roles),
     )
 
 
@@ -75,4 +76,5 @@ def charge_of(record: ChargebackRecorded) -> Charge:
         ended_at=record.ended_at.timestamp(),
         gpu_seconds=record.gpu_seconds,
         outcome=record.outcome,
+        roles=dict(record.roles),
     )

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
+import yaml
 
 from schemas.decisions import JobAdmitted
 from schemas.envelope import Envelope
 from schemas.runs import DispatchFailed
-from services.quota_accountant.handlers import UNKNOWN_GPU_TYPE, apply, gpu_type_of
+from services.quota_accountant.handlers import UNKNOWN_GPU_TYPE, apply, companion_gpus, gpu_type_of
 from services.quota_accountant.ledger import Ledger
+from services.spec.workload_spec import spec_from_workload
 from tests.quota_accountant.builders import (
     admitted,
     at,
@@ -81,3 +85,13 @@ def test_gpu_type_from_spec_then_capacity_then_any() -> None:
     assert gpu_type_of(named, {}) == "h100"
     assert gpu_type_of(anonymous, {("east", "east-a100-0"): "a100"}) == "a100"
     assert gpu_type_of(anonymous, {}) == UNKNOWN_GPU_TYPE
+
+
+def test_the_companion_roles_of_an_admitted_job_are_told_apart_from_its_main_role() -> None:
+    example = Path(__file__).parents[2] / "examples" / "kube" / "rayjob.yaml"
+    spec = spec_from_workload(yaml.safe_load(example.read_text()), kube_native=True)
+    main = spec.main_role().name
+    companions = dict(companion_gpus(spec))
+    assert main not in companions and set(companions) == {r.name for r in spec.roles} - {main}
+    assert sum(companions.values()) == spec.gpus_charged_at(0)
+    assert companion_gpus(spec.model_copy(update={"roles": []})) == ()

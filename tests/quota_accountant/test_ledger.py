@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from datetime import UTC, datetime
 
 import pytest
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 from services.core.fairshare import interval_value
 from services.quota_accountant.attempts import Admission, Charge
 from services.quota_accountant.ledger import Ledger
+from services.quota_accountant.reports import charge_of, chargeback
 
 HALF = 7 * 86400.0
 T = datetime(2026, 11, 10, 12, tzinfo=UTC).timestamp()
@@ -64,6 +66,22 @@ def test_scaling_changes_the_rate_from_its_time() -> None:
     assert charge is not None
     assert charge.gpu_seconds == pytest.approx(32 * 1000 + 16 * 800)
     assert charge.gpus == 32
+
+
+def test_a_job_of_several_roles_is_charged_per_role() -> None:
+    """A Ray head (1 GPU) beside workers scaled from 4 to 2 pods of 8: the head held its GPU the whole run,
+    the workers the rest; the roles add up to the charge, and survive the wire."""
+    ledger = Ledger(HALF)
+    ray = replace(admission(replicas=4), fixed_gpus=1.0, main_role="worker", companions=(("head", 1.0),))
+    ledger.admit("ray", 0, ray)
+    ledger.start("ray", 0, T)
+    ledger.scale("ray", 0, 2, T + 1000)
+    charge = ledger.end("ray", 0, T + 1800, "succeeded").charge
+    assert charge is not None
+    assert charge.roles == pytest.approx({"head": 1800.0, "worker": 32 * 1000 + 16 * 800})
+    assert sum(charge.roles.values()) == pytest.approx(charge.gpu_seconds)
+    assert charge_of(chargeback(charge)) == charge
+    assert "roles" not in chargeback(replace(charge, roles={})).model_dump(mode="json")  # one role: as before
 
 
 def test_end_before_start_releases_quota_and_charges_when_the_start_arrives() -> None:
