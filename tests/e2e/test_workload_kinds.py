@@ -298,19 +298,30 @@ CLUSTER_TRAINING_RUNTIMES = Resource("trainer.kubeflow.org/v1alpha1", "ClusterTr
 async def test_a_trainjob_through_its_runtimes_jobset(kinds_system: System) -> None:
     """A TrainJob's pods come from its ClusterTrainingRuntime (Trainer v2.0 gives a TrainJob no pod metadata),
     so the test makes a runtime of its own whose pods end after a few seconds, as torch-distributed's shape."""
+    await _trainjob(kinds_system, seconds=5)
+
+
+async def test_a_trainjob_is_preempted_whole_and_requeued(kinds_system: System) -> None:
+    """The same TrainJob with pods that run until stopped: suspended whole by the preemption (Trainer suspends
+    its JobSet), requeued, released again as its next attempt."""
+    await _trainjob(kinds_system, seconds=None)
+
+
+async def _trainjob(system: System, *, seconds: float | None) -> None:
     runtime: KubeObject = yaml.safe_load((EXAMPLES / "torch-distributed-runtime.yaml").read_text(encoding="utf-8"))
     runtime["metadata"]["name"] = name("torch-e2e")
-    node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
-    node.setdefault("metadata", {}).setdefault("annotations", {})[DURATION_ANNOTATION] = "5"
-    rest = kinds_system.first_cluster().rest
+    if seconds is not None:
+        node = runtime["spec"]["template"]["spec"]["replicatedJobs"][0]["template"]["spec"]["template"]
+        node.setdefault("metadata", {}).setdefault("annotations", {})[DURATION_ANNOTATION] = f"{seconds:g}"
+    rest = system.first_cluster().rest
     await rest.create(CLUSTER_TRAINING_RUNTIMES, runtime)
     try:
         obj = example("trainjob.yaml", name("tj"))
         obj["spec"]["runtimeRef"]["name"] = runtime["metadata"]["name"]
         obj["spec"]["trainer"]["resourcesPerNode"] = {"limits": {"nvidia.com/gpu": 8},
                                                       "requests": {"cpu": "8", "memory": "32Gi"}}
-        await follow(kinds_system, obj, pods=2, selector={"jobset.sigs.k8s.io/jobset-name": obj["metadata"]["name"]},
-                     ends=True)
+        await follow(system, obj, pods=2, selector={"jobset.sigs.k8s.io/jobset-name": obj["metadata"]["name"]},
+                     ends=seconds is not None)
     finally:
         await rest.delete(CLUSTER_TRAINING_RUNTIMES, runtime["metadata"]["name"])
 
