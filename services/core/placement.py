@@ -11,6 +11,7 @@ else fits.
 
 from __future__ import annotations
 
+import functools
 import itertools
 from collections.abc import Callable, Container, Iterable, Iterator
 from dataclasses import replace
@@ -185,14 +186,32 @@ class Placer:
 
         topo = job.topology
         if topo is not None and main:
-            anchor = max(main, key=lambda a: a.pods).node
-            domain: Container[str] = (
-                {anchor} if topo.level == "node"
-                else set(index.domain_nodes.get(index.nodes[anchor].domain(topo.level), ())))
-            found = self._avoiding(lambda: self._fill(names(domain), job.replicas, job.replicas, single=False))
-            if found is not None or topo.mode is TopologyMode.REQUIRED:
-                return found
+            for domain in self._main_domains(main, topo.level):
+                found = self._avoiding(functools.partial(self._fill_names, names, domain))
+                if found is not None:
+                    return found
+            if topo.mode is TopologyMode.REQUIRED:
+                return None
         return self._avoiding(lambda: self._fill(names(), job.replicas, job.replicas, single=False))
+
+    def _fill_names(self, names: Callable[[Container[str] | None], Iterator[str]],
+                    within: Container[str] | None) -> list[NodeAssignment] | None:
+        return self._fill(names(within), self.job.replicas, self.job.replicas, single=False)
+
+    def _main_domains(self, main: list[NodeAssignment], level: str) -> list[Container[str]]:
+        """The domains of ``level`` the main role's pods are in (their nodes), most of its pods first (then in
+        the main role's order)."""
+        index = self.index
+        pods: dict[tuple[str, ...], int] = {}
+        first: dict[tuple[str, ...], str] = {}
+        for a in main:
+            key = index.nodes[a.node].domain(level)
+            pods[key] = pods.get(key, 0) + a.pods
+            first.setdefault(key, a.node)
+        order = sorted(pods, key=lambda k: -pods[k])  # stable: the main role's order among equals
+        if level == "node":
+            return [{first[k]} for k in order]
+        return [set(index.domain_nodes.get(k, ())) for k in order]
 
     def _place_in(self, names: Iterable[str], pods_min: int, pods_max: int) -> list[NodeAssignment] | None:
         free = self.index.free

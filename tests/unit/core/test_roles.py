@@ -235,3 +235,14 @@ def test_a_resize_of_a_job_that_is_not_running_this_attempt_changes_nothing() ->
     assert st.running_jobs()["web"].replicas == 2
     with pytest.raises(ValueError, match="minimum"):
         st.resize_running(replace(web, replicas=4, min_replicas=3), 2.0)
+
+
+def test_a_tied_companion_goes_to_the_domain_holding_most_of_the_main_roles_pods() -> None:
+    """The workers spread one pod per node over racks r0 (a) and r1 (b, c); the group must share a rack with
+    them: r1 holds two of their pods and has room, r0 (the first worker's rack) has not."""
+    st = state([queue("q", 32)], [node("a", 8, rack="r0"), node("b", 8, rack="r1"), node("c", 8, rack="r1")])
+    group = Role("group", 2, 2, topology=TopologyRequest("rack"))
+    st.submit(job("ray", replicas=3, gpus_per_pod=5, role="worker", companions=(group,)))
+    d = only_admit(cycle(st, 0.0, FCFS))
+    assert sorted(n for n, _ in roles_of(d)["group"]) == ["b", "c"]
+    check_invariants(st)
