@@ -125,7 +125,8 @@ class Cycle:
         self.fails: dict[tuple[object, ...], PendingReason] = {}
         #: (queue, may borrow, request) -> why the quota check failed; usage only grows within a cycle, so it
         #: stays failed
-        self.quota_fails: dict[tuple[str, bool, tuple[tuple[str, Amount], ...]], PendingReason] = {}
+        #: (queue, preemptible, resource) -> the least of it found out of quota this cycle, and why
+        self.quota_floors: dict[tuple[str, bool, str], tuple[Amount, PendingReason]] = {}
         self.pools: dict[str, Pool] = {}
         self.scoped_pools: dict[tuple[str, tuple[tuple[str, str], ...]], Pool] = {}  # (type, selector) -> model
         self.ahead: dict[str, Pool] = {}  # the fluid model of ``start_in_order`` (decisions only)
@@ -320,13 +321,13 @@ class Cycle:
             reason = self.fails.get(key)  # capacity only shrinks within a cycle: a miss stays a miss
             if reason is None:
                 req = job_request(job, gpu_type, pods)
-                quota_key = (job.queue, job.preemptible, tuple(req.items()))
-                reason = self.quota_fails.get(quota_key)
+                reason = self._known_quota_failure(job, req)
                 borrowed = False
                 if reason is None:
-                    reason, borrowed = book.check(job.queue, req, may_borrow=job.preemptible)
+                    failed_on: list[str] = []
+                    reason, borrowed = book.check(job.queue, req, may_borrow=job.preemptible, failed_on=failed_on)
                     if reason is not None:
-                        self.quota_fails[quota_key] = reason
+                        self._remember_quota_failure(job, failed_on[0], req[failed_on[0]], reason)
                 if reason is None:
                     spread = not self.cfg.bin_packing
                     most = self._most_pods(job, gpu_type, pods)
@@ -342,6 +343,22 @@ class Cycle:
             if best is None or _PRECEDENCE.index(reason) < _PRECEDENCE.index(best):
                 best = reason
         return best if best is not None else PendingReason.NO_MATCHING_NODES
+
+    def _known_quota_failure(self, job: Job, req: Mapping[str, Amount]) -> PendingReason | None:
+        """The reason a request is out of quota, known from an earlier request of this cycle of the queue that
+        asked no more of one of its resources (quota is judged per resource and only tightens in a cycle)."""
+        floors = self.quota_floors
+        for res, amount in req.items():
+            known = floors.get((job.queue, job.preemptible, res))
+            if known is not None and amount >= known[0]:
+                return known[1]
+        return None
+
+    def _remember_quota_failure(self, job: Job, res: str, amount: Amount, reason: PendingReason) -> None:
+        key = (job.queue, job.preemptible, res)
+        known = self.quota_floors.get(key)
+        if known is None or amount < known[0]:
+            self.quota_floors[key] = (amount, reason)
 
     def _most_pods(self, job: Job, gpu_type: str, pods: int) -> int:
         """The most pods an elastic job may start with. Jobs are walked in order, so a job tried before it

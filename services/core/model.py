@@ -144,9 +144,12 @@ class Job:
     #: a serving or interactive job (a Deployment, a StatefulSet): it never completes, and its size is its
     #: owner's to change while it runs; growing it to the size asked is always worth a resize
     serving: bool = False
+    #: whole GPUs of the companion roles (``companion_gpus``), summed once
+    _companion_gpus: int = field(default=0, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         if self.companions:
+            object.__setattr__(self, "_companion_gpus", sum(c.replicas * c.gpus_per_pod for c in self.companions))
             names = [c.name for c in self.companions]
             if "" in names or self.role in names or len(set(names)) != len(names):
                 raise ValueError("companion roles need names of their own, unique and unlike the main role's")
@@ -196,7 +199,7 @@ class Job:
     @property
     def companion_gpus(self) -> int:
         """Whole GPUs of the companion roles (they never shrink or grow)."""
-        return sum(c.replicas * c.gpus_per_pod for c in self.companions)
+        return self._companion_gpus
 
     @property
     def total_gpus(self) -> int:

@@ -202,12 +202,15 @@ class QuotaBook:
         alloc: Mapping[str, Amount] | None = None,
         pool_used: Mapping[str, Amount] | None = None,
         may_borrow: bool = True,
+        failed_on: list[str] | None = None,
     ) -> tuple[PendingReason | None, bool]:
         """(blocking reason or None, whether admitting ``req`` borrows from the cohort).
 
         ``alloc`` and ``pool_used`` replace the queue's allocation and its root pool's usage (what-if).
         ``may_borrow`` False (work that cannot be preempted) refuses anything above nominal: borrowed
-        quota must stay reclaimable, so only preemptible work may run on it.
+        quota must stay reclaimable, so only preemptible work may run on it. ``failed_on``, if given, gets
+        the resource that blocks. Each resource is judged on its own, and more of it never passes where
+        less failed: a failure holds for any request with at least as much of that resource.
         """
         spec = self.queues[queue]
         root = self.root_of.get(queue)
@@ -224,18 +227,18 @@ class QuotaBook:
             if new <= nominal and root is None:
                 continue
             if root is None:
-                return PendingReason.QUEUE_QUOTA, False
+                return _blocked(PendingReason.QUEUE_QUOTA, res, failed_on), False
             if new > nominal:
                 borrowed = True
                 if q is not None and q.borrowing_limit is not None and new > nominal + q.borrowing_limit:
-                    return PendingReason.QUEUE_QUOTA, False
+                    return _blocked(PendingReason.QUEUE_QUOTA, res, failed_on), False
                 if not may_borrow:
-                    return PendingReason.NON_PREEMPTIBLE_QUOTA, False
+                    return _blocked(PendingReason.NON_PREEMPTIBLE_QUOTA, res, failed_on), False
             g = _guaranteed(spec, res)
             delta = max(0, new - g) - max(0, used - g)
             used_pool = self.pool_used.get(root, {}) if pool_used is None else pool_used
             if delta > 0 and used_pool.get(res, 0) + delta > self.pool_cap.get(root, {}).get(res, 0):
-                return PendingReason.COHORT_QUOTA, borrowed
+                return _blocked(PendingReason.COHORT_QUOTA, res, failed_on), borrowed
         return None, borrowed
 
     def within_nominal(
@@ -286,3 +289,9 @@ class QuotaBook:
     def user_ok(self, queue: str, user: str, gpus: Amount) -> bool:
         limit = self.queues[queue].user_limit_gpus
         return limit is None or self.user_gpus.get((queue, user), 0) + gpus <= limit
+
+
+def _blocked(reason: PendingReason, res: str, failed_on: list[str] | None) -> PendingReason:
+    if failed_on is not None:
+        failed_on.append(res)
+    return reason
