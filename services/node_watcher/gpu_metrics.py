@@ -9,6 +9,7 @@ A GPU held by no pod has no pod label and is skipped. A pod of several GPUs is a
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from typing import Any
 
 from prometheus_client.parser import text_string_to_metric_families
 
@@ -39,6 +40,34 @@ def merged(answers: Iterable[Samples]) -> Samples:
         for key, value in answer.items():
             out[key] = max(out.get(key, 0.0), value)
     return out
+
+
+def parse_selector(text: str) -> dict[str, str]:
+    """``key=value,key2=value2`` (equality only) as a mapping; ``ValueError`` for anything else."""
+    out: dict[str, str] = {}
+    for part in (p.strip() for p in text.split(",") if p.strip()):
+        key, sep, value = part.partition("=")
+        if not sep or not key.strip() or "!" in key:
+            raise ValueError(f"not a key=value label selector: {text!r}")
+        out[key.strip()] = value.strip()
+    return out
+
+
+def exporter_urls(pods: Iterable[Mapping[str, Any]], selector: Mapping[str, str], port: int,
+                  path: str = "/metrics") -> list[str]:
+    """The ``/metrics`` URLs of the running exporter pods ``selector`` picks (one per GPU node, a DaemonSet's),
+    by pod IP, in name order."""
+    if not selector:
+        return []
+    found = []
+    for pod in pods:
+        meta, status = pod.get("metadata") or {}, pod.get("status") or {}
+        labels = meta.get("labels") or {}
+        ip = status.get("podIP")
+        if status.get("phase") == "Running" and ip and all(labels.get(k) == v for k, v in selector.items()):
+            host = f"[{ip}]" if ":" in str(ip) else str(ip)
+            found.append((f"{meta.get('namespace')}/{meta.get('name')}", f"http://{host}:{port}{path}"))
+    return [url for _, url in sorted(found)]
 
 
 def _label(labels: Mapping[str, str], name: str) -> str:

@@ -6,14 +6,14 @@ import asyncio
 import contextlib
 import logging
 from collections.abc import Awaitable, Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import httpx
 
 from schemas.capacity import NodeRemoved
 from schemas.kube import JOB_ID
-from services.node_watcher.gpu_metrics import Samples, merged, pod_utilisation
+from services.node_watcher.gpu_metrics import Samples, exporter_urls, merged, parse_selector, pod_utilisation
 from services.node_watcher.metrics import WatcherMetrics
 from services.node_watcher.publisher import Outbox
 from services.node_watcher.runs import chain_of
@@ -39,20 +39,31 @@ log = logging.getLogger(__name__)
 
 @dataclass(frozen=True)
 class GpuMetrics:
-    """Where the watcher reads GPU utilisation per pod: NVIDIA DCGM exporters (one per GPU node, ``urls`` of
-    their ``/metrics``), read every ``interval_s``; a GPU at most ``idle_at_most`` percent busy is idle.
-    From the environment: ``MUSTER_GPU_METRICS_URLS`` (comma-separated; none: no reading, nothing is
-    released for idleness), ``MUSTER_GPU_METRICS_INTERVAL_S`` (default 30)."""
+    """Where the watcher reads GPU utilisation per pod: NVIDIA DCGM exporters, one per GPU node, read every
+    ``interval_s``; a GPU at most ``idle_at_most`` percent busy is idle. The exporters are ``urls`` (their
+    ``/metrics``), and the running pods ``selector`` picks (a DaemonSet's labels), read at their pod IP and
+    ``port``. From the environment: ``MUSTER_GPU_METRICS_URLS`` (comma-separated),
+    ``MUSTER_GPU_METRICS_SELECTOR`` (``key=value,...``), ``MUSTER_GPU_METRICS_PORT`` (default 9400),
+    ``MUSTER_GPU_METRICS_INTERVAL_S`` (default 30). Neither URLs nor a selector: nothing is read and nothing
+    is released for idleness."""
 
     urls: tuple[str, ...] = ()
+    selector: Mapping[str, str] = field(default_factory=dict)
+    port: int = 9400
     interval_s: float = 30.0
     idle_at_most: float = 0.0
     timeout_s: float = 5.0
 
+    @property
+    def enabled(self) -> bool:
+        return bool(self.urls or self.selector)
+
     @classmethod
     def from_env(cls, env: Mapping[str, str]) -> GpuMetrics:
         urls = tuple(u.strip() for u in env.get("MUSTER_GPU_METRICS_URLS", "").split(",") if u.strip())
-        return cls(urls=urls, interval_s=float(env.get("MUSTER_GPU_METRICS_INTERVAL_S", "30")))
+        return cls(urls=urls, selector=parse_selector(env.get("MUSTER_GPU_METRICS_SELECTOR", "")),
+                   port=int(env.get("MUSTER_GPU_METRICS_PORT", "9400")),
+                   interval_s=float(env.get("MUSTER_GPU_METRICS_INTERVAL_S", "30")))
 
 
 
@@ -149,23 +160,26 @@ class NodeWatcher:
             log.info("cluster %s: watching %d nodes, %d pods, %d Muster jobs", self.cluster,
                      len(nodes.store), len(pods.store), len(jobs.store))
             self.ready.set()
-            if self.gpu_metrics.urls:
-                await self._read_gpus(stop)
+            if self.gpu_metrics.enabled:
+                await self._read_gpus(stop, pods)
             await stop.wait()
         finally:
             for informer in informers:
                 await informer.stop()
 
-    async def _read_gpus(self, stop: asyncio.Event) -> None:
-        """Read every exporter each ``interval_s`` until ``stop``; the samples go to the workload tracker."""
+    async def _read_gpus(self, stop: asyncio.Event, pods: Informer) -> None:
+        """Read every exporter each ``interval_s`` until ``stop``; the samples go to the workload tracker. The
+        exporter pods the selector picks are found in the pod cache afresh each time."""
         settings = self.gpu_metrics
         failing: set[str] = set()
-        log.info("cluster %s: reading GPU utilisation from %d exporters every %gs", self.cluster, len(settings.urls),
-                 settings.interval_s)
+        picked = f" and the pods labelled {dict(settings.selector)} (port {settings.port})" if settings.selector else ""
+        log.info("cluster %s: reading GPU utilisation every %gs from %d exporters%s", self.cluster,
+                 settings.interval_s, len(settings.urls), picked)
         async with httpx.AsyncClient(timeout=settings.timeout_s) as client:
             while not stop.is_set():
                 answers: list[Samples] = []
-                for url in settings.urls:
+                found = exporter_urls(pods.items(), settings.selector, settings.port)
+                for url in dict.fromkeys([*settings.urls, *found]):
                     try:
                         response = await client.get(url)
                         response.raise_for_status()

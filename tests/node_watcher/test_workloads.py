@@ -7,7 +7,7 @@ from typing import Any
 
 from schemas.kube import ATTEMPT, DELETED_BY, GANG_SIZE, IDLE_TIMEOUT, JOB_ID, PREEMPT_REQUESTED, ROLE, WORKLOAD
 from schemas.runs import RunAllPodsReady, RunDeleted, RunFailed, RunIdle, RunResized, RunStarted
-from services.node_watcher.gpu_metrics import merged, pod_utilisation
+from services.node_watcher.gpu_metrics import exporter_urls, merged, parse_selector, pod_utilisation
 from services.node_watcher.workloads import WorkloadTracker
 from services.spec.kinds import kind_for
 
@@ -203,3 +203,22 @@ def test_no_signal_no_timeout_or_stopping_is_never_idle() -> None:
         t.on_object(STATEFULSET, "ADDED", obj, NOW)
         t.on_pod("ADDED", web_pod("nb-0", "n1"), NOW)
         assert t.on_gpu_samples(quiet, NOW) == [] and t.on_gpu_samples(quiet, later) == []
+
+
+def test_the_exporters_a_selector_picks_are_read_at_their_pod_ip() -> None:
+    def exporter(name: str, ip: str | None, phase: str = "Running", app: str = "dcgm-exporter") -> dict[str, Any]:
+        return {"metadata": {"name": name, "namespace": "gpu-operator", "labels": {"app": app}},
+                "status": {"phase": phase, "podIP": ip}}
+
+    pods = [exporter("b", "10.0.0.2"), exporter("a", "fd00::1"), exporter("c", None, "Pending"),
+            exporter("d", "10.0.0.4", app="other")]
+    selector = parse_selector("app=dcgm-exporter")
+    assert exporter_urls(pods, selector, 9400) == ["http://[fd00::1]:9400/metrics", "http://10.0.0.2:9400/metrics"]
+    assert exporter_urls(pods, {}, 9400) == []
+    assert parse_selector(" a=b , c=d ") == {"a": "b", "c": "d"}
+    for bad in ("app", "app!=x"):
+        try:
+            parse_selector(bad)
+        except ValueError:
+            continue
+        raise AssertionError(f"{bad!r} accepted")
