@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from schemas.envelope import Message
 from schemas.intents import INTENTS
-from schemas.runs import DISPATCHES, RUNS
+from schemas.runs import DISPATCHES, RUNS, RunResized
 from schemas.topics import JOBS_TOPIC, STATUS_TOPIC
 from services.queue_manager.dependencies import settle
 from services.queue_manager.intents import on_intent
@@ -42,5 +42,7 @@ def resend(qs: QueueState, message: Message, now: float) -> list[Out]:
     outs = [Out(JOBS_TOPIC, entry.recorded())]
     if entry.state == "preempting" and entry.placement is not None:
         outs.append(qs.preemption(entry, entry.grace_period_s))
+    elif isinstance(message, RunResized) and entry.holding and entry.placement is not None:
+        outs.append(qs.scaled(entry))  # the shrink it may have made (a workload's dispatcher takes it twice)
     outs.append(Out(STATUS_TOPIC, build_status(entry, now)))
     return outs

@@ -87,3 +87,17 @@ def test_a_resize_of_a_batch_job_or_an_earlier_attempt_is_ignored() -> None:
     assert qs.jobs["batch"].state == "admitted"
     assert not of_type(feed(qs, resized("batch", 3)), JobRecorded)  # Muster's own Jobs are resized by ScaleJob
     assert qs.jobs["batch"].spec.replicas == 1
+
+
+def test_a_retried_resize_sends_the_jobs_size_again() -> None:
+    """The outputs of a ``RunResized`` whose produce failed are sent again on its retry: the record and the
+    job's current size, so the accountant and the dispatcher still learn of the shrink."""
+    qs = folded_state(nodes=2, gpus_per_node=2, quota=8)
+    running(qs, "web", 4)
+    msg = resized("web", 1, ["east-a100-1"])
+    first = on_input(qs, msg, "ev-1", NOW)
+    assert of_type(first, JobScaled)
+    again = on_input(qs, msg, "ev-1", NOW, retry=True)
+    (scaled,) = of_type(again, JobScaled)
+    assert scaled.replicas == 1 and of_type(again, JobRecorded)
+    assert on_input(qs, msg, "ev-1", NOW) == []  # a plain repeat: nothing
