@@ -25,10 +25,11 @@ from typing import Any
 
 from schemas import kube as ann
 from services.dispatcher.workload_book import WorkloadRun
-from services.dispatcher.workload_plans import choose_node, holds_node, node_of
+from services.dispatcher.workload_plans import choose_node, node_of
 from services.runtime.kube import PODS, Backoff, KubeObject, KubeRest, PatchType, label_value, pod_cache
 from services.runtime.kube.errors import is_not_found, status_of
 from services.spec.kinds import ungate_pod_patch
+from services.spec.pod_resources import holds_node
 
 log = logging.getLogger(__name__)
 

@@ -19,6 +19,8 @@ from schemas import kube as ann
 from schemas.decisions import JobAdmitted, PlacementPlan
 from schemas.jobspec import JobSpec, RoleSpec
 from services.runtime.kube import KubeObject, label_value
+from services.spec.kinds.base import true_condition
+from services.spec.pod_resources import holds_node
 
 #: annotation on a workload object: the admitted ``PlacementPlan`` (JSON)
 PLAN = ann.MUSTER_PREFIX + "plan"
@@ -32,8 +34,6 @@ STOP_ANNOTATIONS = frozenset({
     ann.PREEMPT_REQUESTED, ann.PREEMPT_REASON, ann.PREEMPT_REQUEUE, ann.PREEMPT_GRACE, ann.PREEMPT_EVENT,
     ann.CHECKPOINTED, ann.DELETED_BY, ann.DELETE_REASON,
 })
-#: pod phases after which a pod holds nothing on its node
-ENDED_PHASES = frozenset({"Succeeded", "Failed"})
 
 
 def identity_labels(decision: JobAdmitted) -> dict[str, str]:
@@ -109,12 +109,6 @@ def planned(plan: PlacementPlan, role: str, main_role: str) -> Counter[str]:
     return out
 
 
-def holds_node(pod: Mapping[str, Any]) -> bool:
-    """Whether the pod counts on its node: not ended, not being deleted."""
-    meta = pod.get("metadata") or {}
-    return not meta.get("deletionTimestamp") and (pod.get("status") or {}).get("phase") not in ENDED_PHASES
-
-
 def node_of(pod: Mapping[str, Any]) -> str | None:
     """The node a pod runs on or was released onto (its hostname node selector)."""
     spec = pod.get("spec") or {}
@@ -146,14 +140,10 @@ def beyond_plan(plan: PlacementPlan, role: str, main_role: str, pods: Iterable[M
     for node, here in sorted(by_node.items()):
         excess = len(here) - room[node]
         if excess > 0:
-            here.sort(key=lambda p: (_is_ready(p), str((p.get("metadata") or {}).get("name"))))
+            here.sort(key=lambda p: (true_condition(p, "Ready") is not None,
+                                     str((p.get("metadata") or {}).get("name"))))
             out += here[:excess]
     return out
-
-
-def _is_ready(pod: Mapping[str, Any]) -> bool:
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions if isinstance(c, dict))
 
 
 def resized_annotations(plan: PlacementPlan) -> dict[str, str]:

@@ -54,7 +54,6 @@ from services.dispatcher.workload_plans import (
     STOP_ANNOTATIONS,
     WORKLOAD,
     beyond_plan,
-    holds_node,
     identity_annotations,
     identity_labels,
     plan_of,
@@ -66,6 +65,7 @@ from services.runtime.kube import PODS, KubeObject, KubeRest, PatchType, Resourc
 from services.runtime.kube.errors import is_not_found, status_of
 from services.spec.core_types import main_role_name
 from services.spec.kinds import KINDS, NotQueueable, ObjectRef, UnknownKind, WorkloadKind, kind_for, pod_group
+from services.spec.pod_resources import holds_node
 
 log = logging.getLogger(__name__)
 

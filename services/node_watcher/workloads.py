@@ -49,8 +49,10 @@ from schemas.runs import (
     RunStarted,
     RunSucceeded,
 )
+from services.node_watcher.runs import condition_true
 from services.spec.kinds import NotQueueable, WorkloadKind, pod_group
 from services.spec.kinds.pods import POD_GROUP_KIND
+from services.spec.pod_resources import holds_node
 
 KubeObject = dict[str, Any]
 #: (namespace, job-id label, attempt): how a released pod names its job
@@ -112,16 +114,8 @@ def _seconds(text: object) -> float | None:
     return value if value > 0 else None
 
 
-def _holds_node(pod: Mapping[str, Any]) -> bool:
-    """A pod that still counts on its node: not being deleted, not ended."""
-    return not (pod.get("metadata") or {}).get("deletionTimestamp") and _phase(pod) not in ("Succeeded", "Failed")
-
-
-def _ready(pod: Mapping[str, Any]) -> bool:
-    if _phase(pod) == "Succeeded":
-        return True
-    conditions = (pod.get("status") or {}).get("conditions") or []
-    return _phase(pod) == "Running" and any(c.get("type") == "Ready" and c.get("status") == "True" for c in conditions)
+def _ready(pod: KubeObject) -> bool:
+    return _phase(pod) == "Succeeded" or (_phase(pod) == "Running" and condition_true(pod, "Ready"))
 
 
 class WorkloadTracker:
@@ -229,7 +223,7 @@ class WorkloadTracker:
         self._sizes[key] = (asked, ref.gang)
         if asked == ref.gang or last == (asked, ref.gang):
             return []
-        live = [p for p in pods if _holds_node(p)]
+        live = [p for p in pods if holds_node(p)]
         if asked < ref.gang and len(live) > asked:
             self._sizes[key] = last if last is not None else (ref.gang, ref.gang)  # not yet: the pods still go
             return []

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping
 from typing import Any
 
 from schemas.kube import GPU_RESOURCE
@@ -37,3 +38,10 @@ def holds_node_resources(pod: KubeObject) -> bool:
     """A pod bound to a node and not finished (a terminating pod still holds its resources)."""
     return bool((pod.get("spec") or {}).get("nodeName")) and (
         (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES)
+
+
+def holds_node(pod: Mapping[str, Any]) -> bool:
+    """Whether a pod still counts as one of its workload's pods on its node: not ended, not being deleted
+    (unlike ``holds_node_resources``, a pod on its way out no longer counts)."""
+    meta = pod.get("metadata") or {}
+    return not meta.get("deletionTimestamp") and (pod.get("status") or {}).get("phase") not in TERMINAL_PHASES

@@ -11,12 +11,12 @@ from services.dispatcher.workload_plans import PLAN as PLAN_ANNOTATION
 from services.dispatcher.workload_plans import (
     beyond_plan,
     choose_node,
-    holds_node,
     node_of,
     planned,
     resized_annotations,
     roles_changed,
 )
+from services.spec.pod_resources import holds_node
 
 PLAN = PlacementPlan(cluster="east", nodes=[
     NodePods(node="n1", pods=2, role="workers"), NodePods(node="n2", pods=1, role="workers"),
