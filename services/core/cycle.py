@@ -123,9 +123,8 @@ class Cycle:
         self.admitted: dict[str, tuple[int, Job, str]] = {}  # job -> (decision index, job, gpu type)
         self.admitted_runs: dict[str, list[tuple[float, RunningJob]]] = {}  # gpu type -> (est end, run)
         self.fails: dict[tuple[object, ...], PendingReason] = {}
-        #: (queue, may borrow, request) -> why the quota check failed; usage only grows within a cycle, so it
-        #: stays failed
-        #: (queue, preemptible, resource) -> the least of it found out of quota this cycle, and why
+        #: (queue, preemptible, resource) -> the least of it found out of quota this cycle, and why; usage only
+        #: grows within a cycle, so more of it stays out of quota
         self.quota_floors: dict[tuple[str, bool, str], tuple[Amount, PendingReason]] = {}
         self.pools: dict[str, Pool] = {}
         self.scoped_pools: dict[tuple[str, tuple[tuple[str, str], ...]], Pool] = {}  # (type, selector) -> model

@@ -184,19 +184,18 @@ class Placer:
                     seen.add(name)
                     yield name
 
+        def fill(within: Container[str] | None = None) -> list[NodeAssignment] | None:
+            return self._fill(names(within), job.replicas, job.replicas, single=False)
+
         topo = job.topology
         if topo is not None and main:
             for domain in self._main_domains(main, topo.level):
-                found = self._avoiding(functools.partial(self._fill_names, names, domain))
+                found = self._avoiding(functools.partial(fill, domain))
                 if found is not None:
                     return found
             if topo.mode is TopologyMode.REQUIRED:
                 return None
-        return self._avoiding(lambda: self._fill(names(), job.replicas, job.replicas, single=False))
-
-    def _fill_names(self, names: Callable[[Container[str] | None], Iterator[str]],
-                    within: Container[str] | None) -> list[NodeAssignment] | None:
-        return self._fill(names(within), self.job.replicas, self.job.replicas, single=False)
+        return self._avoiding(fill)
 
     def _main_domains(self, main: list[NodeAssignment], level: str) -> list[Container[str]]:
         """The domains of ``level`` the main role's pods are in (their nodes), most of its pods first (then in

@@ -128,7 +128,7 @@ class WorkloadTracker:
         self._pod_key_of: dict[tuple[str, str, str], PodKey] = {}  # object -> the attempt it is at
         self._pods: dict[PodKey, dict[str, KubeObject]] = defaultdict(dict)
         self.reported: set[tuple[str, ...]] = set()
-        self._sizes: dict[tuple[str, int], tuple[int, int]] = {}  # attempt -> the (asked, admitted) pods last seen
+        self._sizes: dict[tuple[str, int], tuple[int, int]] = {}  # attempt -> the (asked, admitted) pods last told
         self._idle_since: dict[tuple[str, int], datetime] = {}  # attempt -> since when its GPUs read idle
 
     def on_object(self, kind: WorkloadKind, event_type: str, obj: KubeObject, now: datetime) -> list[Message]:
@@ -219,14 +219,12 @@ class WorkloadTracker:
             return []  # a leader and its workers (resized whole groups) or scaled to zero: not resized here
         asked = sets[0].count
         key = (ref.job_id, ref.attempt)
-        last = self._sizes.get(key)
-        self._sizes[key] = (asked, ref.gang)
-        if asked == ref.gang or last == (asked, ref.gang):
+        if asked == ref.gang or self._sizes.get(key) == (asked, ref.gang):
             return []
         live = [p for p in pods if holds_node(p)]
         if asked < ref.gang and len(live) > asked:
-            self._sizes[key] = last if last is not None else (ref.gang, ref.gang)  # not yet: the pods still go
-            return []
+            return []  # not yet: the pods still go
+        self._sizes[key] = (asked, ref.gang)
         return [RunResized(**base, replicas=asked, pods=bound(live))]
 
     def on_gpu_samples(self, samples: Mapping[tuple[str, str], float], now: datetime,
