@@ -4,7 +4,8 @@ kubesim's HTTP API is not built for thousands of nodes, so the benchmarks publis
 straight onto ``muster.capacity`` and answer the queue manager's decisions here: a ``JobAdmitted`` is
 taken as the Kubernetes Job created (the moment is recorded), answered with ``RunStarted`` at once and
 ``RunSucceeded`` after the job's runtime; a ``JobPreemptionRequested`` is answered with ``JobStopped``
-(the victim stopped, grace period zero). The moments are taken with this process's clock.
+(the victim stopped, grace period zero, its pending ``RunSucceeded`` called off: a requeued job runs its
+whole runtime again when it is admitted again). The moments are taken with this process's clock.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class FakeCluster:
         self._changed = asyncio.Event()
         self._outbox: list[tuple[str, Message]] = []  # answers not produced yet
         self._due = asyncio.Event()  # the outbox has something
-        self._timers: set[asyncio.TimerHandle] = set()
+        self._timers: dict[str, asyncio.TimerHandle] = {}  # job id -> its RunSucceeded to come
 
     async def run(self, ready: asyncio.Event, stop: asyncio.Event) -> None:
         """Follow the decisions topic from its current end until ``stop``."""
@@ -77,7 +78,7 @@ class FakeCluster:
                 self._due.set()
                 await sender
         finally:
-            for timer in self._timers:
+            for timer in self._timers.values():
                 timer.cancel()
             await consumer.stop()
 
@@ -98,6 +99,7 @@ class FakeCluster:
                 if isinstance(message, RunSucceeded):
                     self.running.discard(message.job_id)
                     self.timeline.finished.setdefault(message.job_id, now)
+                    self.timeline.release(message.job_id, now)
             self._changed.set()
             for future in futures:
                 future.add_done_callback(_log_failure)
@@ -113,6 +115,7 @@ class FakeCluster:
         if isinstance(message, JobAdmitted):
             self.admitted += 1
             self.timeline.decided.setdefault(message.job_id, envelope.occurred_at.timestamp())
+            self.timeline.hold(message.job_id, envelope.occurred_at.timestamp())
             self.timeline.created.setdefault(message.job_id, now)
             self.running.add(message.job_id)
             self.placements[message.job_id] = message.placement
@@ -120,15 +123,19 @@ class FakeCluster:
                 message), observed_at=_utc(now), pods_running=message.replicas, pods_total=message.replicas))
             runtime = self._runtime_of(message.job_id)
             if runtime is not None:
-                self._later(runtime, RUNS_TOPIC, RunSucceeded(job_id=message.job_id, attempt=message.attempt,
-                                                              cluster=_cluster(message), observed_at=_utc(now)))
+                self._later(message.job_id, runtime, RUNS_TOPIC, RunSucceeded(
+                    job_id=message.job_id, attempt=message.attempt, cluster=_cluster(message), observed_at=_utc(now)))
         elif isinstance(message, JobPreemptionRequested):
             self.timeline.preempt_requested.setdefault(message.job_id, now)
             self._send(DISPATCHES_TOPIC, JobStopped(job_id=message.job_id, attempt=message.attempt,
                                                     cluster=message.cluster, observed_at=_utc(now),
                                                     reason=message.reason, requeue=message.requeue))
             self.timeline.stopped.setdefault(message.job_id, self._clock())
+            self.timeline.release(message.job_id, self._clock(), evicted=True)
             self.running.discard(message.job_id)
+            timer = self._timers.pop(message.job_id, None)
+            if timer is not None:
+                timer.cancel()
         elif isinstance(message, JobRejected):
             self.rejected[message.job_id] = message.reason
         self._changed.set()
@@ -138,13 +145,12 @@ class FakeCluster:
         self._outbox.append((topic, message))
         self._due.set()
 
-    def _later(self, delay_s: float, topic: str, message: Message) -> None:
+    def _later(self, job_id: str, delay_s: float, topic: str, message: Message) -> None:
         def fire() -> None:
-            self._timers.discard(handle)
+            self._timers.pop(job_id, None)
             self._send(topic, message)
 
-        handle = asyncio.get_running_loop().call_later(delay_s, fire)
-        self._timers.add(handle)
+        self._timers[job_id] = asyncio.get_running_loop().call_later(delay_s, fire)
 
     async def wait_until(self, condition: Callable[[], bool], *, within: float) -> bool:
         """Wait until ``condition()`` holds after some decision (False after ``within`` seconds).

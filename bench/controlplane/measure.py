@@ -50,6 +50,23 @@ class Timeline:
     preempt_requested: dict[str, float] = field(default_factory=dict)
     stopped: dict[str, float] = field(default_factory=dict)
     finished: dict[str, float] = field(default_factory=dict)
+    admitted_last: dict[str, float] = field(default_factory=dict)  # the latest JobAdmitted's occurred_at
+    held: dict[str, list[tuple[float, float]]] = field(default_factory=dict)  # each admission until it ended
+    evictions: dict[str, int] = field(default_factory=dict)
+    _holding: dict[str, float] = field(default_factory=dict)
+
+    def hold(self, job: str, at: float) -> None:
+        """The job was admitted at ``at`` (again, after a preemption)."""
+        self.admitted_last[job] = at
+        self._holding[job] = at
+
+    def release(self, job: str, at: float, *, evicted: bool = False) -> None:
+        """The job's admission ended at ``at``: it finished, or it was preempted (``evicted``)."""
+        since = self._holding.pop(job, None)
+        if since is not None:
+            self.held.setdefault(job, []).append((since, max(at, since)))
+        if evicted:
+            self.evictions[job] = self.evictions.get(job, 0) + 1
 
     def delays(self, since: dict[str, float], until: dict[str, float], jobs: Iterable[str] | None = None,
                ) -> list[float]:

@@ -12,12 +12,12 @@ import tempfile
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
 from bench.controlplane.cluster import FakeCluster, RuntimeOf
 from bench.controlplane.machine import process_cpu_seconds
 from bench.controlplane.measure import Timeline
-from bench.controlplane.workload import Fleet, QueueLayout
+from bench.controlplane.workload import Fleet
 from schemas.envelope import Message, make_envelope
 from schemas.intents import SubmitJob
 from schemas.topics import CAPACITY_TOPIC, CONFIG_TOPIC, INTENTS_TOPIC
@@ -46,6 +46,13 @@ STOP_TIMEOUT_S = 30.0
 PERIOD_S = 5.0
 #: set by ``muster bench --profile FILE``: each queue-manager process writes its own profile to FILE.<pid>
 QM_PROFILE_ENV = "MUSTER_BENCH_QUEUE_MANAGER_PROFILE"
+
+
+class Layout(Protocol):
+    """Queues, cohorts, priority classes and tenants, as the gateway would publish them
+    (``workload.QueueLayout``, or a peer's scenario translated)."""
+
+    def messages(self) -> list[Message]: ...
 
 
 @dataclass
@@ -120,7 +127,7 @@ class Stack:
 
 
 @contextlib.asynccontextmanager
-async def running_stack(broker: Broker, fleet: Fleet, layout: QueueLayout, runtime_of: RuntimeOf, *,
+async def running_stack(broker: Broker, fleet: Fleet, layout: Layout, runtime_of: RuntimeOf, *,
                         scheduler: SchedulerConfig | None = None, debounce_s: float | None = None,
                         shards: Sequence[tuple[str, ...]] = ((),)) -> AsyncIterator[Stack]:
     """Publish configuration and capacity, start the fake cluster and the queue manager (one process per

@@ -26,6 +26,7 @@ BENCHMARKS: dict[str, str] = {
     "reclaim": "bench.controlplane.reclaim",
     "shards": "bench.controlplane.shards",
     "dispatch": "bench.controlplane.kube",
+    "kueue": "bench.peers.kueue",
 }
 #: benchmarks of the Kubernetes side (``--kube real``): kubesim and a real control plane in one run
 KUBE_BENCHMARKS = ("gang", "dispatch", "reclaim")
@@ -35,7 +36,7 @@ PLOTTED = ("throughput", "shards", "largescale")
 
 def _load(module: str) -> Any:
     root = Path(__file__).resolve().parents[2]
-    if not (root / "bench" / "controlplane").is_dir():
+    if not (root / "bench" / "controlplane").is_dir() or not (root / "bench" / "peers").is_dir():
         raise click.ClickException(f"the benchmark programs are not here: {root / 'bench'} (run from a source tree)")
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))

@@ -43,6 +43,16 @@ def test_largescale_completes_every_workload_of_the_three_sizes() -> None:
     assert "wall time until all complete" in output
 
 
+def test_kueue_translates_kueues_scenario_format_and_admits_every_workload() -> None:
+    output = run_quick("kueue")
+    table = {r[0]: r for r in rows(output)}
+    for name, count in (("small", 160), ("medium", 40), ("large", 16)):
+        row = table[f"avg time to admission, {name} ({count:,} of {count:,})"]
+        assert row[1] == "-" and row[2].endswith(" s")  # Kueue is not run with --quick
+    assert re.fullmatch(r"\d+\.\d%", table["usage of nominal quota, cq"][2])
+    assert "NOT all finished" not in output and "rejected" not in output
+
+
 def test_gang_places_each_gang_inside_one_rack() -> None:
     table = rows(run_quick("gang"))
     assert len(table) == 3

@@ -1,0 +1,1 @@
+"""Peers run beside Muster on the same machine: their own benchmarks, and the same work through Muster."""

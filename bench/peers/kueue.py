@@ -1,0 +1,245 @@
+"""``muster bench kueue``: Kueue v0.17.0's own scheduler performance test and the same scenario through Muster,
+one after the other on this machine, in one table.
+
+1. Kueue: its ``runner`` and ``minimalkueue`` (the scheduler and core controllers alone), built from the Go
+   module (``kueue_build``), run as its ``make run-performance-scheduler`` does, on envtest whose etcd and
+   kube-apiserver are the ones ``muster k8s build`` makes (``KUBEBUILDER_ASSETS``); then its checker against the
+   scenario's ``rangespec.yaml`` (the limits Kueue's CI enforces).
+2. Muster: the same generator config translated (``kueue_scenario``) into queues, cohorts, priority classes and
+   a stream of submissions with the same timing, produced onto the intents topic of a private Kafka broker; the
+   queue manager (its own process) decides; a fake cluster answers admissions with the run started at once
+   and succeeded ``runtimeMs`` later, as Kueue's runner marks a workload finished ``runtimeMs`` after its
+   admission, and answers preemptions with the victim stopped. The figures are computed as Kueue's recorder
+   and checker compute them (``kueue_figures``).
+
+``--quick`` runs only Muster's half on a small scenario in Kueue's format (``kueue-smoke.yaml``, no Go build):
+the short version CI runs so the translation cannot rot.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import math
+import os
+import resource
+import tempfile
+import time
+from dataclasses import dataclass
+from datetime import UTC, datetime
+from pathlib import Path
+
+from bench.controlplane.machine import process_cpu_seconds, spent
+from bench.controlplane.measure import Table
+from bench.controlplane.observe import counting
+from bench.controlplane.stack import private_broker, running_stack
+from bench.controlplane.workload import GPU_TYPE, TENANT, Fleet
+from bench.peers import kueue_build
+from bench.peers.kueue_figures import Figures, muster_figures, read_kueue
+from bench.peers.kueue_scenario import Scenario, load, priority_class
+from schemas.config import (
+    CohortConfig,
+    CohortDefined,
+    PriorityClassConfig,
+    PriorityClassDefined,
+    QueueConfig,
+    QueueDefined,
+    ResourceQuotaConfig,
+    TenantConfig,
+    TenantDefined,
+)
+from schemas.envelope import Message
+from schemas.intents import SubmitJob
+from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
+from services.core import SchedulerConfig
+
+SMOKE = Path(__file__).with_name("kueue-smoke.yaml")
+SCENARIO = "baseline"
+#: Muster's run stops waiting this long after the last submission (and reports how far it got)
+DRAIN_S = 600.0
+
+
+@dataclass(frozen=True)
+class ScenarioLayout:
+    """The scenario's queues, cohorts and priority classes as the gateway would publish them."""
+
+    scenario: Scenario
+
+    def messages(self) -> list[Message]:
+        items: list[Message] = [CohortDefined(item=CohortConfig(name=c)) for c in self.scenario.cohorts]
+        items += [PriorityClassDefined(item=PriorityClassConfig(name=n, value=v))
+                  for n, v in self.scenario.priorities.items()]
+        items.append(TenantDefined(item=TenantConfig(name=TENANT, namespace=TENANT)))
+        items += [QueueDefined(item=QueueConfig(
+            name=q.name, cohort=q.cohort, tenant=TENANT,
+            quotas={f"gpu:{GPU_TYPE}": ResourceQuotaConfig(nominal=q.nominal, borrowing_limit=q.borrowing_limit)}))
+            for q in self.scenario.queues]
+        return items
+
+
+def submission(job_id: str, queue: str, pods: int, gpus_per_pod: int, priority: int) -> SubmitJob:
+    """A gang of ``pods`` pods; no runtime estimate (Kueue's workloads carry none)."""
+    spec = JobSpec(name=job_id, queue=queue, priority_class=priority_class(priority), replicas=pods,
+                   template=PodTemplate(image="registry.example/bench:1", resources=ResourceRequest(
+                       gpus=gpus_per_pod, gpu_type=GPU_TYPE, cpu="1", memory="1Gi")))
+    return SubmitJob(job_id=job_id, tenant=TENANT, user="bench", spec=spec, submitted_at=datetime.now(UTC))
+
+
+async def run_muster(scenario: Scenario, *, bootstrap: str | None, brokers: int = 1) -> tuple[Figures, list[str]]:
+    """The scenario through Kafka and the queue manager; its figures and notes on the run."""
+    arrivals = scenario.arrivals()
+    runtimes = {a.job_id: a.template.runtime_s for a in arrivals}
+    ids = set(runtimes)
+    notes: list[str] = []
+    async with private_broker(bootstrap, brokers=brokers) as broker, running_stack(
+            broker, Fleet(nodes=scenario.nodes), ScenarioLayout(scenario), runtimes.__getitem__,
+            scheduler=SchedulerConfig(min_runtime_s=0.0)) as stack:
+        qm_before, broker_before, own_before = stack.cpu_seconds(), broker.cpu_seconds(), _own_cpu()
+        started = time.time()
+        futures = []
+        for arrival in arrivals:
+            delay = started + arrival.at_s - time.time()
+            if delay > 0:
+                await asyncio.sleep(delay)
+            # a request of N is a gang of N one-GPU pods (a TAS podCount: that many pods of N GPUs)
+            pods, per_pod = ((arrival.template.request, 1) if arrival.template.pods == 1
+                             else (arrival.template.pods, arrival.template.request))
+            futures.append(await stack.submit(submission(arrival.job_id, arrival.queue, pods, per_pod,
+                                                         arrival.template.priority)))
+        await asyncio.gather(*futures)
+        timeline = stack.timeline
+        cluster = stack.cluster
+        done = await cluster.wait_until(counting(
+            "workloads finished", lambda: len(ids & (timeline.finished.keys() | cluster.rejected.keys())),
+            len(ids), lambda: ids <= timeline.finished.keys() | cluster.rejected.keys()), within=DRAIN_S)
+        (qm_cpu,) = spent(qm_before, stack.cpu_seconds())
+        broker_cpu = _minus(broker.cpu_seconds(), broker_before)
+        own_cpu = _minus(_own_cpu(), own_before)
+        if not done:
+            notes.append(f"Muster: NOT all finished within {DRAIN_S:.0f} s of the last submission: "
+                         f"{len(ids & timeline.finished.keys()):,} of {len(ids):,}")
+        if cluster.rejected:
+            notes.append(f"Muster: {len(cluster.rejected):,} rejected, e.g. {next(iter(cluster.rejected.items()))}")
+    cpu = {"queue manager": qm_cpu, "Kafka broker": broker_cpu, "fake cluster and submitter": own_cpu}
+    return muster_figures(scenario, arrivals, timeline, started=started,
+                          cpu_s={k: v for k, v in cpu.items() if v is not None}), notes
+
+
+def _own_cpu() -> float | None:
+    return process_cpu_seconds(os.getpid())
+
+
+def _minus(after: float | None, before: float | None) -> float | None:
+    return None if after is None or before is None else after - before
+
+
+def run_kueue(scenario_dir: str, log: list[str]) -> tuple[Figures, kueue_build.KueueRun, float]:
+    """Build what is missing and run Kueue's test; its figures, the run, and CPU seconds of all its processes."""
+    from services.kubereal.build import build as build_control_plane
+
+    assets = build_control_plane(lambda _: None).root / "bin"
+    kueue, made = kueue_build.build(lambda _: None)
+    if made:
+        log.append(f"Kueue {kueue_build.VERSION} built from its module in {kueue.seconds:.0f} s (cached after)")
+    out = Path(tempfile.mkdtemp(prefix="muster-bench-kueue-"))
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    run = kueue_build.run(kueue, assets, kueue.config(scenario_dir, "generator.yaml"),
+                          kueue.config(scenario_dir, "rangespec.yaml"), out)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    everything = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+    if run.returncode != 0 or not run.summary.exists():
+        raise RuntimeError(f"Kueue's runner failed ({run.returncode}); its log: {out / 'runner.log'}")
+    figures = read_kueue(run.summary, run.cmd_stats)
+    figures = Figures(figures.classes, figures.usage, figures.wall_s, figures.cpu_s, run.checks)
+    log.append(f"Kueue's artifacts (summary, per-workload and per-queue CSVs, logs): {out}")
+    return figures, run, everything
+
+
+async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
+    notes: list[str] = []
+    if quick:
+        scenario = load(SMOKE)
+        kueue = None
+        everything = None
+        title = f"Kueue's scenario format through Muster (--quick: {SMOKE.name}; Kueue itself not run)"
+    else:
+        kueue, run, everything = await asyncio.to_thread(run_kueue, SCENARIO, notes)
+        scenario = load(kueue_build.cached().config(SCENARIO, "generator.yaml"))
+        title = (f"Kueue {kueue_build.VERSION} ({SCENARIO}: its runner + minimalkueue on envtest) and Muster, "
+                 "same machine")
+        notes.append(f"Kueue's runner took {run.seconds:.0f} s in all (envtest start and stop included)")
+    muster, more = await run_muster(scenario, bootstrap=bootstrap, brokers=brokers)
+    notes += more
+    workloads = sum(f.count for f in muster.classes.values())
+    table = Table(f"{title}: {len(scenario.cohorts)} cohorts, {len(scenario.queues)} queues, {workloads:,} workloads",
+                  ["figure", "Kueue", "Muster", "Muster / Kueue", "Kueue's limit"])
+    limits = _limits(scenario_dir=SCENARIO) if kueue is not None else {}
+    table.add("wall",
+              _s(kueue.wall_s if kueue else None), _s(muster.wall_s),
+              _ratio(muster.wall_s, kueue.wall_s if kueue else None), limits.get("wall", ""))
+    for name in scenario.classes:
+        k = kueue.classes.get(name) if kueue else None
+        m = muster.classes[name]
+        table.add(f"avg time to admission, {name} ({m.admitted:,} of {m.count:,})",
+                  _s(k.avg_admission_s if k else None), _s(m.avg_admission_s),
+                  _ratio(m.avg_admission_s, k.avg_admission_s if k else None), limits.get(name, ""))
+    for name in scenario.classes:
+        k = kueue.classes.get(name) if kueue else None
+        table.add(f"evictions, {name}", str(k.evictions) if k else "-", str(muster.classes[name].evictions), "", "")
+    for name, used in muster.usage.items():
+        k_used = kueue.usage.get(name) if kueue else None
+        table.add(f"usage of nominal quota, {name}", _pct(k_used), _pct(used), _ratio(used, k_used),
+                  limits.get(f"usage {name}", ""))
+    k_cpu = kueue.cpu_s.get("minimalkueue") if kueue else None
+    table.add("CPU, scheduler", _s(k_cpu), _s(muster.cpu_s.get("queue manager")),
+              _ratio(muster.cpu_s.get("queue manager"), k_cpu), "")
+    table.add("CPU, every process", _s(everything), _s(sum(muster.cpu_s.values()) or None),
+              _ratio(sum(muster.cpu_s.values()) or None, everything), "")
+    if kueue is not None and kueue.verdict is not None:
+        failed = [n for n, ok in kueue.verdict.items() if not ok]
+        notes.append("Kueue's checker against its rangespec: " + (
+            "every check passed" if not failed else f"FAILED {', '.join(failed)}") +
+            f" ({len(kueue.verdict)} checks)")
+    notes += [f"translation: {d}" for d in scenario.differences]
+    notes += [
+        "wall: Kueue's is minimalkueue's process (its start included); Muster's from the first submission to the "
+        "last finish",
+        "CPU, scheduler: minimalkueue / the queue manager; every process: Kueue's runner, minimalkueue, etcd and "
+        "kube-apiserver / the queue manager, the Kafka broker, the fake cluster and the submitter",
+        "Muster: a request of N is a gang of N one-GPU pods placed on nodes that hold exactly the nominal quotas "
+        f"({scenario.nodes} x 8 GPUs); Kueue's workload is one pod with a CPU request, counted against quota only",
+        "Muster: time to admission from the submission's timestamp to the last JobAdmitted; Kueue: from the "
+        "workload's first event seen by its runner to its last admission",
+        "Muster: the fake cluster starts a job when it reads JobAdmitted and ends it runtimeMs later; the "
+        "dispatcher, Kubernetes and the node watcher are not in the loop (as Kueue's runner has no pods)",
+    ]
+    table.notes += notes
+    return table.render()
+
+
+def _limits(*, scenario_dir: str) -> dict[str, str]:
+    """Kueue's rangespec limits, by figure."""
+    import yaml
+
+    spec = yaml.safe_load(kueue_build.cached().config(scenario_dir, "rangespec.yaml").read_text()) or {}
+    out = {}
+    if spec.get("cmd", {}).get("maxWallMs"):
+        out["wall"] = f"<= {int(spec['cmd']['maxWallMs']) / 1000:.0f} s"
+    for name, ms in (spec.get("wlClassesMaxAvgTimeToAdmissionMs") or {}).items():
+        out[name] = f"<= {int(ms) / 1000:g} s"
+    for name, pct in (spec.get("clusterQueueClassesMinUsage") or {}).items():
+        out[f"usage {name}"] = f">= {pct}%"
+    return out
+
+
+def _s(value: float | None) -> str:
+    return "-" if value is None or math.isnan(value) else f"{value:,.1f} s"
+
+
+def _pct(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1f}%"
+
+
+def _ratio(muster: float | None, kueue: float | None) -> str:
+    if muster is None or kueue is None or math.isnan(muster) or math.isnan(kueue) or kueue == 0:
+        return "-"
+    return f"{muster / kueue:.2f}"

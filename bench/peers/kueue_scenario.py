@@ -1,0 +1,239 @@
+"""Kueue's scheduler performance scenario (``test/performance/scheduler/configs/*/generator.yaml`` of
+``sigs.k8s.io/kueue``), read and translated into Muster's configuration and a timed stream of submissions.
+
+Kueue's generator makes, for each cohort set, ``count`` cohorts ``<class>-<i>``; in each, for each queue set,
+``count`` ClusterQueues ``<class>-<set>-<i>-<cohort>`` with a nominal quota and a borrowing limit of one
+resource, each with its own namespace and LocalQueue; and for each queue, for each workloads set, one
+goroutine that waits ``creationIntervalMs`` before creating each workload (``<class>-<set>-<k>-<i>``), so
+the n-th workload of a set is created n intervals after the start. A workload is one pod set of one pod
+asking ``request`` of the resource, at ``priority``; the runner marks it finished ``runtimeMs`` after its
+admission.
+
+The translation (what differs is said in ``Scenario.differences``):
+
+- a ClusterQueue is a Muster queue in the same cohort with the same nominal quota and borrowing limit, of
+  GPUs (Kueue's resource is CPU: Muster quotas GPUs, and the figures are the same units);
+- a workload's request of N is a gang of N one-GPU pods, admitted whole and placed on nodes (Kueue's is
+  one pod that is never placed on a node: stricter for Muster);
+- the nodes hold exactly the sum of the nominal quotas, 8 GPUs each;
+- a priority is a priority class of that value; Kueue's ``withinClusterQueue: LowerPriority`` and
+  ``reclaimWithinCohort: Any`` are Muster's own rules (a queue's job preempts lower-priority jobs of its queue;
+  a queue reclaims its nominal quota from jobs borrowing it in the cohort); other policies cannot be
+  expressed per queue in Muster and are reported.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+#: Kueue's preemption policies that Muster applies to every queue (anything else is reported as a difference)
+MUSTER_WITHIN_QUEUE = "LowerPriority"
+MUSTER_RECLAIM = "Any"
+GPUS_PER_NODE = 8
+
+
+class ScenarioError(ValueError):
+    """The generator configuration cannot be read or translated."""
+
+
+@dataclass(frozen=True)
+class WorkloadTemplate:
+    class_name: str
+    runtime_s: float
+    priority: int
+    request: int
+    pods: int = 1  # Kueue's podCount (TAS scenarios); each pod asks ``request``
+
+
+@dataclass(frozen=True)
+class WorkloadsSet:
+    count: int
+    interval_s: float
+    templates: tuple[WorkloadTemplate, ...]
+
+
+@dataclass(frozen=True)
+class Queue:
+    name: str
+    cohort: str
+    class_name: str
+    nominal: int
+    borrowing_limit: int | None
+    reclaim_within_cohort: str
+    within_queue: str
+    sets: tuple[WorkloadsSet, ...]
+
+
+@dataclass(frozen=True)
+class Arrival:
+    """One workload: created ``at_s`` after the start, in ``queue``."""
+
+    at_s: float
+    job_id: str
+    name: str  # Kueue's workload name (unique within its queue's namespace)
+    queue: str
+    template: WorkloadTemplate
+
+    @property
+    def gpus(self) -> int:
+        return self.template.request * self.template.pods
+
+
+@dataclass(frozen=True)
+class Scenario:
+    queues: tuple[Queue, ...]
+    differences: tuple[str, ...] = field(default=())
+
+    @property
+    def cohorts(self) -> list[str]:
+        return sorted({q.cohort for q in self.queues})
+
+    @property
+    def priorities(self) -> dict[str, int]:
+        """Muster's priority classes: ``p<value>`` for each priority the workloads use."""
+        values = {t.priority for t in self.templates()}
+        return {priority_class(v): v for v in sorted(values)}
+
+    @property
+    def nominal_gpus(self) -> int:
+        return sum(q.nominal for q in self.queues)
+
+    @property
+    def nodes(self) -> int:
+        """Nodes of ``GPUS_PER_NODE`` GPUs holding the nominal quotas (rounded up)."""
+        return -(-self.nominal_gpus // GPUS_PER_NODE)
+
+    @property
+    def classes(self) -> list[str]:
+        """The workload classes in the order they first appear."""
+        return list(dict.fromkeys(t.class_name for t in self.templates()))
+
+    @property
+    def queue_classes(self) -> dict[str, str]:
+        return {q.name: q.class_name for q in self.queues}
+
+    def arrivals(self) -> list[Arrival]:
+        """Every workload with its creation offset, earliest first (ties: queue order, then set order)."""
+        out: list[Arrival] = []
+        for queue in self.queues:
+            for set_index, wl_set in enumerate(queue.sets):
+                n = 0
+                for k in range(wl_set.count):
+                    for i, template in enumerate(wl_set.templates):
+                        n += 1
+                        name = f"{template.class_name}-{set_index}-{k}-{i}"
+                        out.append(Arrival(n * wl_set.interval_s, job_id(queue.name, name), name, queue.name,
+                                           template))
+        out.sort(key=lambda a: a.at_s)
+        return out
+
+    def templates(self) -> Iterator[WorkloadTemplate]:
+        for q in self.queues:
+            for s in q.sets:
+                yield from s.templates
+
+
+def priority_class(value: int) -> str:
+    return f"p{value}" if value >= 0 else f"m{-value}"
+
+
+def job_id(queue: str, name: str) -> str:
+    """A Muster job id for workload ``name`` of ``queue`` (readable when short enough, else a digest)."""
+    readable = f"{queue}--{name}"
+    if len(readable) <= 48:
+        return readable
+    return "kueue-" + hashlib.sha256(readable.encode()).hexdigest()[:32]
+
+
+_QUANTITY = re.compile(r"^\s*(\d+)\s*$")
+
+
+def _whole(value: Any, what: str) -> int:
+    """A whole-unit Kubernetes quantity (``"20"`` or ``20``); fractions (``500m``) cannot be GPUs."""
+    match = _QUANTITY.match(str(value))
+    if not match:
+        raise ScenarioError(f"{what} {value!r}: only whole units translate into GPUs")
+    return int(match.group(1))
+
+
+def _field(item: dict[str, Any], key: str, where: str, default: Any = ...) -> Any:
+    if key in item:
+        return item[key]
+    if default is ...:
+        raise ScenarioError(f"{where}: {key!r} is missing")
+    return default
+
+
+def load(path: Path) -> Scenario:
+    """Read Kueue's generator config at ``path``."""
+    try:
+        data = yaml.safe_load(path.read_text())
+    except (OSError, yaml.YAMLError) as exc:
+        raise ScenarioError(f"{path}: {exc}") from exc
+    return parse(data, str(path))
+
+
+def parse(data: Any, where: str = "generator config") -> Scenario:
+    """Translate a parsed generator config (see the module's docstring)."""
+    if not isinstance(data, dict) or not data.get("cohorts"):
+        raise ScenarioError(f"{where}: a generator config needs at least one entry under 'cohorts'")
+    differences: list[str] = []
+    if data.get("topology"):
+        differences.append("the config's topology (TAS) is not translated: Muster places on its own racks and "
+                           "blocks of 8-GPU nodes")
+    queues: list[Queue] = []
+    for cohort_set in data["cohorts"]:
+        c_where = f"{where}: cohort set {cohort_set.get('className', '?')!r}"
+        for c in range(int(_field(cohort_set, "count", c_where))):
+            cohort = f"{_field(cohort_set, 'className', c_where)}-{c}"
+            for q_set_index, q_set in enumerate(_field(cohort_set, "queuesSets", c_where)):
+                q_where = f"{c_where}, queue set {q_set.get('className', '?')!r}"
+                sets = tuple(_workloads_set(s, f"{q_where}, workloads set {n}")
+                             for n, s in enumerate(_field(q_set, "workloadsSets", q_where)))
+                within = str(q_set.get("withinClusterQueue") or "Never")
+                reclaim = str(q_set.get("reclaimWithinCohort") or "Never")
+                limit = q_set.get("borrowingLimit")
+                for i in range(int(_field(q_set, "count", q_where))):
+                    queues.append(Queue(
+                        name=f"{_field(q_set, 'className', q_where)}-{q_set_index}-{i}-{cohort}", cohort=cohort,
+                        class_name=str(q_set["className"]), nominal=_whole(_field(q_set, "nominalQuota", q_where),
+                                                                           f"{q_where}: nominalQuota"),
+                        borrowing_limit=None if limit is None else _whole(limit, f"{q_where}: borrowingLimit"),
+                        reclaim_within_cohort=reclaim, within_queue=within, sets=sets))
+    for policy, expected, what in (("within_queue", MUSTER_WITHIN_QUEUE, "withinClusterQueue"),
+                                   ("reclaim_within_cohort", MUSTER_RECLAIM, "reclaimWithinCohort")):
+        other = sorted({getattr(q, policy) for q in queues} - {expected})
+        if other:
+            differences.append(f"{what} {', '.join(other)} is not expressible per queue: Muster's queues all "
+                               f"behave as {expected}")
+    return Scenario(tuple(queues), tuple(differences))
+
+
+def _workloads_set(item: dict[str, Any], where: str) -> WorkloadsSet:
+    templates = []
+    for t in _field(item, "workloads", where):
+        t_where = f"{where}, class {t.get('className', '?')!r}"
+        templates.append(WorkloadTemplate(
+            class_name=str(_field(t, "className", t_where)), runtime_s=float(_field(t, "runtimeMs", t_where)) / 1000,
+            priority=int(t.get("priority", 0)), request=_whole(_field(t, "request", t_where), f"{t_where}: request"),
+            pods=int(t.get("podCount") or 1)))
+    return WorkloadsSet(count=int(_field(item, "count", where)),
+                        interval_s=float(item.get("creationIntervalMs", 0)) / 1000, templates=tuple(templates))
+
+
+def scaled(scenario: Scenario, fraction: float) -> Scenario:
+    """The same scenario with each workloads set's count scaled by ``fraction`` (at least 1): a short run."""
+    def shrink(s: WorkloadsSet) -> WorkloadsSet:
+        return WorkloadsSet(max(1, round(s.count * fraction)), s.interval_s, s.templates)
+
+    return Scenario(tuple(Queue(q.name, q.cohort, q.class_name, q.nominal, q.borrowing_limit, q.reclaim_within_cohort,
+                                q.within_queue, tuple(shrink(s) for s in q.sets)) for q in scenario.queues),
+                    scenario.differences)
+

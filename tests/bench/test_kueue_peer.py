@@ -1,0 +1,181 @@
+"""``muster bench kueue``'s pure parts: Kueue's generator config translated into Muster's queues and a timed
+stream of submissions, Kueue's summary and checker output read, and the same figures computed for Muster."""
+
+from __future__ import annotations
+
+import math
+from pathlib import Path
+
+import pytest
+
+from bench.controlplane.measure import Timeline
+from bench.peers.kueue import SMOKE, ScenarioLayout
+from bench.peers.kueue_build import checker_results
+from bench.peers.kueue_figures import muster_figures, read_kueue, usage_percent
+from bench.peers.kueue_scenario import ScenarioError, job_id, load, parse, scaled
+from schemas.config import CohortDefined, PriorityClassDefined, QueueDefined
+
+CONFIG = {
+    "cohorts": [{
+        "className": "cohort", "count": 2,
+        "queuesSets": [{
+            "className": "cq", "count": 3, "nominalQuota": 20, "borrowingLimit": "100",
+            "reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority",
+            "workloadsSets": [
+                {"count": 4, "creationIntervalMs": 100,
+                 "workloads": [{"className": "small", "runtimeMs": 200, "priority": 50, "request": 1}]},
+                {"count": 2, "creationIntervalMs": 500,
+                 "workloads": [{"className": "large", "runtimeMs": 1000, "priority": 200, "request": "20"},
+                               {"className": "medium", "runtimeMs": 500, "priority": 100, "request": 5}]},
+            ],
+        }],
+    }],
+}
+
+
+def test_queues_and_cohorts_are_named_as_kueues_generator_names_them() -> None:
+    scenario = parse(CONFIG)
+    assert scenario.cohorts == ["cohort-0", "cohort-1"]
+    assert [q.name for q in scenario.queues][:3] == ["cq-0-0-cohort-0", "cq-0-1-cohort-0", "cq-0-2-cohort-0"]
+    assert {(q.nominal, q.borrowing_limit) for q in scenario.queues} == {(20, 100)}
+    assert scenario.priorities == {"p50": 50, "p100": 100, "p200": 200}
+    assert scenario.classes == ["small", "large", "medium"]
+    assert scenario.nominal_gpus == 120 and scenario.nodes == 15
+    assert scenario.differences == ()
+
+
+def test_each_set_creates_its_nth_workload_n_intervals_after_the_start() -> None:
+    arrivals = [a for a in parse(CONFIG).arrivals() if a.queue == "cq-0-0-cohort-0"]
+    assert len(arrivals) == 4 + 2 * 2
+    small = [(a.at_s, a.name) for a in arrivals if a.template.class_name == "small"]
+    assert small == [(0.1, "small-0-0-0"), (pytest.approx(0.2), "small-0-1-0"), (pytest.approx(0.3), "small-0-2-0"),
+                     (0.4, "small-0-3-0")]
+    second = [(a.at_s, a.name) for a in arrivals if a.name.endswith(("-1-0", "-1-1")) and "small" not in a.name]
+    # two templates per step: large then medium, each after its own interval
+    assert [name for _, name in sorted(second)] == ["large-1-1-0", "medium-1-1-1"]
+    assert [at for at, _ in sorted(second)] == [1.5, 2.0]
+    assert all(a.job_id == f"{a.queue}--{a.name}" for a in arrivals)
+    assert [a.at_s for a in parse(CONFIG).arrivals()] == sorted(a.at_s for a in parse(CONFIG).arrivals())
+
+
+def test_the_layout_defines_cohorts_priorities_and_queues_with_the_quotas() -> None:
+    messages = ScenarioLayout(parse(CONFIG)).messages()
+    assert [m.item.name for m in messages if isinstance(m, CohortDefined)] == ["cohort-0", "cohort-1"]
+    assert {m.item.name: m.item.value for m in messages if isinstance(m, PriorityClassDefined)} == {
+        "p50": 50, "p100": 100, "p200": 200}
+    queues = [m.item for m in messages if isinstance(m, QueueDefined)]
+    assert len(queues) == 6 and queues[0].cohort == "cohort-0"
+    assert queues[0].quotas["gpu:h100"].nominal == 20 and queues[0].quotas["gpu:h100"].borrowing_limit == 100
+
+
+def test_what_muster_cannot_express_is_reported_and_fractions_are_refused() -> None:
+    other = {"cohorts": [{**CONFIG["cohorts"][0], "queuesSets": [  # type: ignore[dict-item]
+        {**CONFIG["cohorts"][0]["queuesSets"][0], "withinClusterQueue": "Never",  # type: ignore[index]
+         "reclaimWithinCohort": None}]}]}
+    differences = parse(other).differences
+    assert any("withinClusterQueue Never" in d for d in differences)
+    assert any("reclaimWithinCohort Never" in d for d in differences)
+    fraction = {"cohorts": [{**CONFIG["cohorts"][0], "queuesSets": [  # type: ignore[dict-item]
+        {**CONFIG["cohorts"][0]["queuesSets"][0], "nominalQuota": "500m"}]}]}  # type: ignore[index]
+    with pytest.raises(ScenarioError, match="500m"):
+        parse(fraction)
+    with pytest.raises(ScenarioError, match="cohorts"):
+        parse({"topology": {}})
+    with pytest.raises(ScenarioError, match="'request' is missing"):
+        parse({"cohorts": [{"className": "c", "count": 1, "queuesSets": [{
+            "className": "q", "count": 1, "nominalQuota": 1,
+            "workloadsSets": [{"count": 1, "workloads": [{"className": "w", "runtimeMs": 1}]}]}]}]})
+
+
+def test_a_long_name_becomes_a_valid_job_id_and_a_scaled_scenario_keeps_every_set() -> None:
+    long = job_id("a" * 40, "small-0-123-0")
+    assert len(long) <= 48 and long.startswith("kueue-") and long == job_id("a" * 40, "small-0-123-0")
+    small = scaled(parse(CONFIG), 0.1)
+    assert [s.count for s in small.queues[0].sets] == [1, 1]
+
+
+def test_the_smoke_scenario_ci_runs_is_a_valid_config() -> None:
+    scenario = load(SMOKE)
+    assert scenario.classes == ["small", "medium", "large"] and len(scenario.queues) == 4
+    assert scenario.differences == ()
+
+
+SUMMARY = """\
+clusterQueueClasses:
+  cq:
+    cpuAverageUsage: 11800
+    cpuUsed: 3540000000
+    firstEventTime: "2026-11-28T01:00:00Z"
+    lastEventTime: "2026-11-28T01:05:00Z"
+    nominalQuota: 20000
+droppedWorkloadEvents: 0
+workloadClasses:
+  large:
+    averageTimeToAdmissionMs: 27300
+    averageTimeToFinishMs: 28400
+    count: 1500
+    totalEvictions: 12
+  small:
+    averageTimeToAdmissionMs: 245000
+    averageTimeToFinishMs: 245300
+    count: 10500
+    totalEvictions: 0
+"""
+
+
+def test_kueues_summary_is_read_and_its_usage_computed_as_its_checker_does(tmp_path: Path) -> None:
+    (tmp_path / "summary.yaml").write_text(SUMMARY)
+    (tmp_path / "minimalkueue.stats.yaml").write_text("maxrss: 1\nsysMs: 11000\nuserMs: 98000\nwallMs: 423000\n")
+    figures = read_kueue(tmp_path / "summary.yaml", tmp_path / "minimalkueue.stats.yaml")
+    assert figures.classes["small"].avg_admission_s == 245.0 and figures.classes["large"].evictions == 12
+    # 3.54e9 mCPU ms over 20,000 mCPU x 300,000 ms
+    assert figures.usage["cq"] == pytest.approx(59.0)
+    assert figures.wall_s == 423.0 and figures.cpu_s == {"minimalkueue": 109.0}
+    assert usage_percent(1.0, 0.0, 5.0) == 0.0
+
+
+def test_the_checkers_leaf_subtests_are_read_from_its_verbose_output() -> None:
+    output = """=== RUN   TestScalability
+=== RUN   TestScalability/CommandStats
+=== RUN   TestScalability/WorkloadClasses/medium
+    checker_test.go:112: Average wait for admission 114000ms is more then expected 90000ms
+--- FAIL: TestScalability (0.00s)
+    --- PASS: TestScalability/CommandStats (0.00s)
+    --- PASS: TestScalability/ClusterQueueClasses (0.00s)
+        --- PASS: TestScalability/ClusterQueueClasses/cq (0.00s)
+    --- FAIL: TestScalability/WorkloadClasses (0.00s)
+        --- FAIL: TestScalability/WorkloadClasses/medium (0.00s)
+        --- PASS: TestScalability/WorkloadClasses/small (0.00s)
+FAIL
+"""
+    assert checker_results(output) == {
+        "TestScalability/CommandStats": True, "TestScalability/ClusterQueueClasses/cq": True,
+        "TestScalability/WorkloadClasses/medium": False, "TestScalability/WorkloadClasses/small": True}
+
+
+def test_musters_figures_count_the_last_admission_and_every_admitted_span() -> None:
+    scenario = parse({"cohorts": [{"className": "c", "count": 1, "queuesSets": [{
+        "className": "cq", "count": 1, "nominalQuota": 10, "workloadsSets": [
+            {"count": 2, "creationIntervalMs": 1000,
+             "workloads": [{"className": "w", "runtimeMs": 1000, "priority": 1, "request": 5}]}]}]}]})
+    first, second = scenario.arrivals()
+    timeline = Timeline()
+    timeline.submitted.update({first.job_id: 101.0, second.job_id: 102.0})
+    timeline.hold(first.job_id, 101.5)
+    timeline.release(first.job_id, 102.0, evicted=True)  # preempted after 0.5 s
+    timeline.hold(second.job_id, 102.0)
+    timeline.release(second.job_id, 103.0)
+    timeline.finished[second.job_id] = 103.0
+    timeline.hold(first.job_id, 103.0)  # admitted again
+    timeline.release(first.job_id, 104.0)
+    timeline.finished[first.job_id] = 104.0
+    figures = muster_figures(scenario, scenario.arrivals(), timeline, started=100.0, cpu_s={"queue manager": 1.5})
+    w = figures.classes["w"]
+    assert (w.count, w.admitted, w.evictions) == (2, 2, 1)
+    assert w.avg_admission_s == pytest.approx((2.0 + 0.0) / 2)  # to the last admission: 103 - 101, 102 - 102
+    assert w.avg_finish_s == pytest.approx((3.0 + 1.0) / 2)
+    # 5 GPUs x (0.5 + 1 + 1) s over 10 GPUs x 4 s
+    assert figures.usage["cq"] == pytest.approx(31.25)
+    assert figures.wall_s == pytest.approx(4.0)
+    empty = muster_figures(scenario, scenario.arrivals(), Timeline(), started=100.0)
+    assert math.isnan(empty.classes["w"].avg_admission_s) and empty.wall_s is None
