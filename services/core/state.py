@@ -54,6 +54,7 @@ class SchedulerState:
         self.order = order or QueueOrder()  # how each queue ranks its jobs (``QueueOrder.of(config)``)
         self.runtimes = RuntimeHistory()  # full-size runtimes of the jobs that succeeded
         self.by_stem: dict[Key, dict[str, None]] = {}  # name stem -> pending jobs ranked by its estimate
+        self._relearnt: dict[Key, None] = {}  # stems taught since their jobs were last ranked
         self.book = QuotaBook()
         self.cap = CapacityIndex()
         self.pq = PendingQueues()
@@ -441,21 +442,30 @@ class SchedulerState:
         return self.runtimes.estimate(job)
 
     def learn(self, job: Job, runtime_s: float) -> None:
-        """Teach the full-size runtime of a job that succeeded; waiting jobs of its stem are re-ranked."""
+        """Teach the full-size runtime of a job that succeeded; waiting jobs of its stem are re-ranked
+        before the next walk of their queues (once, however many of the stem's jobs finish until then)."""
         self.runtimes.observe(job, runtime_s)
         key = self.runtimes.stem_key(job)
-        if key is None or not self.order.learned or key not in self.by_stem:
-            return
-        for job_id in list(self.by_stem[key]):
-            waiting = self.pending[job_id]
-            ranking = self._ranking(waiting)
-            if self.pq.ranks.get(job_id) != ranking:
-                self.pq.push(waiting, *ranking)
+        if key is not None and self.order.learned and key in self.by_stem:
+            self._relearnt[key] = None
+
+    def _rerank_relearnt(self) -> None:
+        """Rank again the waiting jobs of the stems taught since they were last ranked (the walk's order is
+        by value, so ranking them here or at each lesson gives the same walk)."""
+        relearnt, self._relearnt = self._relearnt, {}
+        for key in relearnt:
+            for job_id in list(self.by_stem.get(key, ())):
+                waiting = self.pending[job_id]
+                ranking = self._ranking(waiting)
+                if self.pq.ranks.get(job_id) != ranking:
+                    self.pq.push(waiting, *ranking)
 
     def walk_queue(self, queue: str, now: float, order: QueueOrder) -> Iterator[str]:
         """The queue's pending jobs in ``order`` at ``now``: from the index when the state keeps that
         order, else sorted on the spot (a cycle whose configuration orders queues differently)."""
         if order == self.order:
+            if self._relearnt:
+                self._rerank_relearnt()
             return self.pq.walk_queue(queue, now)
         return iter(self._sorted_queue(queue, now, order))
 

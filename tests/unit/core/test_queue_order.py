@@ -183,6 +183,35 @@ def test_a_success_teaches_the_full_size_runtime_and_reranks_waiting_jobs() -> N
     assert st.runtimes.estimate(job("b-2", name="b-2", gpus_per_pod=8)) is None
 
 
+def test_lessons_between_two_walks_rerank_the_stems_waiting_jobs_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A stem's waiting jobs are ranked again before the next walk, not at every success of the stem:
+    a backlog of n jobs and m successes between cycles costs n rankings, not n x m."""
+    st = state([queue("q", 64)], [node("n", 8)])
+    for i in range(8):
+        st.submit(job(f"a-{i}", gpus_per_pod=1, name=f"a-{i}", submit=i))
+    cycle(st, 0, REMAINING)  # eight run
+    for i in range(8, 58):
+        st.submit(job(f"a-{i}", gpus_per_pod=1, name=f"a-{i}", submit=i))
+    st.submit(job("b-1", gpus_per_pod=1, name="b-1", runtime_estimate=600.0, submit=100))
+    rankings = 0
+    ranking = SchedulerState._ranking
+
+    def counted(self: SchedulerState, j: object) -> tuple[float, float]:
+        nonlocal rankings
+        rankings += 1
+        return ranking(self, j)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SchedulerState, "_ranking", counted)
+    for i in range(8):  # each success moves the stem's median
+        st.job_finished(f"a-{i}", 200 + 10 * i, succeeded=True)
+        assert st.runtimes.estimate(st.pending["a-8"]) is not None
+    assert rankings == 0  # nothing ranked yet
+    walked = ordered_ids(st, 300)
+    assert rankings == 50  # each waiting job of the stem once
+    assert walked == st._sorted_queue("q", 300, queue_order(REMAINING))
+    assert ordered_ids(st, 301) == walked and rankings == 50  # nothing new learnt: nothing ranked again
+
+
 def test_attained_service_adds_up_over_attempts_and_sizes() -> None:
     st = state([queue("q", 16)], [node("n", 16)])
     st.submit(job("e", gpus_per_pod=2, replicas=4, min_replicas=1, checkpointable=True))
