@@ -24,64 +24,23 @@ import os
 import resource
 import tempfile
 import time
-from dataclasses import dataclass
-from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.controlplane.machine import process_cpu_seconds, spent
 from bench.controlplane.measure import Table
 from bench.controlplane.observe import counting
 from bench.controlplane.stack import private_broker, running_stack
-from bench.controlplane.workload import GPU_TYPE, TENANT, Fleet
+from bench.controlplane.workload import Fleet
 from bench.peers import kueue_build
 from bench.peers.kueue_figures import Figures, muster_figures, read_kueue
-from bench.peers.kueue_scenario import Scenario, load, priority_class
-from schemas.config import (
-    CohortConfig,
-    CohortDefined,
-    PriorityClassConfig,
-    PriorityClassDefined,
-    QueueConfig,
-    QueueDefined,
-    ResourceQuotaConfig,
-    TenantConfig,
-    TenantDefined,
-)
-from schemas.envelope import Message
-from schemas.intents import SubmitJob
-from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
+from bench.peers.kueue_scenario import Scenario, ScenarioLayout, load, submission
+from bench.peers.kueue_virtual import replay
 from services.core import SchedulerConfig
 
 SMOKE = Path(__file__).with_name("kueue-smoke.yaml")
 SCENARIO = "baseline"
 #: Muster's run stops waiting this long after the last submission (and reports how far it got)
 DRAIN_S = 600.0
-
-
-@dataclass(frozen=True)
-class ScenarioLayout:
-    """The scenario's queues, cohorts and priority classes as the gateway would publish them."""
-
-    scenario: Scenario
-
-    def messages(self) -> list[Message]:
-        items: list[Message] = [CohortDefined(item=CohortConfig(name=c)) for c in self.scenario.cohorts]
-        items += [PriorityClassDefined(item=PriorityClassConfig(name=n, value=v))
-                  for n, v in self.scenario.priorities.items()]
-        items.append(TenantDefined(item=TenantConfig(name=TENANT, namespace=TENANT)))
-        items += [QueueDefined(item=QueueConfig(
-            name=q.name, cohort=q.cohort, tenant=TENANT,
-            quotas={f"gpu:{GPU_TYPE}": ResourceQuotaConfig(nominal=q.nominal, borrowing_limit=q.borrowing_limit)}))
-            for q in self.scenario.queues]
-        return items
-
-
-def submission(job_id: str, queue: str, pods: int, gpus_per_pod: int, priority: int) -> SubmitJob:
-    """A gang of ``pods`` pods; no runtime estimate (Kueue's workloads carry none)."""
-    spec = JobSpec(name=job_id, queue=queue, priority_class=priority_class(priority), replicas=pods,
-                   template=PodTemplate(image="registry.example/bench:1", resources=ResourceRequest(
-                       gpus=gpus_per_pod, gpu_type=GPU_TYPE, cpu="1", memory="1Gi")))
-    return SubmitJob(job_id=job_id, tenant=TENANT, user="bench", spec=spec, submitted_at=datetime.now(UTC))
 
 
 async def run_muster(scenario: Scenario, *, bootstrap: str | None, brokers: int = 1) -> tuple[Figures, list[str]]:
@@ -100,11 +59,7 @@ async def run_muster(scenario: Scenario, *, bootstrap: str | None, brokers: int 
             delay = started + arrival.at_s - time.time()
             if delay > 0:
                 await asyncio.sleep(delay)
-            # a request of N is a gang of N one-GPU pods (a TAS podCount: that many pods of N GPUs)
-            pods, per_pod = ((arrival.template.request, 1) if arrival.template.pods == 1
-                             else (arrival.template.pods, arrival.template.request))
-            futures.append(await stack.submit(submission(arrival.job_id, arrival.queue, pods, per_pod,
-                                                         arrival.template.priority)))
+            futures.append(await stack.submit(submission(arrival)))
         await asyncio.gather(*futures)
         timeline = stack.timeline
         cluster = stack.cluster
@@ -169,31 +124,34 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
         notes.append(f"Kueue's runner took {run.seconds:.0f} s in all (envtest start and stop included)")
     muster, more = await run_muster(scenario, bootstrap=bootstrap, brokers=brokers)
     notes += more
+    alone = await asyncio.to_thread(replay, scenario)
     workloads = sum(f.count for f in muster.classes.values())
     table = Table(f"{title}: {len(scenario.cohorts)} cohorts, {len(scenario.queues)} queues, {workloads:,} workloads",
-                  ["figure", "Kueue", "Muster", "Muster / Kueue", "Kueue's limit"])
+                  ["figure", "Kueue", "Muster", "Muster / Kueue", "Kueue's limit", "Muster's decisions alone"])
     limits = _limits(scenario_dir=SCENARIO) if kueue is not None else {}
     table.add("wall",
               _s(kueue.wall_s if kueue else None), _s(muster.wall_s),
-              _ratio(muster.wall_s, kueue.wall_s if kueue else None), limits.get("wall", ""))
+              _ratio(muster.wall_s, kueue.wall_s if kueue else None), limits.get("wall", ""), _s(alone.wall_s))
     for name in scenario.classes:
         k = kueue.classes.get(name) if kueue else None
         m = muster.classes[name]
         table.add(f"avg time to admission, {name} ({m.admitted:,} of {m.count:,})",
                   _s(k.avg_admission_s if k else None), _s(m.avg_admission_s),
-                  _ratio(m.avg_admission_s, k.avg_admission_s if k else None), limits.get(name, ""))
+                  _ratio(m.avg_admission_s, k.avg_admission_s if k else None), limits.get(name, ""),
+                  _s(alone.classes[name].avg_admission_s))
     for name in scenario.classes:
         k = kueue.classes.get(name) if kueue else None
-        table.add(f"evictions, {name}", str(k.evictions) if k else "-", str(muster.classes[name].evictions), "", "")
+        table.add(f"evictions, {name}", str(k.evictions) if k else "-", str(muster.classes[name].evictions), "", "",
+                  str(alone.classes[name].evictions))
     for name, used in muster.usage.items():
         k_used = kueue.usage.get(name) if kueue else None
         table.add(f"usage of nominal quota, {name}", _pct(k_used), _pct(used), _ratio(used, k_used),
-                  limits.get(f"usage {name}", ""))
+                  limits.get(f"usage {name}", ""), _pct(alone.usage.get(name)))
     k_cpu = kueue.cpu_s.get("minimalkueue") if kueue else None
     table.add("CPU, scheduler", _s(k_cpu), _s(muster.cpu_s.get("queue manager")),
-              _ratio(muster.cpu_s.get("queue manager"), k_cpu), "")
+              _ratio(muster.cpu_s.get("queue manager"), k_cpu), "", "")
     table.add("CPU, every process", _s(everything), _s(sum(muster.cpu_s.values()) or None),
-              _ratio(sum(muster.cpu_s.values()) or None, everything), "")
+              _ratio(sum(muster.cpu_s.values()) or None, everything), "", "")
     if kueue is not None and kueue.verdict is not None:
         failed = [n for n, ok in kueue.verdict.items() if not ok]
         notes.append("Kueue's checker against its rangespec: " + (
@@ -209,6 +167,9 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
         f"({scenario.nodes} x 8 GPUs); Kueue's workload is one pod with a CPU request, counted against quota only",
         "Muster: time to admission from the submission's timestamp to the last JobAdmitted; Kueue: from the "
         "workload's first event seen by its runner to its last admission",
+        "Muster's decisions alone: the same submissions folded into the queue manager's state at their times "
+        "and a cycle every 50 ms on virtual time, jobs starting at once (bench/peers/kueue_virtual.py): what "
+        "Muster decides with no system around it; the gap to the Muster column is the system's cost",
         "Muster: the fake cluster starts a job when it reads JobAdmitted and ends it runtimeMs later; the "
         "dispatcher, Kubernetes and the node watcher are not in the loop (as Kueue's runner has no pods)",
     ]

@@ -28,10 +28,27 @@ import hashlib
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
 import yaml
+
+from bench.controlplane.workload import GPU_TYPE, TENANT
+from schemas.config import (
+    CohortConfig,
+    CohortDefined,
+    PriorityClassConfig,
+    PriorityClassDefined,
+    QueueConfig,
+    QueueDefined,
+    ResourceQuotaConfig,
+    TenantConfig,
+    TenantDefined,
+)
+from schemas.envelope import Message
+from schemas.intents import SubmitJob
+from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
 
 #: Kueue's preemption policies that Muster applies to every queue (anything else is reported as a difference)
 MUSTER_WITHIN_QUEUE = "LowerPriority"
@@ -237,3 +254,37 @@ def scaled(scenario: Scenario, fraction: float) -> Scenario:
                                 q.within_queue, tuple(shrink(s) for s in q.sets)) for q in scenario.queues),
                     scenario.differences)
 
+
+@dataclass(frozen=True)
+class ScenarioLayout:
+    """The scenario's queues, cohorts and priority classes as the gateway would publish them."""
+
+    scenario: Scenario
+
+    def messages(self) -> list[Message]:
+        items: list[Message] = [CohortDefined(item=CohortConfig(name=c)) for c in self.scenario.cohorts]
+        items += [PriorityClassDefined(item=PriorityClassConfig(name=n, value=v))
+                  for n, v in self.scenario.priorities.items()]
+        items.append(TenantDefined(item=TenantConfig(name=TENANT, namespace=TENANT)))
+        items += [QueueDefined(item=QueueConfig(
+            name=q.name, cohort=q.cohort, tenant=TENANT,
+            quotas={f"gpu:{GPU_TYPE}": ResourceQuotaConfig(nominal=q.nominal, borrowing_limit=q.borrowing_limit)}))
+            for q in self.scenario.queues]
+        return items
+
+
+def pods_of(template: WorkloadTemplate) -> tuple[int, int]:
+    """(pods, GPUs per pod): a request of N is a gang of N one-GPU pods; with a TAS ``podCount``, that many
+    pods of N GPUs."""
+    return (template.request, 1) if template.pods == 1 else (template.pods, template.request)
+
+
+def submission(arrival: Arrival, at: datetime | None = None) -> SubmitJob:
+    """The workload as a Muster submission made ``at`` (now by default); no runtime estimate (Kueue's
+    workloads carry none)."""
+    pods, per_pod = pods_of(arrival.template)
+    spec = JobSpec(name=arrival.job_id, queue=arrival.queue, priority_class=priority_class(arrival.template.priority),
+                   replicas=pods, template=PodTemplate(image="registry.example/bench:1", resources=ResourceRequest(
+                       gpus=per_pod, gpu_type=GPU_TYPE, cpu="1", memory="1Gi")))
+    return SubmitJob(job_id=arrival.job_id, tenant=TENANT, user="bench", spec=spec,
+                     submitted_at=at or datetime.now(UTC))

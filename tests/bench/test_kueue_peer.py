@@ -9,10 +9,11 @@ from pathlib import Path
 import pytest
 
 from bench.controlplane.measure import Timeline
-from bench.peers.kueue import SMOKE, ScenarioLayout
+from bench.peers.kueue import SMOKE
 from bench.peers.kueue_build import checker_results
 from bench.peers.kueue_figures import muster_figures, read_kueue, usage_percent
-from bench.peers.kueue_scenario import ScenarioError, job_id, load, parse, scaled
+from bench.peers.kueue_scenario import ScenarioError, ScenarioLayout, job_id, load, parse, scaled
+from bench.peers.kueue_virtual import replay
 from schemas.config import CohortDefined, PriorityClassDefined, QueueDefined
 
 CONFIG = {
@@ -179,3 +180,15 @@ def test_musters_figures_count_the_last_admission_and_every_admitted_span() -> N
     assert figures.wall_s == pytest.approx(4.0)
     empty = muster_figures(scenario, scenario.arrivals(), Timeline(), started=100.0)
     assert math.isnan(empty.classes["w"].avg_admission_s) and empty.wall_s is None
+
+
+def test_the_smoke_scenario_on_virtual_time_admits_and_finishes_every_workload_the_same_each_time() -> None:
+    scenario = load(SMOKE)
+    figures = replay(scenario)
+    assert {n: (c.count, c.admitted) for n, c in figures.classes.items()} == {
+        "small": (160, 160), "medium": (40, 40), "large": (16, 16)}
+    assert all(c.avg_finish_s >= c.avg_admission_s for c in figures.classes.values())
+    # 4 queues' worth of work: 40 x 1 x 0.2 + 10 x 5 x 0.5 + 4 x 20 x 1 = 113 GPU-s each, on 80 GPUs
+    assert figures.wall_s is not None and 452 / 80 <= figures.wall_s < 30
+    assert 0 < figures.usage["cq"] <= 100
+    assert replay(scenario) == figures

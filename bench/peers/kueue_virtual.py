@@ -1,0 +1,83 @@
+"""Kueue's scenario through the queue manager's own handlers on virtual time: Muster's decisions alone.
+
+No broker, no processes, no clock: each submission is folded (``on_input``) at its creation time, a cycle
+(``run_cycle``) runs every ``cycle_s`` of virtual time, an admitted job is started at once and succeeds
+``runtimeMs`` later, and a preempted one stops at once. What this gives is what Muster's scheduling decides for
+the scenario when the system around it adds no delay; the gap to the run through Kafka is the system's cost.
+The result is the same on every machine.
+"""
+
+from __future__ import annotations
+
+import heapq
+import itertools
+from datetime import UTC, datetime
+
+from bench.controlplane.measure import Timeline
+from bench.controlplane.workload import CLUSTER, Fleet
+from bench.peers.kueue_figures import Figures, muster_figures
+from bench.peers.kueue_scenario import Scenario, ScenarioLayout, submission
+from schemas.decisions import JobAdmitted, JobPreemptionRequested
+from schemas.envelope import Message
+from schemas.runs import JobStopped, RunStarted, RunSucceeded
+from services.core import SchedulerConfig
+from services.queue_manager.cycle import run_cycle
+from services.queue_manager.inputs import on_input
+from services.queue_manager.state import QueueState
+
+T0 = datetime(2026, 11, 1, tzinfo=UTC).timestamp()
+#: a scenario that has not ended after this much virtual time is reported as it stands
+HORIZON_S = 24 * 3600.0
+
+
+def replay(scenario: Scenario, *, cycle_s: float = 0.05, report_every: int = 20) -> Figures:
+    """Run ``scenario`` to its end on virtual time; its figures as ``kueue_figures`` computes them."""
+    config = SchedulerConfig(min_runtime_s=0.0)
+    qs = QueueState.for_shard(QueueState().shard, config)
+    for item in ScenarioLayout(scenario).messages():
+        qs.fold_config(item.key(), item)
+    for node in Fleet(nodes=scenario.nodes).node_states():
+        qs.fold_capacity(node.key(), node)
+    arrivals = scenario.arrivals()
+    runtime = {a.job_id: a.template.runtime_s for a in arrivals}
+    timeline = Timeline()
+    events: list[tuple[float, int, Message]] = []  # (due, sequence, run event)
+    attempt_of: dict[str, int] = {}  # the admitted attempt each job runs
+    sequence = itertools.count()
+    ids = (f"v{n}" for n in itertools.count())
+    now, k, cycles = T0, 0, 0
+    while len(timeline.finished) < len(arrivals) and now - T0 < HORIZON_S:
+        while k < len(arrivals) and T0 + arrivals[k].at_s <= now:
+            a = arrivals[k]
+            k += 1
+            timeline.submitted[a.job_id] = T0 + a.at_s
+            on_input(qs, submission(a, datetime.fromtimestamp(T0 + a.at_s, UTC)), next(ids), now)
+        while events and events[0][0] <= now:
+            _, _, event = heapq.heappop(events)
+            if isinstance(event, RunSucceeded):
+                if attempt_of.get(event.job_id) != event.attempt:
+                    continue  # the attempt was preempted before it could finish
+                timeline.finished[event.job_id] = now
+                timeline.release(event.job_id, now)
+            on_input(qs, event, next(ids), now)
+        outcome = run_cycle(qs, now, config, report=cycles % report_every == 0)
+        cycles += 1
+        stamp = datetime.fromtimestamp(now, UTC)
+        for out in outcome.decisions:
+            msg = out.message
+            if isinstance(msg, JobAdmitted):
+                timeline.hold(msg.job_id, now)
+                attempt_of[msg.job_id] = msg.attempt
+                heapq.heappush(events, (now, next(sequence), RunStarted(
+                    job_id=msg.job_id, attempt=msg.attempt, cluster=CLUSTER, observed_at=stamp,
+                    pods_running=msg.replicas, pods_total=msg.replicas)))
+                heapq.heappush(events, (now + runtime[msg.job_id], next(sequence), RunSucceeded(
+                    job_id=msg.job_id, attempt=msg.attempt, cluster=CLUSTER, observed_at=stamp)))
+            elif isinstance(msg, JobPreemptionRequested):
+                timeline.release(msg.job_id, now, evicted=True)
+                attempt_of.pop(msg.job_id, None)
+                heapq.heappush(events, (now, next(sequence), JobStopped(
+                    job_id=msg.job_id, attempt=msg.attempt, cluster=msg.cluster, observed_at=stamp,
+                    reason=msg.reason, requeue=msg.requeue)))
+        now += cycle_s
+    return muster_figures(scenario, arrivals, timeline, started=T0)
