@@ -122,20 +122,21 @@ def run(kueue: KueueBuild, assets: Path, generator: Path, rangespec: Path, out: 
     """Kueue's runner with minimalkueue on envtest (``KUBEBUILDER_ASSETS=assets``: etcd, kube-apiserver,
     kubectl), then its checker against ``rangespec``; the runner's own log goes to ``out/runner.log``."""
     out.mkdir(parents=True, exist_ok=True)
-    env = {**os.environ, "KUBEBUILDER_ASSETS": str(assets)}
+    # PROJECT_DIR: Kueue's test helpers look for the project's folder from it at start (its Makefile sets it)
+    env = {**os.environ, "KUBEBUILDER_ASSETS": str(assets), "PROJECT_DIR": str(kueue.root / "Makefile")}
     argv = [str(kueue.binary("runner")), f"--o={out}", f"--crds={kueue.crds}", f"--generatorConfig={generator}",
             f"--minimalKueue={kueue.binary('minimalkueue')}", *MAKE_ARGS]
     started = time.monotonic()
     with (out / "runner.log").open("wb") as log_file:
-        done = subprocess.run(argv, env=env, stdout=log_file, stderr=subprocess.STDOUT, timeout=timeout_s,
-                              check=False)
+        done = subprocess.run(argv, env=env, cwd=out, stdout=log_file, stderr=subprocess.STDOUT,
+                              timeout=timeout_s, check=False)
     seconds = time.monotonic() - started
     checks: dict[str, bool] = {}
     output = ""
     if done.returncode == 0 and (out / "summary.yaml").exists():
         checked = subprocess.run([str(kueue.binary("checker.test")), "-test.v", f"--summary={out / 'summary.yaml'}",
                                   f"--cmdStats={out / 'minimalkueue.stats.yaml'}", f"--range={rangespec}"],
-                                 capture_output=True, text=True, check=False, timeout=120)
+                                 env=env, cwd=out, capture_output=True, text=True, check=False, timeout=120)
         output = checked.stdout + checked.stderr
         checks = checker_results(output)
     return KueueRun(out, seconds, done.returncode, checks, output)
