@@ -73,6 +73,11 @@ def gpus_text(job: JobView) -> str:
     return f"{job.gpu_share:.2f}".rstrip("0").rstrip(".") + " shared"
 
 
+def counted(n: int | str, word: str) -> str:
+    """``n word``, the word in the plural unless n is one ("1 pod", "2 pods", "0.5 shared GPUs")."""
+    return f"{n} {word}" if str(n) == "1" else f"{n} {word}s"
+
+
 def describe_text(explained: Explanation, now: datetime) -> str:
     """The human-readable description of one job: what it is, why it is where it is, what happened."""
     job = explained.job
@@ -81,12 +86,12 @@ def describe_text(explained: Explanation, now: datetime) -> str:
         f"Tenant / queue: {job.tenant} / {job.queue}",
         f"State:          {job.state} (attempt {job.attempt})",
         f"Priority class: {job.priority_class}",
-        f"Size:           {job.replicas} pods, {gpus_text(job)} GPUs",
+        f"Size:           {counted(job.replicas, 'pod')}, {counted(gpus_text(job), 'GPU')}",
     ]
     if job.roles:
-        lines[-1] = f"Size:           {sum(r.replicas for r in job.roles)} pods, {gpus_text(job)} GPUs, one gang of"
-        lines += [f"  role {r.name:<18} {r.replicas} x {r.gpus_per_pod} GPU{'' if r.gpus_per_pod == 1 else 's'}"
-                  for r in job.roles]
+        pods = sum(r.replicas for r in job.roles)
+        lines[-1] = f"Size:           {counted(pods, 'pod')}, {counted(gpus_text(job), 'GPU')}, one gang of"
+        lines += [f"  role {r.name:<18} {r.replicas} x {counted(r.gpus_per_pod, 'GPU')}" for r in job.roles]
     if job.cluster:
         lines.append(f"Cluster:        {job.cluster}")
     lines.append(f"Submitted:      {stamp(job.submitted_at)}  ({ago(job.submitted_at, now)} ago)")
@@ -99,13 +104,15 @@ def describe_text(explained: Explanation, now: datetime) -> str:
         lines.append(f"Estimated start: {until(explained.estimated_start, now)}")
     if explained.reason:
         lines.append(f"Reason:         {explained.reason}")
-    if explained.message:
+    if explained.message and explained.message != explained.summary:  # said once, under Why
         lines.append(f"Message:        {explained.message}")
     lines.append("")
     lines.append("History:")
     for item in explained.history:
         why = " ".join(part for part in (item.reason, item.message) if part)
-        lines.append(f"  {stamp(item.at)}  {item.state:<11} attempt {item.attempt}  {why}".rstrip())
+        # waiting again after an attempt ended (preempted, failed and retried, idle): a requeue
+        state = "requeued" if item.state == "pending" and item.attempt > 0 else item.state
+        lines.append(f"  {stamp(item.at)}  {state:<11} attempt {item.attempt}  {why}".rstrip())
     return "\n".join(lines)
 
 

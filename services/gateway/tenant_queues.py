@@ -96,7 +96,7 @@ def check_queue_change(principal: Principal, name: str, new: QueueConfig | None,
     old = pending[name] if name in pending else config.queue(name)
     if old is not None and old.tenant != tenant:
         raise ApiError(403, OTHER_TENANT, f"queue {name!r} belongs to another tenant; a tenant administrator "
-                       f"may change only tenant {tenant!r}'s queues", field="name")
+                       f"may change only the queues of tenant {tenant!r}", field="name")
     if new is None:
         return  # deleting one's own queue lowers every total; check_deletion has the other rules
     if new.tenant != tenant:
