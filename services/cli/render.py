@@ -54,7 +54,7 @@ def jobs_table(jobs: list[JobView], now: datetime, *, wide: bool = False) -> Tab
     if wide:
         table.add_column("MESSAGE", overflow="fold")
     for job in jobs:
-        position = "-" if job.position is None else str(job.position)
+        position = place(job.position)
         if not wide:
             table.add_row(job.job_id, job.queue, job.state, str(job.attempt), gpus_text(job), position,
                           ago(job.submitted_at, now), job.reason)
@@ -71,6 +71,12 @@ def gpus_text(job: JobView) -> str:
     if job.gpu_share is None:
         return str(job.gpus)
     return f"{job.gpu_share:.2f}".rstrip("0").rstrip(".") + " shared"
+
+
+def place(position: int | None) -> str:
+    """A pending job's place in its queue as people count it, 1 for the next to start (the API's ``position``
+    counts from 0, as the jobs ahead of it); ``-`` when it has none."""
+    return "-" if position is None else str(position + 1)
 
 
 def counted(n: int | str, word: str) -> str:
@@ -100,7 +106,7 @@ def describe_text(explained: Explanation, now: datetime) -> str:
     lines.append(f"Why:            {explained.summary}")
     if job.state == "pending":
         position = explained.position
-        lines.append(f"Position:       {'unknown' if position is None else position} (0 = next)")
+        lines.append(f"Position:       {'unknown' if position is None else place(position)} (1 = next)")
         lines.append(f"Estimated start: {until(explained.estimated_start, now)}")
     if explained.reason:
         lines.append(f"Reason:         {explained.reason}")
@@ -208,7 +214,7 @@ def recurring_text(item: RecurringView, now: datetime) -> str:
 
 def change_line(job: JobView, *, wide: bool = False) -> str:
     """One job change as ``muster get|list --watch`` prints it; wide adds attempt, cluster and message."""
-    position = "" if job.position is None else f" position {job.position}"
+    position = "" if job.position is None else f" position {place(job.position)}"
     why = f" {job.reason}" if job.reason else ""
     line = f"{stamp(job.updated_at)}  {job.job_id}  {job.queue}  {job.state}{position}{why}"
     if wide:

@@ -53,7 +53,7 @@ def test_submit_get_list_describe_and_actions(served: tuple[Harness, dict[str, s
     assert code == 0 and job_id in out and "QuotaExhausted" in out
     code, out = run(describe, [job_id], env)
     assert code == 0
-    assert "Position:       1" in out and "team-a uses 16 of 16 a100" in out and "History:" in out
+    assert "Position:       2 (1 = next)" in out and "team-a uses 16 of 16 a100" in out and "History:" in out
     assert out.count(" (in ") <= 1  # the estimated start is shown once, not twice with two roundings
 
     for command, message_type in ((suspend, SuspendJob), (resume, ResumeJob), (cancel, CancelJob)):

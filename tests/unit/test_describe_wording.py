@@ -1,12 +1,13 @@
 """``muster describe`` reads as a person would write it: one pod, one GPU; a message said once; a job waiting
-again after an attempt ended is shown as requeued."""
+again after an attempt ended is shown as requeued; a place in the queue counted from 1, as Kubernetes Events
+count it (the API's ``position`` counts the jobs ahead, from 0)."""
 
 from __future__ import annotations
 
 from datetime import UTC, datetime, timedelta
 
 from schemas.api import Explanation, HistoryItem, JobView
-from services.cli.render import counted, describe_text
+from services.cli.render import change_line, counted, describe_text, place
 
 NOW = datetime(2026, 11, 28, tzinfo=UTC)
 
@@ -48,3 +49,10 @@ def test_waiting_again_after_an_attempt_ended_reads_requeued() -> None:
     lines = describe_text(_explained(_job(attempt=1), history=history), NOW).splitlines()
     states = [line.split()[1] for line in lines[lines.index("History:") + 1:]]
     assert states == ["pending", "running", "preempting", "requeued"]
+
+
+def test_a_place_in_the_queue_is_counted_from_one_in_every_text_a_person_reads() -> None:
+    assert [place(0), place(4), place(None)] == ["1", "5", "-"]
+    job = _job(position=0)
+    assert "Position:       1 (1 = next)" in describe_text(_explained(job), NOW)
+    assert " pending position 1" in change_line(job)

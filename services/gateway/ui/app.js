@@ -361,7 +361,7 @@ function Jobs({ params, who }) {
 
 function JobRow({ job }) {
   const where = job.state === "pending"
-    ? `${job.position !== null && job.position !== undefined ? `position ${job.position}` : ""} ${job.estimated_start ? `· starts ${until(job.estimated_start)}` : ""}`
+    ? `${job.position !== null && job.position !== undefined ? `position ${job.position + 1}` : ""} ${job.estimated_start ? `· starts ${until(job.estimated_start)}` : ""}`
     : "";
   return html`
     <tr data-job=${job.job_id} data-state=${job.state}>
@@ -406,7 +406,7 @@ function JobPage({ jobId, who }) {
           <dt>Reason</dt><dd data-testid="reason">${job.reason || "–"}</dd>
           <dt>Message</dt><dd>${job.message || "–"}</dd>
           ${job.state === "pending" && html`
-            <dt>Position</dt><dd data-testid="position">${job.position !== null && job.position !== undefined ? `${job.position} (0 is next)` : "–"}</dd>
+            <dt>Position</dt><dd data-testid="position">${job.position !== null && job.position !== undefined ? `${job.position + 1} (1 is next)` : "–"}</dd>
             <dt>Estimated start</dt>
             <dd data-testid="eta">${job.estimated_start ? html`${until(job.estimated_start)} <small class="muted">(${stamp(job.estimated_start)})</small>` : "unknown"}</dd>`}
           ${job.cluster && html`<dt>Cluster</dt><dd>${job.cluster}</dd>`}
