@@ -65,7 +65,7 @@ def queue_for_submission(spec: JobSpec, principal: Principal, config: ConfigView
 
 def check_spec(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
     """Rules that need the configuration: known priority class, security policy, who may run
-    non-preemptible work; and that a job of several roles names its workload object, whose manifest (when
+    non-preemptible work and that such work fits its queue's nominal quota; and that a job of several roles names its workload object, whose manifest (when
     given) makes the roles declared (``workload_spec.roles_mismatch``: 422 ``roles_do_not_match_workload``,
     ``workload_not_queueable``)."""
     refusal = roles_refusal(spec) or roles_mismatch(spec)
@@ -77,6 +77,7 @@ def check_spec(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
                        field="spec.priority_class")
     check_security(spec, queue)
     check_preemptibility(queue.tenant, spec.priority_class, config, preemptible=spec.preemptible)
+    check_nominal_fit(spec, queue, config)
 
 
 def check_env(spec: JobSpec, *, field_prefix: str = "spec") -> None:
@@ -120,6 +121,36 @@ def check_capacity(spec: JobSpec, sizes: Mapping[tuple[str, str], Mapping[int, i
                        f"no cluster{where} can ever host {pods} pods of {res.gpus} GPU(s) {res.gpu_type or ''}: at "
                        f"most {max(fits.values())} fit on its empty nodes; set allow_future_capacity to queue it "
                        "for capacity still to come", field=f"{main}.replicas")
+
+
+EXCEEDS_NOMINAL_QUOTA = "exceeds_nominal_quota"
+
+
+def check_nominal_fit(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
+    """422 ``exceeds_nominal_quota`` for work that cannot be preempted and asks more GPUs (at its smallest
+    size) than its queue's nominal quota of its GPU type: such work never runs on borrowed quota, so it would
+    wait for ever. Accepted with ``allow_future_capacity`` (quota still to come)."""
+    if spec.allow_future_capacity or (spec.preemptible and _class_preemptible(spec, config)):
+        return
+    gpus = spec.gpus_charged_at(spec.main_min_replicas or spec.main_replicas)
+    if gpus <= 0:
+        return
+    gpu_type = spec.resources.gpu_type
+    keys = [f"gpu:{gpu_type}"] if gpu_type else [k for k in queue.quotas if k.startswith("gpu:")]
+    nominal = max((queue.quotas[k].nominal for k in keys if k in queue.quotas), default=0)
+    if gpus > nominal:
+        kind = f"{gpu_type} GPUs" if gpu_type else "GPUs of any one type"
+        main = "spec" if not spec.roles else f"spec.roles[{spec.roles.index(spec.main_role())}]"
+        raise ApiError(422, EXCEEDS_NOMINAL_QUOTA,
+                       f"the job cannot be preempted, so it runs only within its queue's nominal quota, and queue "
+                       f"{queue.name!r} has {nominal} {kind} where the job needs {gpus:g}: it would wait for ever. "
+                       "Make it smaller or preemptible, or set allow_future_capacity to queue it for quota still "
+                       "to come", field=f"{main}.replicas")
+
+
+def _class_preemptible(spec: JobSpec, config: ConfigView) -> bool:
+    priority_class = config.priority_class(spec.priority_class)
+    return priority_class is None or priority_class.preemptible
 
 
 def resolve_dependencies(spec: JobSpec, tenant: str, status: StatusView, recent: RecentSubmissions) -> JobSpec:

@@ -78,3 +78,28 @@ def test_a_kube_native_job_asking_for_non_preemptible_work_is_not_submitted(gw: 
     }
     with pytest.raises(NotSubmittable, match=r"spec\.preemptible: preemptible: false is not allowed"):
         submission_from_job(obj, gw.ctx.config, datetime.now(UTC))
+
+
+@pytest.mark.parametrize("changes", [{"preemptible": False}, {"priority_class": "inference"}])
+async def test_non_preemptible_work_larger_than_its_queues_nominal_quota_is_refused_at_the_door(
+    client: httpx.AsyncClient, gw: Harness, changes: dict[str, object]
+) -> None:
+    """team-b's queue has 16 a100 of nominal quota (and may borrow 8, which such work never does): 5 pods of 4
+    GPUs would wait for ever; 4 pods fit; an elastic job is judged at its minimum; allow_future_capacity
+    queues it anyway; preemptible work may borrow and is accepted."""
+    too_big = await client.post("/v1/jobs", json=spec_json(queue="team-b", replicas=5, **changes),
+                                headers=auth("bob"))
+    assert too_big.status_code == 422
+    body = too_big.json()
+    assert (body["error"], body["field"]) == ("exceeds_nominal_quota", "spec.replicas")
+    assert "queue 'team-b' has 16 a100 GPUs where the job needs 20" in body["detail"]
+    assert gw.publisher.on(INTENTS_TOPIC) == []
+    for accepted in ({"replicas": 4}, {"replicas": 5, "min_replicas": 4}, {"replicas": 5,
+                                                                           "allow_future_capacity": True}):
+        r = await client.post("/v1/jobs", json=spec_json(name=f"ok-{len(gw.publisher.on(INTENTS_TOPIC))}",
+                                                         queue="team-b", **accepted, **changes),
+                              headers=auth("bob"))
+        assert r.status_code == 202, (accepted, r.json())
+    preemptible = await client.post("/v1/jobs", json=spec_json(name="borrows", queue="team-b", replicas=6),
+                                    headers=auth("bob"))
+    assert preemptible.status_code == 202
