@@ -65,9 +65,9 @@ def queue_for_submission(spec: JobSpec, principal: Principal, config: ConfigView
 
 def check_spec(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> None:
     """Rules that need the configuration: known priority class, security policy, who may run
-    non-preemptible work and that such work fits its queue's nominal quota; and that a job of several roles names its workload object, whose manifest (when
-    given) makes the roles declared (``workload_spec.roles_mismatch``: 422 ``roles_do_not_match_workload``,
-    ``workload_not_queueable``)."""
+    non-preemptible work and that such work fits its queue's nominal quota; and that a job of several roles
+    names its workload object, whose manifest (when given) makes the roles declared
+    (``workload_spec.roles_mismatch``: 422 ``roles_do_not_match_workload``, ``workload_not_queueable``)."""
     refusal = roles_refusal(spec) or roles_mismatch(spec)
     if refusal is not None:
         field = "spec.workload.manifest" if refusal[0] == WORKLOAD_NOT_QUEUEABLE else "spec.roles"
