@@ -16,6 +16,7 @@ from typing import Any
 
 import click
 
+from services.kubereal.build import BuildError
 from services.simulator.progress import TerminalProgress, progress_wanted
 
 # name -> module of bench.controlplane whose ``main(quick=..., bootstrap=..., **options)`` runs it
@@ -109,6 +110,8 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
                 with cProfile.Profile() as profiler:
                     text = asyncio.run(module.main(**options))
                 profiler.dump_stats(profile)
+    except BuildError as exc:  # `--kube real` and `kueue` build from Go modules first
+        raise click.ClickException(str(exc)) from exc
     finally:
         signal.signal(signal.SIGTERM, previous)
     click.echo(text)
