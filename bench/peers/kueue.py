@@ -24,6 +24,7 @@ import os
 import resource
 import tempfile
 import time
+from dataclasses import replace
 from pathlib import Path
 
 from bench.controlplane.machine import process_cpu_seconds, spent
@@ -103,8 +104,7 @@ def run_kueue(scenario_dir: str, log: list[str]) -> tuple[Figures, kueue_build.K
     everything = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if run.returncode != 0 or not run.summary.exists():
         raise RuntimeError(f"Kueue's runner failed ({run.returncode}); its log: {out / 'runner.log'}")
-    figures = read_kueue(run.summary, run.cmd_stats)
-    figures = Figures(figures.classes, figures.usage, figures.wall_s, figures.cpu_s, run.checks)
+    figures = replace(read_kueue(run.summary, run.cmd_stats), verdict=run.checks)
     log.append(f"Kueue's artifacts (summary, per-workload and per-queue CSVs, logs): {out}")
     return figures, run, everything
 

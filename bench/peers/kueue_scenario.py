@@ -27,7 +27,7 @@ from __future__ import annotations
 import hashlib
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -247,12 +247,9 @@ def _workloads_set(item: dict[str, Any], where: str) -> WorkloadsSet:
 
 def scaled(scenario: Scenario, fraction: float) -> Scenario:
     """The same scenario with each workloads set's count scaled by ``fraction`` (at least 1): a short run."""
-    def shrink(s: WorkloadsSet) -> WorkloadsSet:
-        return WorkloadsSet(max(1, round(s.count * fraction)), s.interval_s, s.templates)
-
-    return Scenario(tuple(Queue(q.name, q.cohort, q.class_name, q.nominal, q.borrowing_limit, q.reclaim_within_cohort,
-                                q.within_queue, tuple(shrink(s) for s in q.sets)) for q in scenario.queues),
-                    scenario.differences)
+    return replace(scenario, queues=tuple(
+        replace(q, sets=tuple(replace(s, count=max(1, round(s.count * fraction))) for s in q.sets))
+        for q in scenario.queues))
 
 
 @dataclass(frozen=True)
