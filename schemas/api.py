@@ -20,10 +20,12 @@ from schemas.config import (
 )
 from schemas.envelope import Name, Text
 from schemas.jobspec import JobSpec
-from schemas.status import JobState, RoleStatus
+from schemas.status import ActionName, ActionOutcome, JobState, RoleStatus
 
 ViewState = JobState | Literal["submitted"]
-Action = Literal["cancel", "suspend", "resume", "change_priority", "scale"]
+Action = ActionName
+#: a request's outcome as the API tells it: ``pending`` until the queue manager answered
+Outcome = Literal["pending", "applied", "unchanged", "refused"]
 
 
 class _Body(BaseModel):
@@ -68,6 +70,9 @@ class JobView(_Body):
     updated_at: datetime
     roles: list[RoleStatus] = Field(default_factory=list,
                                     description="a job of several roles: each role's pods and GPUs per pod")
+    last_action: ActionOutcome | None = Field(
+        default=None, description="the queue manager's answer to the last request about the job (cancel, "
+        "suspend, resume, priority, scale): applied, unchanged, or refused with the reason")
 
 
 class JobRow(JobView):
@@ -166,9 +171,15 @@ class JobEvents(_Body):
 
 
 class ActionAccepted(_Body):
+    """A request about a job and, once the queue manager answered it, its outcome. ``event_id`` names the
+    request: ``GET /v1/jobs/{job_id}/actions/{event_id}`` tells its outcome later."""
+
     job_id: str
     action: Action
     event_id: str
+    outcome: Outcome = Field(default="pending", description="pending: not answered yet (or not within `wait`)")
+    reason: str = Field(default="", description="why it was refused (machine-readable)")
+    message: str = Field(default="", description="what was done or why not, for people")
 
 
 class CancelRequest(_Body):

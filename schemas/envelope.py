@@ -12,7 +12,9 @@ from pydantic import AwareDatetime, BaseModel, ConfigDict, Field, SerializeAsAny
 JobId = Annotated[str, Field(min_length=1, max_length=48, pattern=r"^[a-z0-9]([-a-z0-9]*[a-z0-9])?$")]
 #: Names of queues, cohorts, tenants, clusters, priority classes.
 Name = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a-z0-9.]*[a-z0-9])?$")]
-Text = Annotated[str, Field(max_length=2048)]
+#: the longest free text a message carries (reasons' messages, descriptions)
+MAX_TEXT = 2048
+Text = Annotated[str, Field(max_length=MAX_TEXT)]
 
 ENVELOPE_VERSION = 1
 

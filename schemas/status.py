@@ -14,6 +14,26 @@ JobState = Literal[
     "succeeded", "failed", "cancelled", "rejected",
 ]
 TERMINAL_STATES: frozenset[str] = frozenset({"succeeded", "failed", "cancelled", "rejected"})
+#: the requests about an existing job, as ``ActionOutcome`` and the API name them
+ActionName = Literal["cancel", "suspend", "resume", "change_priority", "scale"]
+#: ``applied``: the job changed as asked; ``unchanged``: it already was as asked (a repeat);
+#: ``refused``: it was not changed, and ``reason``/``message`` say why
+OutcomeName = Literal["applied", "unchanged", "refused"]
+
+
+class ActionOutcome(BaseModel):
+    """The queue manager's answer to the last request about a job (cancel, suspend, resume, priority, scale),
+    carried in the job's status so that whoever asked is told, and ``describe`` and the Kubernetes object show
+    a refusal. ``event_id`` is the request's own envelope id, which the gateway returned when it took it."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+    event_id: Annotated[str, Field(min_length=1, max_length=64)]
+    action: ActionName
+    outcome: OutcomeName
+    reason: Annotated[str, Field(max_length=64)] = ""
+    message: Text = ""
+    requested_by: Annotated[str, Field(min_length=1, max_length=128)]
+    at: AwareDatetime
 
 
 class RoleStatus(BaseModel):
@@ -59,6 +79,9 @@ class JobStatusChanged(Message):
     roles: list[RoleStatus] = Field(
         default_factory=list, max_length=MAX_ROLES, exclude_if=lambda v: not v,
         description="a job of several roles: each role's pods (absent for a job of one role)")
+    last_action: ActionOutcome | None = Field(
+        default=None, exclude_if=lambda v: v is None,
+        description="the answer to the last request about the job (absent until one is made)")
 
     def key(self) -> str:
         return self.job_id

@@ -131,27 +131,41 @@ def events(job_id: str) -> Call[JobEvents]:
     return Call("GET", f"/v1/jobs/{_segment(job_id)}/events", JobEvents.model_validate)
 
 
-def cancel(job_id: str, reason: str = "") -> Call[ActionAccepted]:
+#: how long a request about a job waits for the queue manager's answer by default (the gateway's limit: 30 s)
+ACTION_WAIT_S = 5.0
+
+
+def _waiting(wait: float) -> dict[str, str | int]:
+    return {"wait": f"{wait:g}"} if wait > 0 else {}
+
+
+def cancel(job_id: str, reason: str = "", wait: float = ACTION_WAIT_S) -> Call[ActionAccepted]:
     return Call("POST", f"/v1/jobs/{_segment(job_id)}/cancel", ActionAccepted.model_validate,
-                json={"reason": reason})
+                params=_waiting(wait), json={"reason": reason})
 
 
-def suspend(job_id: str) -> Call[ActionAccepted]:
-    return Call("POST", f"/v1/jobs/{_segment(job_id)}/suspend", ActionAccepted.model_validate)
+def suspend(job_id: str, wait: float = ACTION_WAIT_S) -> Call[ActionAccepted]:
+    return Call("POST", f"/v1/jobs/{_segment(job_id)}/suspend", ActionAccepted.model_validate,
+                params=_waiting(wait))
 
 
-def resume(job_id: str) -> Call[ActionAccepted]:
-    return Call("POST", f"/v1/jobs/{_segment(job_id)}/resume", ActionAccepted.model_validate)
+def resume(job_id: str, wait: float = ACTION_WAIT_S) -> Call[ActionAccepted]:
+    return Call("POST", f"/v1/jobs/{_segment(job_id)}/resume", ActionAccepted.model_validate,
+                params=_waiting(wait))
 
 
-def set_priority(job_id: str, priority_class: str) -> Call[ActionAccepted]:
+def set_priority(job_id: str, priority_class: str, wait: float = ACTION_WAIT_S) -> Call[ActionAccepted]:
     return Call("PATCH", f"/v1/jobs/{_segment(job_id)}", ActionAccepted.model_validate,
-                json={"priority_class": priority_class})
+                params=_waiting(wait), json={"priority_class": priority_class})
 
 
-def scale(job_id: str, replicas: int) -> Call[ActionAccepted]:
+def scale(job_id: str, replicas: int, wait: float = ACTION_WAIT_S) -> Call[ActionAccepted]:
     return Call("POST", f"/v1/jobs/{_segment(job_id)}/scale", ActionAccepted.model_validate,
-                json={"replicas": replicas})
+                params=_waiting(wait), json={"replicas": replicas})
+
+
+def action_outcome(job_id: str, event_id: str) -> Call[ActionAccepted]:
+    return Call("GET", f"/v1/jobs/{_segment(job_id)}/actions/{_segment(event_id)}", ActionAccepted.model_validate)
 
 
 def _queue_items(body: Any) -> list[QueueView]:

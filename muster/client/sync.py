@@ -148,20 +148,28 @@ class Client:
         """The job's Kubernetes objects per attempt and its events, oldest first."""
         return self.send(ops.events(job_id))
 
-    def cancel(self, job_id: str, reason: str = "") -> ActionAccepted:
-        return self.send(ops.cancel(job_id, reason))
+    def cancel(self, job_id: str, reason: str = "", *, wait: float = ops.ACTION_WAIT_S) -> ActionAccepted:
+        """Cancel a job (a running one is stopped). Like every request about a job, it waits up to ``wait``
+        seconds for the queue manager's answer: ``outcome`` ``applied`` or ``unchanged``; a refusal raises
+        ``Conflict`` with the reason as its ``error``; ``pending``: no answer yet (``action_outcome`` tells it
+        later). ``wait=0`` returns at once."""
+        return self.send(ops.cancel(job_id, reason, wait))
 
-    def suspend(self, job_id: str) -> ActionAccepted:
-        return self.send(ops.suspend(job_id))
+    def suspend(self, job_id: str, *, wait: float = ops.ACTION_WAIT_S) -> ActionAccepted:
+        return self.send(ops.suspend(job_id, wait))
 
-    def resume(self, job_id: str) -> ActionAccepted:
-        return self.send(ops.resume(job_id))
+    def resume(self, job_id: str, *, wait: float = ops.ACTION_WAIT_S) -> ActionAccepted:
+        return self.send(ops.resume(job_id, wait))
 
-    def set_priority(self, job_id: str, priority_class: str) -> ActionAccepted:
-        return self.send(ops.set_priority(job_id, priority_class))
+    def set_priority(self, job_id: str, priority_class: str, *, wait: float = ops.ACTION_WAIT_S) -> ActionAccepted:
+        return self.send(ops.set_priority(job_id, priority_class, wait))
 
-    def scale(self, job_id: str, replicas: int) -> ActionAccepted:
-        return self.send(ops.scale(job_id, replicas))
+    def scale(self, job_id: str, replicas: int, *, wait: float = ops.ACTION_WAIT_S) -> ActionAccepted:
+        return self.send(ops.scale(job_id, replicas, wait))
+
+    def action_outcome(self, job_id: str, event_id: str) -> ActionAccepted:
+        """The outcome of an earlier request (``NotFound`` with ``not_answered`` while it has none)."""
+        return self.send(ops.action_outcome(job_id, event_id))
 
     def queues(self) -> list[QueueView]:
         return self.send(ops.queues())

@@ -21,7 +21,7 @@ from rich.live import Live
 from rich.text import Text
 
 from muster.client import Client, JobsChanged, MusterError, StreamOpened, is_kube_object
-from schemas.api import RecurringAccepted
+from schemas.api import ActionAccepted, RecurringAccepted
 from schemas.status import TERMINAL_STATES
 from services.cli.completion import (
     complete_active_job_ids,
@@ -204,23 +204,36 @@ def describe(job_id: str, output: str) -> None:
         click.echo(describe_text(explained, _now()))
 
 
+def _told(job_id: str, accepted: ActionAccepted, done: str, already: str, asked: str) -> None:
+    """Say what became of a request: done, already so, or not answered yet. A refusal never gets here:
+    the client raises it (``Conflict``), and the command exits non-zero with the reason."""
+    if accepted.outcome == "applied":
+        click.echo(f"{job_id} {done}")
+    elif accepted.outcome == "unchanged":
+        click.echo(f"{job_id} {already}")
+    else:
+        click.echo(f"{job_id} {asked} requested; the queue manager has not answered yet "
+                   f"(`muster describe {job_id}` shows its answer)")
+
+
 @click.command()
 @click.argument("job_id", shell_complete=complete_active_job_ids)
 @click.option("--reason", default="", help="recorded with the cancellation")
 def cancel(job_id: str, reason: str) -> None:
-    """Cancel a job (a running one is stopped)."""
+    """Cancel a job (a running one is stopped). A job that came from your own Kubernetes object leaves the
+    object in place, stopped."""
     with gateway() as client:
-        client.cancel(job_id, reason)
-    click.echo(f"{job_id} cancellation requested")
+        accepted = client.cancel(job_id, reason)
+    _told(job_id, accepted, "cancelled", "was already cancelled", "cancellation")
 
 
 @click.command()
 @click.argument("job_id", shell_complete=complete_active_job_ids)
 def suspend(job_id: str) -> None:
-    """Suspend a job: it keeps its place in the queue but does not run."""
+    """Suspend a waiting job: it keeps its place in the queue but does not run."""
     with gateway() as client:
-        client.suspend(job_id)
-    click.echo(f"{job_id} suspension requested")
+        accepted = client.suspend(job_id)
+    _told(job_id, accepted, "suspended", "was already suspended", "suspension")
 
 
 @click.command()
@@ -228,8 +241,8 @@ def suspend(job_id: str) -> None:
 def resume(job_id: str) -> None:
     """Resume a suspended job."""
     with gateway() as client:
-        client.resume(job_id)
-    click.echo(f"{job_id} resumption requested")
+        accepted = client.resume(job_id)
+    _told(job_id, accepted, "resumed: it waits in its queue again", "was not suspended", "resumption")
 
 
 @click.command("set-priority")
@@ -238,18 +251,20 @@ def resume(job_id: str) -> None:
 def set_priority(job_id: str, priority_class: str) -> None:
     """Move a job to another priority class."""
     with gateway() as client:
-        client.set_priority(job_id, priority_class)
-    click.echo(f"{job_id} priority class change to {priority_class} requested")
+        accepted = client.set_priority(job_id, priority_class)
+    _told(job_id, accepted, f"moved to priority class {priority_class}",
+          f"already has priority class {priority_class}", f"priority class change to {priority_class}")
 
 
 @click.command()
 @click.argument("job_id", shell_complete=complete_active_job_ids)
 @click.argument("replicas", type=click.IntRange(1, 4096))
 def scale(job_id: str, replicas: int) -> None:
-    """Ask for a new gang size of an elastic job."""
+    """Ask for a new gang size of a waiting job."""
     with gateway() as client:
-        client.scale(job_id, replicas)
-    click.echo(f"{job_id} scale to {replicas} requested")
+        accepted = client.scale(job_id, replicas)
+    _told(job_id, accepted, f"resized to {replicas} for its next admission", f"already asks for {replicas}",
+          f"scale to {replicas}")
 
 
 @click.command()

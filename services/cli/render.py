@@ -8,6 +8,7 @@ from datetime import datetime
 from rich.table import Table
 
 from schemas.api import Explanation, JobView, QueueView, RecurringAccepted, RecurringView
+from schemas.status import ActionOutcome
 from services.spec.durations import human_duration
 
 _HOLDING = ("admitted", "running", "preempting")
@@ -84,6 +85,13 @@ def counted(n: int | str, word: str) -> str:
     return f"{n} {word}" if str(n) == "1" else f"{n} {word}s"
 
 
+def last_request(answer: ActionOutcome) -> str:
+    """The last request about a job and its answer, in one line."""
+    what = answer.action.replace("_", " ")
+    told = f"{answer.outcome} ({answer.reason}): {answer.message}" if answer.outcome == "refused" else answer.outcome
+    return f"{what} by {answer.requested_by} at {stamp(answer.at)}: {told}"
+
+
 def describe_text(explained: Explanation, now: datetime) -> str:
     """The human-readable description of one job: what it is, why it is where it is, what happened."""
     job = explained.job
@@ -112,6 +120,8 @@ def describe_text(explained: Explanation, now: datetime) -> str:
         lines.append(f"Reason:         {explained.reason}")
     if explained.message and explained.message != explained.summary:  # said once, under Why
         lines.append(f"Message:        {explained.message}")
+    if job.last_action is not None:
+        lines.append(f"Last request:   {last_request(job.last_action)}")
     lines.append("")
     lines.append("History:")
     for item in explained.history:

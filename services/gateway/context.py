@@ -14,6 +14,7 @@ from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec
 from schemas.status import TERMINAL_STATES
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC
+from services.gateway.action_answers import ActionAnswers
 from services.gateway.auth import Principal, TokenTable
 from services.gateway.configs import defined_message
 from services.gateway.dashboard_state import DashboardFeeds, DashboardState
@@ -54,8 +55,11 @@ class GatewayContext:
     pending_queues: PendingQueues = field(default_factory=PendingQueues)
     #: told of every change of the status view after it is folded in (the kube-native Jobs' feedback)
     status_listeners: list[Callable[[str, Envelope | None], None]] = field(default_factory=list)
+    #: the queue manager's answers to requests about jobs, by request (``services.gateway.action_answers``)
+    answers: ActionAnswers = field(default_factory=ActionAnswers)
 
     def status_changed(self, key: str, envelope: Envelope | None) -> None:
+        self.answers.apply(key, envelope)
         for listener in list(self.status_listeners):
             listener(key, envelope)
 
@@ -136,7 +140,7 @@ class GatewayContext:
         return envelope
 
     async def act(self, job_id: str, principal: Principal, build: Callable[[JobView], Message]) -> Envelope:
-        """Publish an intent about a visible, unfinished job."""
+        """Publish an intent about a visible, unfinished job (its answer: ``answers``)."""
         job = self.visible_job(job_id, principal)
         if job.state in TERMINAL_STATES:
             raise ApiError(409, "job_finished", f"job {job_id} is already {job.state}", field="job_id")

@@ -16,7 +16,8 @@ Conditions (``type`` / ``status`` / ``reason`` / ``message``), kept current:
 Events, one per change a user would want told (never one per repeated status):
 ``Queued`` (first wait), ``Pending`` (the reason it waits changed; with the estimated start),
 ``Admitted``, ``Preempted`` (Warning, with why), ``Requeued`` (a new attempt waits), ``Suspended``,
-``Rejected`` (Warning) and ``Cancelled``.
+``Rejected`` (Warning), ``Cancelled``, and ``RequestRefused`` (Warning: a request about the job, such as a
+priority change, that the queue manager refused, with its reason).
 """
 
 from __future__ import annotations
@@ -101,6 +102,24 @@ def conditions(status: JobStatusChanged, now: datetime) -> tuple[Condition, Cond
 
 def events(status: JobStatusChanged, previous: JobStatusChanged | None, now: datetime) -> list[KubeEvent]:
     """The Events that the change from ``previous`` (None: first seen) to ``status`` deserves."""
+    return _refusal(status, previous) + _stage_events(status, previous, now)
+
+
+def _refusal(status: JobStatusChanged, previous: JobStatusChanged | None) -> list[KubeEvent]:
+    """A request about the job that the queue manager refused (``muster set-priority`` of a job that runs on
+    borrowed quota...), told once."""
+    answer = status.last_action
+    if answer is None or answer.outcome != "refused":
+        return []
+    if previous is not None and previous.last_action is not None and previous.last_action.event_id == answer.event_id:
+        return []
+    what = answer.action.replace("_", " ")
+    return [KubeEvent("Warning", "RequestRefused",
+                      _cut(f"{what} requested by {answer.requested_by} was refused ({answer.reason}): "
+                           f"{answer.message}"))]
+
+
+def _stage_events(status: JobStatusChanged, previous: JobStatusChanged | None, now: datetime) -> list[KubeEvent]:
     state = status.state
     before = previous.state if previous is not None else None
     new_attempt = previous is not None and status.attempt != previous.attempt

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, Body, Header, Path, Query, Response
 
 from schemas.api import (
+    Action,
     ActionAccepted,
     CancelRequest,
+    ErrorBody,
     Explanation,
     JobEvents,
     JobList,
@@ -19,9 +21,10 @@ from schemas.api import (
     SubmitAccepted,
     ViewState,
 )
-from schemas.envelope import Name
+from schemas.envelope import Envelope, Name
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SuspendJob
 from schemas.status import TERMINAL_STATES
+from services.gateway.context import GatewayContext
 from services.gateway.deps import Caller, Context
 from services.gateway.errors import BODY_NAME_KEY, ApiError
 from services.gateway.job_requests import JobSubmission
@@ -30,6 +33,8 @@ from services.gateway.presenters import explanation
 from services.gateway.routes_recurring import define_recurring
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
+#: the longest a request about a job waits for the queue manager's answer (``?wait=``)
+MAX_ACTION_WAIT_S = 30.0
 
 JobPath = Annotated[str, Path(description="job id", max_length=48)]
 IdempotencyKey = Annotated[str | None, Header(alias="Idempotency-Key", min_length=1, max_length=128,
@@ -112,29 +117,72 @@ async def job_events(job_id: JobPath, ctx: Context, caller: Caller) -> JobEvents
     return ctx.job_events(job_id)
 
 
-@router.post("/{job_id}/cancel", status_code=202, response_model=ActionAccepted,
+ActionWait = Annotated[float, Query(
+    ge=0, le=MAX_ACTION_WAIT_S,
+    description="wait up to this many seconds for the queue manager's answer: 200 with the outcome (applied or "
+                "unchanged), 409 with the reason when refused, 202 `pending` when not answered by then")]
+ActionId = Annotated[str, Path(description="the request's event id, as its answer gave it", max_length=64)]
+_ACTION_ANSWERS: dict[int | str, dict[str, Any]] = {
+    200: {"model": ActionAccepted, "description": "answered within `wait`: applied or unchanged"},
+    409: {"model": ErrorBody, "description": "refused (`error` is the reason) or the job has ended"}}
+
+
+async def _requested(ctx: GatewayContext, job_id: str, action: Action, envelope: Envelope, wait: float,
+                     response: Response) -> ActionAccepted:
+    """The answer to a request just published: waited for up to ``wait`` seconds."""
+    answer = await ctx.answers.wait(job_id, envelope.event_id, wait)
+    if answer is None:
+        return ActionAccepted(job_id=job_id, action=action, event_id=envelope.event_id)
+    if answer.outcome == "refused":
+        raise ApiError(409, answer.reason or "refused", answer.message or f"{action} refused", field="job_id")
+    response.status_code = 200
+    return ActionAccepted(job_id=job_id, action=action, event_id=envelope.event_id, outcome=answer.outcome,
+                          message=answer.message)
+
+
+@router.get("/{job_id}/actions/{event_id}", response_model=ActionAccepted)
+async def action_outcome(job_id: JobPath, event_id: ActionId, ctx: Context, caller: Caller) -> ActionAccepted:
+    """The outcome of a request about the job (cancel, suspend, resume, priority, scale) by the event id its
+    answer gave. 404 ``not_answered`` until the queue manager answered it, or once the gateway no longer
+    remembers it (the most recent 10,000 answers are kept; the job's ``last_action`` always shows the latest)."""
+    job = ctx.visible_job(job_id, caller)
+    answer = ctx.answers.get(job_id, event_id)
+    if answer is None and job.last_action is not None and job.last_action.event_id == event_id:
+        answer = job.last_action
+    if answer is None:
+        raise ApiError(404, "not_answered", f"no answer to request {event_id} about job {job_id} (yet)",
+                       field="event_id")
+    return ActionAccepted(job_id=job_id, action=answer.action, event_id=event_id, outcome=answer.outcome,
+                          reason=answer.reason, message=answer.message)
+
+
+@router.post("/{job_id}/cancel", status_code=202, response_model=ActionAccepted, responses=_ACTION_ANSWERS,
              openapi_extra={BODY_NAME_KEY: "cancel"})
-async def cancel_job(job_id: JobPath, ctx: Context, caller: Caller,
-                     body: Annotated[CancelRequest | None, Body()] = None) -> ActionAccepted:
+async def cancel_job(job_id: JobPath, ctx: Context, caller: Caller, response: Response,
+                     body: Annotated[CancelRequest | None, Body()] = None, wait: ActionWait = 0) -> ActionAccepted:
     reason = body.reason if body is not None else ""
     env = await ctx.act(job_id, caller, lambda j: CancelJob(job_id=j.job_id, requested_by=caller.user, reason=reason))
-    return ActionAccepted(job_id=job_id, action="cancel", event_id=env.event_id)
+    return await _requested(ctx, job_id, "cancel", env, wait, response)
 
 
-@router.post("/{job_id}/suspend", status_code=202, response_model=ActionAccepted)
-async def suspend_job(job_id: JobPath, ctx: Context, caller: Caller) -> ActionAccepted:
+@router.post("/{job_id}/suspend", status_code=202, response_model=ActionAccepted, responses=_ACTION_ANSWERS)
+async def suspend_job(job_id: JobPath, ctx: Context, caller: Caller, response: Response,
+                      wait: ActionWait = 0) -> ActionAccepted:
     env = await ctx.act(job_id, caller, lambda j: SuspendJob(job_id=j.job_id, requested_by=caller.user))
-    return ActionAccepted(job_id=job_id, action="suspend", event_id=env.event_id)
+    return await _requested(ctx, job_id, "suspend", env, wait, response)
 
 
-@router.post("/{job_id}/resume", status_code=202, response_model=ActionAccepted)
-async def resume_job(job_id: JobPath, ctx: Context, caller: Caller) -> ActionAccepted:
+@router.post("/{job_id}/resume", status_code=202, response_model=ActionAccepted, responses=_ACTION_ANSWERS)
+async def resume_job(job_id: JobPath, ctx: Context, caller: Caller, response: Response,
+                     wait: ActionWait = 0) -> ActionAccepted:
     env = await ctx.act(job_id, caller, lambda j: ResumeJob(job_id=j.job_id, requested_by=caller.user))
-    return ActionAccepted(job_id=job_id, action="resume", event_id=env.event_id)
+    return await _requested(ctx, job_id, "resume", env, wait, response)
 
 
-@router.patch("/{job_id}", status_code=202, response_model=ActionAccepted, openapi_extra={BODY_NAME_KEY: "patch"})
-async def patch_job(job_id: JobPath, patch: PriorityPatch, ctx: Context, caller: Caller) -> ActionAccepted:
+@router.patch("/{job_id}", status_code=202, response_model=ActionAccepted, responses=_ACTION_ANSWERS,
+              openapi_extra={BODY_NAME_KEY: "patch"})
+async def patch_job(job_id: JobPath, patch: PriorityPatch, ctx: Context, caller: Caller, response: Response,
+                    wait: ActionWait = 0) -> ActionAccepted:
     """Change the job's priority class."""
     if not ctx.config.has_priority_class(patch.priority_class):
         raise ApiError(422, "unknown_priority_class", f"no priority class named {patch.priority_class!r}",
@@ -143,14 +191,14 @@ async def patch_job(job_id: JobPath, patch: PriorityPatch, ctx: Context, caller:
     check_preemptibility(job.tenant, patch.priority_class, ctx.config, field_prefix="patch")
     env = await ctx.act(job_id, caller, lambda j: ChangePriority(
         job_id=j.job_id, priority_class=patch.priority_class, requested_by=caller.user))
-    return ActionAccepted(job_id=job_id, action="change_priority", event_id=env.event_id)
+    return await _requested(ctx, job_id, "change_priority", env, wait, response)
 
 
-@router.post("/{job_id}/scale", status_code=202, response_model=ActionAccepted,
+@router.post("/{job_id}/scale", status_code=202, response_model=ActionAccepted, responses=_ACTION_ANSWERS,
              openapi_extra={BODY_NAME_KEY: "scale"})
-async def scale_job(job_id: JobPath, scale: ScaleRequest, ctx: Context, caller: Caller) -> ActionAccepted:
+async def scale_job(job_id: JobPath, scale: ScaleRequest, ctx: Context, caller: Caller, response: Response,
+                    wait: ActionWait = 0) -> ActionAccepted:
     """Ask for a new gang size (elastic jobs)."""
     env = await ctx.act(job_id, caller, lambda j: ScaleJob(
         job_id=j.job_id, replicas=scale.replicas, requested_by=caller.user))
-    return ActionAccepted(job_id=job_id, action="scale", event_id=env.event_id)
-
+    return await _requested(ctx, job_id, "scale", env, wait, response)

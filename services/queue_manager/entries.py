@@ -10,7 +10,7 @@ from schemas.decisions import PlacementPlan
 from schemas.intents import SubmitJob
 from schemas.jobs import MAX_AVOIDED_NODES, JobRecord, JobRecorded
 from schemas.jobspec import JobSpec
-from schemas.status import TERMINAL_STATES, JobState
+from schemas.status import TERMINAL_STATES, ActionOutcome, JobState
 from services.core import Job, PendingInfo
 from services.spec.core_types import job_from_submit
 
@@ -44,6 +44,7 @@ class JobEntry:
     reason: str = ""
     message: str = ""
     info: PendingInfo | None = None  # latest cycle's pending status (not durable)
+    last_action: ActionOutcome | None = None  # the answer to the last request about the job (not durable)
 
     @property
     def job_id(self) -> str:

@@ -25,7 +25,7 @@ def on_input(qs: QueueState, message: Message, event_id: str, now: float, *, ret
     if qs.seen(event_id):
         return resend(qs, message, now) if retry else []
     if message.TYPE in _INTENT_TYPES:
-        outs = on_intent(qs, message, now)
+        outs = on_intent(qs, message, now, event_id)
     elif message.TYPE in _RUN_TYPES:
         outs = on_run(qs, message, now)
     else:

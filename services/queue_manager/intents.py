@@ -4,14 +4,16 @@ applying the same request twice changes nothing the second time."""
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 from schemas.decisions import JobRejected
-from schemas.envelope import Message
+from schemas.envelope import MAX_TEXT, Message
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
+from schemas.status import ActionName, ActionOutcome, OutcomeName
 from schemas.topics import DECISIONS_TOPIC
 from services.core import Preempt
 from services.queue_manager.dependencies import queue_or_hold
-from services.queue_manager.entries import JobEntry
+from services.queue_manager.entries import JobEntry, utc
 from services.queue_manager.state import Out, QueueState
 from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, class_preemptible, non_preemptible_refusal
 from services.spec.roles import roles_refusal
@@ -24,35 +26,98 @@ PRIVILEGED_NOT_ALLOWED = "privileged_not_allowed"
 _ELEVATED_FIELDS = ("privileged", "run_as_root", "host_network", "host_pid", "host_ipc", "host_path_volumes")
 
 
-def on_intent(qs: QueueState, message: Message, now: float) -> list[Out]:
+@dataclass(frozen=True, slots=True)
+class Answer:
+    """What became of a request about an existing job (``ActionOutcome`` without its bookkeeping)."""
+
+    outcome: OutcomeName
+    reason: str = ""
+    message: str = ""
+
+
+APPLIED = Answer("applied")
+UNCHANGED = Answer("unchanged")
+JOB_FINISHED = "job_finished"
+NOT_WAITING = "not_waiting"
+NOT_SUSPENDED = "not_suspended"
+RUNS_ON_BORROWED_QUOTA = "runs_on_borrowed_quota"
+_ACTION_OF: dict[str, ActionName] = {
+    CancelJob.TYPE: "cancel", SuspendJob.TYPE: "suspend", ResumeJob.TYPE: "resume",
+    ChangePriority.TYPE: "change_priority", ScaleJob.TYPE: "scale",
+}
+
+
+def on_intent(qs: QueueState, message: Message, now: float, event_id: str = "") -> list[Out]:
+    """Fold one intent. A request about an existing job is answered (``JobEntry.last_action``, published
+    in its status) when it carries the ``event_id`` of its envelope."""
     if isinstance(message, SubmitJob):
         return submit(qs, message, now)
     entry = qs.jobs.get(getattr(message, "job_id", ""))
-    if entry is None or entry.terminal:
-        log.info("ignoring %s for %s: unknown or finished job", message.TYPE, getattr(message, "job_id", "?"))
+    if entry is None:
+        log.info("ignoring %s for %s: unknown job", message.TYPE, getattr(message, "job_id", "?"))
         return []
+    outs: list[Out] = []
+    if entry.terminal:
+        already = isinstance(message, CancelJob) and entry.state == "cancelled"
+        answer = UNCHANGED if already else Answer("refused", JOB_FINISHED, f"the job is already {entry.state}")
+    else:
+        outs, answer = act(qs, entry, message, now)
+    return outs + answered(qs, entry, message, answer, event_id, now)
+
+
+def act(qs: QueueState, entry: JobEntry, message: Message, now: float) -> tuple[list[Out], Answer]:
+    """Apply a request to an unfinished job: what to publish, and the answer."""
     if isinstance(message, CancelJob):
         return cancel(qs, entry, message, now)
     if isinstance(message, SuspendJob):
-        if entry.state != "pending":
-            return []
-        qs.sched.suspend(entry.job_id)
-        entry.state, entry.reason, entry.message = "suspended", "suspended", f"suspended by {message.requested_by}"
-        return [qs.record(entry)]
+        return suspend(qs, entry, message)
     if isinstance(message, ResumeJob):
-        if entry.state != "suspended":
-            return []
-        entry.state, entry.reason, entry.message = "pending", "", ""
-        if entry.spec.after:  # judged again: it may still wait for the jobs it depends on
-            qs.sched.cancel(entry.job_id)
-            return queue_or_hold(qs, entry, now) or [qs.record(entry)]
-        qs.sched.resume(entry.job_id)
-        return [qs.record(entry)]
+        return resume(qs, entry, now)
     if isinstance(message, ChangePriority):
         return change_priority(qs, entry, message)
     if isinstance(message, ScaleJob):
         return scale(qs, entry, message)
+    return [], UNCHANGED
+
+
+def answered(qs: QueueState, entry: JobEntry, message: Message, answer: Answer, event_id: str,
+             now: float) -> list[Out]:
+    """Keep the answer on the job, whose next status carries it; a refusal is logged. Nothing for a request
+    without an event id (a direct call) or of a type that is no request about a job."""
+    action = _ACTION_OF.get(message.TYPE)
+    if action is None or not event_id:
+        return []
+    if answer.outcome == "refused":
+        log.warning("refusing %s of %s: %s", message.TYPE, entry.job_id, answer.message)
+    entry.last_action = ActionOutcome(
+        event_id=event_id, action=action, outcome=answer.outcome, reason=answer.reason[:64],
+        message=answer.message[:MAX_TEXT], requested_by=getattr(message, "requested_by", "?"), at=utc(now))
+    qs.dirty[entry.job_id] = None
     return []
+
+
+def suspend(qs: QueueState, entry: JobEntry, msg: SuspendJob) -> tuple[list[Out], Answer]:
+    if entry.state == "suspended":
+        return [], UNCHANGED
+    if entry.state != "pending":
+        return [], Answer("refused", NOT_WAITING, f"only a waiting job is suspended; this one is {entry.state} "
+                          "(cancel it, or let it be preempted)")
+    qs.sched.suspend(entry.job_id)
+    entry.state, entry.reason, entry.message = "suspended", "suspended", f"suspended by {msg.requested_by}"
+    return [qs.record(entry)], APPLIED
+
+
+def resume(qs: QueueState, entry: JobEntry, now: float) -> tuple[list[Out], Answer]:
+    if entry.state == "pending":
+        return [], UNCHANGED
+    if entry.state != "suspended":
+        return [], Answer("refused", NOT_SUSPENDED, f"only a suspended job is resumed; this one is {entry.state}")
+    entry.state, entry.reason, entry.message = "pending", "", ""
+    if entry.spec.after:  # judged again: it may still wait for the jobs it depends on
+        qs.sched.cancel(entry.job_id)
+        return queue_or_hold(qs, entry, now) or [qs.record(entry)], APPLIED
+    qs.sched.resume(entry.job_id)
+    return [qs.record(entry)], APPLIED
 
 
 def submit(qs: QueueState, msg: SubmitJob, now: float) -> list[Out]:
@@ -108,54 +173,52 @@ def _non_preemptible_refusal(qs: QueueState, tenant: str, priority_class: str, *
     return None if refusal is None else refusal[1]
 
 
-def cancel(qs: QueueState, entry: JobEntry, msg: CancelJob, now: float) -> list[Out]:
+def cancel(qs: QueueState, entry: JobEntry, msg: CancelJob, now: float) -> tuple[list[Out], Answer]:
     text = msg.reason or f"cancelled by {msg.requested_by}"
     if not entry.holding:
         qs.sched.cancel(entry.job_id)
         entry.finish("cancelled", now, "cancelled", text)
-        return [qs.record(entry)]
+        return [qs.record(entry)], APPLIED
     grace = entry.grace_period_s
     if entry.state == "preempting" and entry.reason == "cancelled":
-        return [qs.preemption(entry, grace)]  # repeated: the same request again, harmless downstream
+        return [qs.preemption(entry, grace)], UNCHANGED  # repeated: the same request again, harmless downstream
     if entry.state != "preempting":
         qs.sched.apply(Preempt(entry.job_id, entry.attempt, "cancelled", grace, requeue=False), now)
     entry.state, entry.reason, entry.message = "preempting", "cancelled", text
-    return [qs.record(entry), qs.preemption(entry, grace)]
+    return [qs.record(entry), qs.preemption(entry, grace)], APPLIED
 
 
-def change_priority(qs: QueueState, entry: JobEntry, msg: ChangePriority) -> list[Out]:
+def change_priority(qs: QueueState, entry: JobEntry, msg: ChangePriority) -> tuple[list[Out], Answer]:
     value = qs.config.priority_value(msg.priority_class)
     if value is None:
-        log.warning("ignoring ChangePriority of %s: unknown priority class %r", entry.job_id, msg.priority_class)
-        return []
+        return [], Answer("refused", UNKNOWN_PRIORITY_CLASS, f"no priority class named {msg.priority_class!r}")
     if value == entry.priority and msg.priority_class == entry.spec.priority_class:
-        return []
+        return [], UNCHANGED
     refusal = _non_preemptible_refusal(qs, entry.submission.tenant, msg.priority_class, preemptible=True)
     if refusal is not None:
-        log.warning("ignoring ChangePriority of %s: %s", entry.job_id, refusal)
-        return []
+        return [], Answer("refused", NON_PREEMPTIBLE_NOT_ALLOWED, refusal)
     classes = qs.config.priority_classes
     new_class = class_preemptible(classes.get(msg.priority_class))
     unchanged = new_class == class_preemptible(classes.get(entry.spec.priority_class))
     preemptible = None if unchanged else new_class and entry.spec.preemptible  # the spec's own false still holds
     if not qs.sched.set_priority(entry.job_id, value, preemptible):
-        log.warning("ignoring ChangePriority of %s to %r: it runs on borrowed quota, which only preemptible work "
-                    "may use", entry.job_id, msg.priority_class)
-        return []
+        return [], Answer("refused", RUNS_ON_BORROWED_QUOTA,
+                          f"priority class {msg.priority_class!r} is not preemptible, and the job runs on borrowed "
+                          "quota, which only preemptible work may use; change it while it waits, or cancel and "
+                          "resubmit it")
     spec = entry.spec.model_copy(update={"priority_class": msg.priority_class})
     entry.submission = entry.submission.model_copy(update={"spec": spec})
     entry.priority = value
-    return [qs.record(entry)]
+    return [qs.record(entry)], APPLIED
 
 
-def scale(qs: QueueState, entry: JobEntry, msg: ScaleJob) -> list[Out]:
+def scale(qs: QueueState, entry: JobEntry, msg: ScaleJob) -> tuple[list[Out], Answer]:
     """Resize a waiting job (its gang size, of its main role for a job of several roles, for the next
     admission). Running jobs are not resized."""
     if entry.state not in ("pending", "suspended"):
-        log.warning("ignoring ScaleJob of %s: only waiting jobs are resized (state %s)", entry.job_id, entry.state)
-        return []
+        return [], Answer("refused", NOT_WAITING, f"only a waiting job is resized; this one is {entry.state}")
     if msg.replicas == entry.spec.main_replicas:
-        return []
+        return [], UNCHANGED
     spec = entry.spec.resized(msg.replicas)
     entry.submission = entry.submission.model_copy(update={"spec": spec})
     suspended = entry.state == "suspended"
@@ -163,4 +226,4 @@ def scale(qs: QueueState, entry: JobEntry, msg: ScaleJob) -> list[Out]:
     qs.sched.submit(qs.core_job(entry))
     if suspended:
         qs.sched.suspend(entry.job_id)
-    return [qs.record(entry)]
+    return [qs.record(entry)], APPLIED

@@ -31,6 +31,7 @@ def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> 
         if not qs.config.owns_queue(entry.spec.queue):
             continue  # recorded by the shard of another pool
         qs.add(entry)
+        entry.last_action = qs.statuses.answer(entry.job_id)
         qs.remember(cause)
         qs.dirty[entry.job_id] = None
         if entry.terminal:
@@ -72,5 +73,9 @@ def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> 
 
 
 def seed_statuses(qs: QueueState, statuses: Iterable[JobStatusChanged]) -> None:
-    """Remember what ``muster.status`` already says, so unchanged statuses are not published again."""
+    """Remember what ``muster.status`` already says, so unchanged statuses are not published again (read
+    before or after ``rebuild``)."""
     qs.statuses.seed(statuses)
+    for job_id, entry in qs.jobs.items():
+        if entry.last_action is None:
+            entry.last_action = qs.statuses.answer(job_id)

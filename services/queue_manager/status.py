@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from schemas.status import JobStatusChanged, role_statuses
+from schemas.status import ActionOutcome, JobStatusChanged, role_statuses
 from services.queue_manager.entries import JobEntry, utc
 
 #: Estimated starts are compared at this granularity so drifting estimates do not republish every cycle.
@@ -23,15 +23,22 @@ def _bucket(ts: float | None) -> int | None:
     return None if ts is None else int(ts // ESTIMATE_GRANULARITY_S)
 
 
-#: in a ``StatusKey``: the fields a waiting job's refresh never holds back, and where the position is
-_IDENTITY = slice(0, 4)
-_POSITION = 4
+#: in a ``StatusKey``: the fields a waiting job's refresh never holds back (an answer to a request among
+#: them: whoever asked waits for it), and where the position is
+_IDENTITY = slice(0, 5)
+_POSITION = 5
+
+
+def _answered(entry: JobEntry) -> str | None:
+    return entry.last_action.event_id if entry.last_action is not None else None
 
 
 def status_key(s: JobStatusChanged) -> StatusKey:
     """What must differ for a status to be worth publishing again (identity fields first, then the detail)."""
     est = None if s.estimated_start is None else s.estimated_start.timestamp()
-    return (s.state, s.attempt, s.replicas, s.priority_class, s.position, s.reason, s.message, _bucket(est), s.cluster)
+    answered = s.last_action.event_id if s.last_action is not None else None
+    return (s.state, s.attempt, s.replicas, s.priority_class, answered, s.position, s.reason, s.message,
+            _bucket(est), s.cluster)
 
 
 def entry_key(entry: JobEntry) -> StatusKey:
@@ -41,11 +48,13 @@ def entry_key(entry: JobEntry) -> StatusKey:
     info = entry.info if entry.state in WAITING else None
     replicas = entry.replicas if entry.holding else spec.main_replicas
     if info is None:
-        return (entry.state, entry.attempt, replicas, spec.priority_class, None, entry.reason[:64],
-                entry.message[:2048], None, entry.placement.cluster if entry.placement is not None else None)
+        return (entry.state, entry.attempt, replicas, spec.priority_class, _answered(entry), None,
+                entry.reason[:64], entry.message[:2048], None,
+                entry.placement.cluster if entry.placement is not None else None)
     est = None if info.estimated_start is None else utc(info.estimated_start).timestamp()
-    return (entry.state, entry.attempt, replicas, spec.priority_class, info.position, info.reason.value[:64],
-            info.message[:2048], _bucket(est), entry.placement.cluster if entry.placement is not None else None)
+    return (entry.state, entry.attempt, replicas, spec.priority_class, _answered(entry), info.position,
+            info.reason.value[:64], info.message[:2048], _bucket(est),
+            entry.placement.cluster if entry.placement is not None else None)
 
 
 def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
@@ -73,6 +82,7 @@ def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
         submitted_at=entry.submission.submitted_at,
         updated_at=utc(now),
         roles=role_statuses(spec, replicas) if spec.roles else [],
+        last_action=entry.last_action,
     )
 
 
@@ -83,18 +93,26 @@ class StatusBook:
         self.waiting_refresh_s = waiting_refresh_s
         self._published: dict[str, StatusKey] = {}
         self._detail_at: dict[str, float] = {}  # when a waiting job's position was last published
+        self._answers: dict[str, ActionOutcome] = {}  # read back after a restart, until the job is rebuilt
 
     def seed(self, statuses: Iterable[JobStatusChanged]) -> None:
-        """Remember statuses already on the topic (read back after a restart)."""
+        """Remember statuses already on the topic (read back after a restart), and the answers they carry
+        (``answer``: the records of ``muster.jobs`` do not keep them)."""
         for s in statuses:
             self._published[s.job_id] = status_key(s)
+            if s.last_action is not None:
+                self._answers[s.job_id] = s.last_action
+
+    def answer(self, job_id: str) -> ActionOutcome | None:
+        """The answer a status read back at a restart carries for the job (once)."""
+        return self._answers.pop(job_id, None)
 
     def _detail_only(self, entry: JobEntry, now: float) -> bool:
         """Whether the waiting job's published status can differ only in its detail, published recently."""
         last = self._published.get(entry.job_id)
         return (last is not None and entry.state in WAITING and last[_POSITION] is not None
                 and last[_IDENTITY] == (entry.state, entry.attempt, entry.spec.main_replicas,
-                                        entry.spec.priority_class)
+                                        entry.spec.priority_class, _answered(entry))
                 and now - self._detail_at.get(entry.job_id, float("-inf")) < self.waiting_refresh_s)
 
     def changed(self, entries: Iterable[JobEntry], now: float) -> list[JobStatusChanged]:

@@ -23,7 +23,7 @@ from schemas.api import Explanation, JobEvents, JobView
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC
 from tests.builders.clock import T0
-from tests.gateway.builders import TOKENS, Harness, feed, job_spec, spec_json, status_changed
+from tests.gateway.builders import TOKENS, Harness, answering, feed, job_spec, spec_json, status_changed
 
 
 async def test_submit_a_typed_spec_with_a_key_is_one_job_and_reads_back(alice: AsyncClient, gw: Harness) -> None:
@@ -85,12 +85,17 @@ async def test_list_filters_and_pages_newest_first(alice: AsyncClient, gw: Harne
 
 async def test_actions_publish_their_intents(alice: AsyncClient, gw: Harness) -> None:
     feed(gw.ctx.status, status_changed("j1", state="pending"))
+    pending = await alice.suspend("j1", wait=0)  # not waiting for the answer
+    assert (pending.action, pending.outcome) == ("suspend", "pending")
+    gw.publisher.sent.clear()
+    answering(gw)
     assert (await alice.suspend("j1")).action == "suspend"
     assert (await alice.resume("j1")).action == "resume"
     assert (await alice.set_priority("j1", "high")).action == "change_priority"
     assert (await alice.scale("j1", 3)).action == "scale"
     accepted = await alice.cancel("j1", "not needed")
-    assert accepted.action == "cancel" and accepted.event_id
+    assert (accepted.action, accepted.outcome) == ("cancel", "applied") and accepted.event_id
+    assert (await alice.action_outcome("j1", accepted.event_id)).outcome == "applied"
     sent = gw.publisher.on(INTENTS_TOPIC)
     assert [type(m) for m in sent] == [SuspendJob, ResumeJob, ChangePriority, ScaleJob, CancelJob]
     assert isinstance(sent[2], ChangePriority) and sent[2].priority_class == "high"

@@ -105,6 +105,11 @@ class Api:
         body: dict[str, Any] = r.json()
         return body
 
+    async def request(self, job_id: str, action: str, *, wait: float, tenant: str = "team-a") -> httpx.Response:
+        """POST a request about a job (``cancel``, ``suspend``...) waiting up to ``wait`` s for its answer."""
+        return await self.http.post(f"/v1/jobs/{job_id}/{action}", params={"wait": wait},
+                                    headers=self._auth(tenant))
+
     async def cancel(self, job_id: str, *, tenant: str = "team-a") -> None:
         r = await self.http.post(f"/v1/jobs/{job_id}/cancel", json={"reason": "e2e"}, headers=self._auth(tenant))
         assert r.status_code == 202, r.text

@@ -144,7 +144,12 @@ async def test_cancel_pending_and_running_jobs(system: System) -> None:
     assert not system.log.messages(JobAdmitted, job_id=waiting)
 
     assert len(await cluster.jobs(running)) == 1
-    await system.api.cancel(running)
+    # a request the queue manager refuses is told at once, with its reason, through the whole system
+    refused = await system.api.request(running, "suspend", wait=20)
+    assert (refused.status_code, refused.json()["error"]) == (409, "not_waiting"), refused.text
+    assert (await system.api.job(running))["last_action"]["outcome"] == "refused"
+    answered = await system.api.request(running, "cancel", wait=20)
+    assert (answered.status_code, answered.json()["outcome"]) == (200, "applied"), answered.text
     await system.api.wait_state(running, "cancelled", within=30)
     await cluster.wait_no_jobs(running)
     assert not system.log.messages(RunSucceeded, job_id=running)

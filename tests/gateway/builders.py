@@ -24,8 +24,8 @@ from schemas.config import (
 )
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
-from schemas.status import JobStatusChanged
-from schemas.topics import CONFIG_TOPIC, STATUS_TOPIC, USAGE_TOPIC
+from schemas.status import ActionName, ActionOutcome, JobStatusChanged, OutcomeName
+from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC, STATUS_TOPIC, USAGE_TOPIC
 from services.gateway.app import create_app
 from services.gateway.auth import TokenEntry, TokenTable, token_digest
 from services.gateway.configs import defined_message, file_items
@@ -98,6 +98,8 @@ class FakePublisher:
     views: dict[str, StatusView | ConfigView | UsageView] = field(default_factory=dict)
     sent: list[tuple[str, Envelope]] = field(default_factory=list)
     fail: Exception | None = None
+    #: told of every envelope published (``answering``: a queue manager's answers to requests)
+    on_publish: Callable[[str, Envelope], None] | None = None
 
     async def publish(self, topic: str, envelope: Envelope) -> None:
         if self.fail is not None:
@@ -106,6 +108,8 @@ class FakePublisher:
         view = self.views.get(topic)
         if view is not None:
             view.apply(envelope.key(), envelope)
+        if self.on_publish is not None:
+            self.on_publish(topic, envelope)
 
     def on(self, topic: str) -> list[Message]:
         return [env.payload for t, env in self.sent if t == topic]
@@ -136,6 +140,27 @@ def harness(config: MusterConfig | None = None, clock: Callable[[], datetime] | 
     ctx = GatewayContext(tokens=token_table(), publisher=publisher, metrics=metrics, status=status, config=cfg_view,
                          usage=usage, now=clock or (lambda: T0), fresh_id=lambda name: f"{name}-{next(ids):08x}")
     return Harness(ctx, create_app(ctx, registry), publisher, registry)
+
+
+def answering(gw: Harness, outcome: OutcomeName = "applied", reason: str = "", message: str = "") -> None:
+    """Answer every request about a job at once, as the queue manager would in the job's next status."""
+
+    def answer(topic: str, envelope: Envelope) -> None:
+        action = _ACTIONS.get(envelope.type)
+        status = gw.ctx.status.get(envelope.key())
+        if topic != INTENTS_TOPIC or action is None or status is None:
+            return
+        told = ActionOutcome(event_id=envelope.event_id, action=action, outcome=outcome, reason=reason,
+                             message=message, requested_by="alice", at=T0)
+        answered = make_envelope(status.model_copy(update={"last_action": told}), "queue_manager")
+        gw.ctx.status.apply(answered.key(), answered)
+        gw.ctx.status_changed(answered.key(), answered)
+
+    gw.publisher.on_publish = answer
+
+
+_ACTIONS: dict[str, ActionName] = {"CancelJob": "cancel", "SuspendJob": "suspend", "ResumeJob": "resume",
+                                   "ChangePriority": "change_priority", "ScaleJob": "scale"}
 
 
 def recurring_job(name: str = "nightly", schedule: str = "* * * * *", *, tenant: str = "team-a",

@@ -2,13 +2,16 @@
 
 from __future__ import annotations
 
+import asyncio
+
 import httpx
 import pytest
 
-from schemas.envelope import JobId
+from schemas.envelope import JobId, make_envelope
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
+from schemas.status import ActionOutcome
 from schemas.topics import INTENTS_TOPIC, STATUS_TOPIC
-from tests.gateway.builders import T0, Harness, auth, feed, spec_json, status_changed
+from tests.gateway.builders import T0, Harness, answering, auth, feed, spec_json, status_changed
 
 
 async def test_submission_publishes_submit_job_and_answers_202_with_location(
@@ -244,3 +247,45 @@ async def test_metrics_exposure_is_a_setting(gw: Harness) -> None:
     assert await status(MetricsAccess("off"), "127.0.0.1") == 404
     assert await status(MetricsAccess("public", "t"), "10.1.2.3") == 401
     assert await status(MetricsAccess("public", "t"), "10.1.2.3", {"Authorization": "Bearer t"}) == 200
+
+
+async def test_a_request_waits_for_its_answer_and_tells_it(client: httpx.AsyncClient, gw: Harness) -> None:
+    """``?wait=``: 200 with the outcome when applied or unchanged, 409 with the reason when refused."""
+    feed(gw.ctx.status, status_changed("j1", state="running"))
+    answering(gw, "applied")
+    r = await client.post("/v1/jobs/j1/cancel", params={"wait": 5}, headers=auth("alice"))
+    assert (r.status_code, r.json()["outcome"]) == (200, "applied")
+    answering(gw, "refused", "runs_on_borrowed_quota", "the job runs on borrowed quota")
+    r = await client.patch("/v1/jobs/j1", params={"wait": 5}, json={"priority_class": "high"}, headers=auth("alice"))
+    assert (r.status_code, r.json()["error"], r.json()["detail"]) == (
+        409, "runs_on_borrowed_quota", "the job runs on borrowed quota")
+    refused_id = gw.publisher.sent[-1][1].event_id
+    view = (await client.get("/v1/jobs/j1", headers=auth("alice"))).json()
+    assert view["last_action"]["event_id"] == refused_id and view["last_action"]["outcome"] == "refused"
+    r = await client.get(f"/v1/jobs/j1/actions/{refused_id}", headers=auth("alice"))
+    assert (r.status_code, r.json()["outcome"], r.json()["reason"]) == (200, "refused", "runs_on_borrowed_quota")
+    assert (await client.get(f"/v1/jobs/j1/actions/{refused_id}", headers=auth("bob"))).status_code == 404
+
+
+async def test_an_answer_that_comes_late_is_pending_then_told(client: httpx.AsyncClient, gw: Harness) -> None:
+    feed(gw.ctx.status, status_changed("j1", state="pending"))
+    r = await client.post("/v1/jobs/j1/suspend", params={"wait": 0.05}, headers=auth("alice"))
+    assert (r.status_code, r.json()["outcome"]) == (202, "pending")
+    event_id = r.json()["event_id"]
+    missing = await client.get(f"/v1/jobs/j1/actions/{event_id}", headers=auth("alice"))
+    assert (missing.status_code, missing.json()["error"]) == (404, "not_answered")
+    told = ActionOutcome(event_id=event_id, action="suspend", outcome="applied", requested_by="alice", at=T0)
+    late = make_envelope(status_changed("j1", state="suspended", last_action=told), "queue_manager")
+    gw.ctx.status.apply(late.key(), late)
+    gw.ctx.status_changed(late.key(), late)
+    r = await client.get(f"/v1/jobs/j1/actions/{event_id}", headers=auth("alice"))
+    assert (r.status_code, r.json()["action"], r.json()["outcome"]) == (200, "suspend", "applied")
+
+
+async def test_waiting_ends_when_the_answer_arrives(gw: Harness) -> None:
+    waiting = asyncio.create_task(gw.ctx.answers.wait("j1", "e1", 10.0))
+    await asyncio.sleep(0)
+    told = ActionOutcome(event_id="e1", action="scale", outcome="unchanged", requested_by="alice", at=T0)
+    gw.ctx.answers.add("j1", told)
+    assert await asyncio.wait_for(waiting, 1.0) == told
+    assert await gw.ctx.answers.wait("j2", "e1", 0.01) is None  # an answer about another job is not this one's

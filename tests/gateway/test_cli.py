@@ -20,11 +20,12 @@ from services.cli.jobs import (
     list_jobs,
     queues,
     resume,
+    set_priority,
     submit,
     suspend,
     top,
 )
-from tests.gateway.builders import Harness, feed, status_changed
+from tests.gateway.builders import Harness, answering, feed, status_changed
 
 EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "jobs"
 
@@ -56,10 +57,27 @@ def test_submit_get_list_describe_and_actions(served: tuple[Harness, dict[str, s
     assert "Position:       2 (1 = next)" in out and "team-a uses 16 of 16 a100" in out and "History:" in out
     assert out.count(" (in ") <= 1  # the estimated start is shown once, not twice with two roundings
 
-    for command, message_type in ((suspend, SuspendJob), (resume, ResumeJob), (cancel, CancelJob)):
+    answering(gw)
+    for command, message_type, told in ((suspend, SuspendJob, "suspended"), (resume, ResumeJob, "resumed"),
+                                        (cancel, CancelJob, "cancelled")):
         code, out = run(command, [job_id], env)
-        assert code == 0 and out.startswith(job_id), out
+        assert code == 0 and out.startswith(f"{job_id} {told}"), out
         assert isinstance(gw.publisher.on(INTENTS_TOPIC)[-1], message_type)
+
+
+def test_a_refused_request_exits_non_zero_with_the_reason(served: tuple[Harness, dict[str, str]]) -> None:
+    """The issue's case: a priority change of a job running on borrowed quota used to print "requested"."""
+    gw, env = served
+    feed(gw.ctx.status, status_changed("j1", state="running"))
+    answering(gw, "refused", "runs_on_borrowed_quota", "the job runs on borrowed quota")
+    code, out = run(set_priority, ["j1", "high"], env)
+    assert code != 0 and "runs on borrowed quota" in out, out
+    code, out = run(describe, ["j1"], env)
+    assert code == 0 and "Last request:   change priority by alice" in out
+    assert "refused (runs_on_borrowed_quota): the job runs on borrowed quota" in out
+    answering(gw, "unchanged")
+    code, out = run(set_priority, ["j1", "high"], env)
+    assert (code, out.strip()) == (0, "j1 already has priority class high")
 
 
 def test_list_hides_finished_jobs_unless_all(served: tuple[Harness, dict[str, str]]) -> None:

@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from schemas.status import JobStatusChanged
+from schemas.status import ActionOutcome, JobStatusChanged
 from services.gateway.kube_feedback import (
     ADMITTED,
     QUEUED,
@@ -38,6 +38,16 @@ PREEMPTED = status("preempting", reason="priority", message="preempted by urgent
 REQUEUED = status("pending", reason="waiting_for_capacity", attempt=1, position=0)
 
 
+def answered(base: JobStatusChanged, event_id: str, outcome: str = "refused") -> JobStatusChanged:
+    told = ActionOutcome(event_id=event_id, action="change_priority", outcome=outcome,  # type: ignore[arg-type]
+                         reason="runs_on_borrowed_quota", message="it runs on borrowed quota",
+                         requested_by="alice", at=NOW)
+    return base.model_copy(update={"last_action": told})
+
+
+REFUSED = answered(RUNNING, "e1")
+
+
 @pytest.mark.parametrize(("before", "after", "told"), [
     (None, WAITING, [("Normal", "Queued"), ("Normal", "Pending")]),
     (None, status("pending"), [("Normal", "Queued")]),  # no reason yet: nothing more to tell
@@ -52,6 +62,11 @@ REQUEUED = status("pending", reason="waiting_for_capacity", attempt=1, position=
     (WAITING, status("cancelled", message="cancelled by alice"), [("Normal", "Cancelled")]),
     (None, status("rejected", reason="invalid_spec"), [("Warning", "Rejected")]),
     (WAITING, status("suspended"), [("Normal", "Suspended")]),
+    (RUNNING, REFUSED, [("Warning", "RequestRefused")]),  # told once, on the object itself
+    (REFUSED, REFUSED, []),
+    (REFUSED, answered(RUNNING, "e2"), [("Warning", "RequestRefused")]),
+    (RUNNING, answered(RUNNING, "e3", "applied"), []),
+    (WAITING, answered(ADMITTED_EAST, "e4"), [("Warning", "RequestRefused"), ("Normal", "Admitted")]),
 ])
 def test_events_per_change(before: JobStatusChanged | None, after: JobStatusChanged,
                            told: list[tuple[str, str]]) -> None:

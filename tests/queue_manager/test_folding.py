@@ -85,7 +85,13 @@ def test_cancel_pending_job() -> None:
     assert of_type(outs, JobRecorded)[0].record.state == "cancelled"
     assert not of_type(outs, JobPreemptionRequested)
     assert "j1" not in qs.sched.pending
-    assert feed(qs, CancelJob(job_id="j1", requested_by="alice")) == []
+    assert of_type(outs, JobStatusChanged)[0].last_action.outcome == "applied"  # type: ignore[union-attr]
+    again = feed(qs, CancelJob(job_id="j1", requested_by="alice"), event_id="second")
+    assert not of_type(again, JobRecorded)  # nothing changed: only the answer is told
+    (status,) = of_type(again, JobStatusChanged)
+    assert status.last_action is not None
+    assert (status.last_action.event_id, status.last_action.outcome) == ("second", "unchanged")
+    assert feed(qs, CancelJob(job_id="j1", requested_by="alice"), event_id="second") == []  # redelivered
 
 
 def test_cancel_running_job_preempts_without_requeue_then_cancels() -> None:
@@ -273,7 +279,9 @@ def test_suspend_resume_priority_and_scale_of_waiting_job() -> None:
     rec = of_type(outs, JobRecorded)[0].record
     assert (rec.priority, rec.submission.spec.priority_class) == (1000, "high")
     assert qs.sched.pending["j1"].priority == 1000
-    assert feed(qs, ChangePriority(job_id="j1", priority_class="high", requested_by="admin")) == []
+    again = feed(qs, ChangePriority(job_id="j1", priority_class="high", requested_by="admin"))
+    assert not of_type(again, JobRecorded)
+    assert of_type(again, JobStatusChanged)[0].last_action.outcome == "unchanged"  # type: ignore[union-attr]
 
 
 def test_an_unhealthy_node_preempts_with_requeue_once_its_grace_is_over() -> None:

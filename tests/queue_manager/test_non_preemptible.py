@@ -9,6 +9,7 @@ from schemas.decisions import JobAdmitted, JobRejected
 from schemas.envelope import Message
 from schemas.intents import ChangePriority
 from schemas.jobs import JobRecorded
+from schemas.status import JobStatusChanged
 from services.core import SchedulerConfig
 from services.queue_manager.cycle import run_cycle
 from services.queue_manager.inputs import on_input
@@ -57,7 +58,11 @@ def test_an_allowed_tenant_runs_non_preemptible_work() -> None:
 def test_a_priority_change_to_a_non_preemptible_class_follows_the_same_rule() -> None:
     qs = configured(allowed=False)
     feed(qs, submit("j1"))
-    assert feed(qs, ChangePriority(job_id="j1", priority_class="inference", requested_by="alice")) == []
+    outs = feed(qs, ChangePriority(job_id="j1", priority_class="inference", requested_by="alice"))
+    assert not of_type(outs, JobRecorded)
+    (told,) = of_type(outs, JobStatusChanged)
+    assert told.last_action is not None and told.last_action.outcome == "refused"
+    assert told.last_action.reason == "non_preemptible_not_allowed"
     assert qs.jobs["j1"].spec.priority_class == "normal" and qs.sched.pending["j1"].preemptible
 
     allowed = configured(allowed=True)
