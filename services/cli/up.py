@@ -17,7 +17,14 @@ from schemas.topics import INTENTS_TOPIC
 from services.cli.contexts import remember
 from services.runtime.credentials import write_credentials, write_private
 from services.runtime.options import ClusterAccess
-from services.runtime.supervise import Child, free_port, service_children, stop_on_signals, supervise
+from services.runtime.supervise import (
+    Child,
+    free_port,
+    keep_previous_logs,
+    service_children,
+    stop_on_signals,
+    supervise,
+)
 from services.spec.cluster_file import load_cluster_file
 
 MAX_BROKERS = 9  # services.runtime.broker.cluster.MAX_BROKERS (not imported: `muster --help` stays light)
@@ -225,6 +232,7 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             await asyncio.to_thread(merged.write_text, yaml.safe_dump(cfg.model_dump(mode="json")), encoding="utf-8")
             children = service_children(cfg, state_dir, broker.bootstrap, access, merged, gateway_port,
                                         kafka_env=kafka_env)
+            await asyncio.to_thread(keep_previous_logs, children)
             for child in children:
                 await child.start()
             for child in children:

@@ -35,7 +35,9 @@ def summary(job: JobView) -> str:
     """One human-readable line: where the job is and why."""
     why = f": {job.message}" if job.message else (f" ({job.reason})" if job.reason else "")
     if job.state == "pending":
-        place = f"position {job.position} in queue {job.queue}" if job.position is not None else f"queue {job.queue}"
+        # counted from 1 for the next job, as every text a person reads (the API's ``position`` counts from 0)
+        place = f"position {job.position + 1} in queue {job.queue}" if job.position is not None \
+            else f"queue {job.queue}"
         # the time itself, not "in N min": a client shows the estimate once, counted from its own clock
         start = "unknown" if job.estimated_start is None else f"{job.estimated_start:%Y-%m-%d %H:%M:%S}Z"
         return f"pending at {place}{why}; estimated start {start}"

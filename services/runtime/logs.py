@@ -115,9 +115,35 @@ def log_format(environ: dict[str, str] | None = None) -> str:
     return chosen
 
 
+#: aiokafka's group coordinator logger, which logs a failed coordinator lookup as an ERROR before retrying it
+COORDINATOR_LOGGER = "aiokafka.consumer.group_coordinator"
+
+
+class RetriedCoordinatorLookupFilter(logging.Filter):
+    """aiokafka logs "Group Coordinator Request failed: [Error 15] GroupCoordinatorNotAvailableError" as an
+    ERROR while a broker that has just started (or just lost the coordinator) elects one, then retries and
+    joins: a service that starts with the broker says it once or twice on every start. A lookup that failed
+    with an error aiokafka retries is a WARNING here; one it gives up on, and every other error, stays an
+    ERROR."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno >= logging.ERROR and "Coordinator Request failed" in str(record.msg):
+            args = record.args if isinstance(record.args, tuple) else ()
+            if args and all(getattr(arg, "retriable", False) for arg in args):
+                record.levelno, record.levelname = logging.WARNING, logging.getLevelName(logging.WARNING)
+        return True
+
+
+_RETRIED_LOOKUP = RetriedCoordinatorLookupFilter()
+
+
 def configure_logging(level: str = "INFO", *, fmt: str | None = None, service: str | None = None) -> None:
     """Set up the root logger for a service process: ``fmt`` ("text" or "json", default from
-    ``MUSTER_LOG_FORMAT``), writing to stderr."""
+    ``MUSTER_LOG_FORMAT``), writing to stderr. aiokafka's retried coordinator lookups are WARNINGs
+    (``RetriedCoordinatorLookupFilter``)."""
+    coordinator_log = logging.getLogger(COORDINATOR_LOGGER)
+    if _RETRIED_LOOKUP not in coordinator_log.filters:
+        coordinator_log.addFilter(_RETRIED_LOOKUP)
     handler = logging.StreamHandler()
     chosen = fmt or log_format()
     handler.setFormatter(JsonFormatter() if chosen == "json" else logging.Formatter(TEXT_FORMAT))

@@ -93,6 +93,14 @@ class Child:
             await process.wait()
 
 
+def keep_previous_logs(children: Sequence[Child]) -> None:
+    """Start each child's log afresh, keeping the previous run's as ``<name>.log.1`` (one generation): a
+    child's restarts within a run append to its log, runs do not pile up in one file."""
+    for child in children:
+        if child.log_path.exists():
+            child.log_path.replace(child.log_path.with_name(child.log_path.name + ".1"))
+
+
 async def supervise(children: list[Child], stop: asyncio.Event, notify: Callable[[str], None],
                     max_restarts: int = 5, checks: Sequence[Callable[[], None]] = ()) -> None:
     """Restart a child that exits on its own (with backoff), until ``stop`` is set.

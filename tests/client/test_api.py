@@ -48,7 +48,7 @@ async def test_describe_gives_reason_position_estimate_and_history(alice: AsyncC
     explained = await alice.describe("j1")
     assert isinstance(explained, Explanation)
     assert (explained.reason, explained.position, explained.estimated_start) == ("waiting_for_reservation", 1, start)
-    assert explained.message == "reserved on node-3" and "position 1 in queue team-a" in explained.summary
+    assert explained.message == "reserved on node-3" and "position 2 in queue team-a" in explained.summary
     assert [h.reason for h in explained.history] == ["quota_exhausted", "waiting_for_reservation"]
 
 

@@ -161,7 +161,7 @@ async def test_explain_gives_reason_position_estimate_and_history(client: httpx.
     assert (r["reason"], r["position"]) == ("WaitingForReservation", 2)
     assert r["estimated_start"] == "2026-11-01T13:05:00Z"
     assert [h["reason"] for h in r["history"]] == ["QuotaExhausted", "WaitingForReservation"]
-    assert "position 2" in r["summary"] and "behind a 64-GPU reservation" in r["summary"]
+    assert "position 3" in r["summary"] and "behind a 64-GPU reservation" in r["summary"]
 
 
 @pytest.mark.parametrize(("method", "suffix", "body", "message_type"), [

@@ -77,7 +77,7 @@ def test_describe_as_json_and_yaml(busy: dict[str, str]) -> None:
     explained = machine(describe, ["wait-1"], busy)
     assert (explained["reason"], explained["position"], explained["job"]["job_id"]) == ("quota_exhausted", 1,
                                                                                         "wait-1")
-    assert explained["history"] and explained["summary"].startswith("pending at position 1")
+    assert explained["history"] and explained["summary"].startswith("pending at position 2")
 
     def fixed(out: str) -> list[str]:  # the lines that do not count time from the clock
         return [line for line in out.splitlines() if " ago)" not in line and "(in " not in line]

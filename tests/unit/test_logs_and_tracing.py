@@ -14,7 +14,15 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 from schemas.envelope import caused_by, make_envelope
 from schemas.status import JobStatusChanged
 from services.runtime import tracing
-from services.runtime.logs import JsonFormatter, configure_logging, log_format, message_context, set_service
+from services.runtime.logs import (
+    COORDINATOR_LOGGER,
+    JsonFormatter,
+    RetriedCoordinatorLookupFilter,
+    configure_logging,
+    log_format,
+    message_context,
+    set_service,
+)
 from tests.builders.messages import example_messages
 
 
@@ -101,6 +109,23 @@ def test_log_format_is_text_unless_json_is_asked_for(capsys: pytest.CaptureFixtu
     json_out, text_out = capsys.readouterr().err.splitlines()[-2:]
     assert json.loads(json_out)["message"] == "one line" and json.loads(json_out)["service"] == "gateway"
     assert text_out.endswith("INFO services.gateway.example: plain")
+
+
+def test_a_retried_coordinator_lookup_is_a_warning_and_a_final_one_an_error(
+        caplog: pytest.LogCaptureFixture) -> None:
+    """aiokafka logs every failed coordinator lookup as an ERROR, also those it retries (on every start)."""
+    from aiokafka import errors
+
+    coordinator = logging.getLogger(COORDINATOR_LOGGER)
+    coordinator.addFilter(RetriedCoordinatorLookupFilter())
+    try:
+        with caplog.at_level(logging.INFO, logger=COORDINATOR_LOGGER):
+            coordinator.error("Group Coordinator Request failed: %s", errors.GroupCoordinatorNotAvailableError())
+            coordinator.error("Group Coordinator Request failed: %s", errors.UnknownError())  # not retried
+            coordinator.error("Heartbeat failed: %s", errors.GroupCoordinatorNotAvailableError())
+    finally:
+        coordinator.filters.clear()
+    assert [r.levelname for r in caplog.records] == ["WARNING", "ERROR", "ERROR"]
 
 
 # --- traces ---------------------------------------------------------------------------------------------------

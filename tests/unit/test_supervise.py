@@ -34,3 +34,16 @@ async def test_a_start_over_a_live_process_kills_it_first(tmp_path: Path, monkey
     finally:
         await child.stop(grace_s=5)
     assert second.returncode is not None
+
+
+def test_each_run_starts_its_logs_afresh_keeping_the_previous_run(tmp_path: Path) -> None:
+    """Logs used to accumulate across ``muster up`` runs in one file."""
+    logs = tmp_path / "logs"
+    logs.mkdir()
+    (logs / "queue-manager.log").write_text("second run\n")
+    (logs / "queue-manager.log.1").write_text("first run\n")
+    children = [Child("queue-manager", [], 1, logs / "queue-manager.log"),
+                Child("gateway", [], 2, logs / "gateway.log")]
+    supervise.keep_previous_logs(children)
+    assert not (logs / "queue-manager.log").exists() and not (logs / "gateway.log").exists()
+    assert (logs / "queue-manager.log.1").read_text() == "second run\n"
