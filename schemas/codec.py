@@ -1,4 +1,12 @@
-"""orjson codec for envelopes, with decode errors that say why (the reason goes to the DLQ)."""
+"""orjson codec for envelopes, with decode errors that say why (the reason goes to the DLQ).
+
+Fields a reader does not know (written by a newer producer during a rolling upgrade) are ignored on every
+topic but the intents topics: services of one release upgrade one at a time, and an older reader must go on
+reading a newer writer's messages. Intents are written by tenants' own producers, whose mistakes (``gpu_tpye``)
+must be refused with the reason, not silently dropped: there an unknown field is ``invalid_payload``. An
+unknown message type or schema version is refused everywhere (dead-lettered, so it can be replayed once its
+reader is upgraded). ``docs/architecture.md`` ("Changing a message") has the whole policy.
+"""
 
 from __future__ import annotations
 
@@ -8,7 +16,7 @@ import orjson
 from pydantic import ValidationError
 
 from schemas.envelope import Envelope, EnvelopeHeader
-from schemas.topics import INTENTS_TOPIC, MESSAGE_TYPES, TOPICS, intents_topic_tenant
+from schemas.topics import INTENTS_TOPIC, MESSAGE_TYPES, TOPICS, intents_topic_tenant, is_intents_topic
 
 #: the message types each registered topic carries (looked up for every decoded record)
 _TYPES_BY_TOPIC: dict[str, frozenset[str]] = {name: frozenset(spec.message_types) for name, spec in TOPICS.items()}
@@ -45,8 +53,15 @@ def _summary(exc: ValidationError, limit: int = 5) -> str:
     return "; ".join(parts) + (f"; and {more} more" if more > 0 else "")
 
 
+def unknown_fields(topic: str | None) -> Literal["forbid", "ignore"]:
+    """How a reader of ``topic`` treats fields it does not know: refused on the intents topics (tenants'
+    input), ignored elsewhere (a newer service's additions; ``topic`` None: a log file of any topics)."""
+    return "forbid" if topic is not None and is_intents_topic(topic) else "ignore"
+
+
 def decode(raw: bytes | None, *, topic: str | None = None, max_bytes: int = MAX_MESSAGE_BYTES) -> Envelope:
-    """Bytes -> validated envelope with a typed payload, or ``DecodeError``. Never raises anything else."""
+    """Bytes -> validated envelope with a typed payload, or ``DecodeError``. Never raises anything else.
+    Unknown fields: see ``unknown_fields``."""
     if raw is None:
         raise DecodeError("malformed", "empty value (tombstone)")
     if len(raw) > max_bytes:
@@ -59,7 +74,8 @@ def decode(raw: bytes | None, *, topic: str | None = None, max_bytes: int = MAX_
         raise DecodeError("malformed", f"expected a JSON object, got {type(data).__name__}")
     payload = data.pop("payload", None)
     try:
-        header = EnvelopeHeader.model_validate(data)
+        extra = unknown_fields(topic)
+        header = EnvelopeHeader.model_validate(data, extra=extra)
     except ValidationError as exc:
         raise DecodeError("invalid_envelope", _summary(exc)) from None
     cls = MESSAGE_TYPES.get(header.type)
@@ -76,7 +92,7 @@ def decode(raw: bytes | None, *, topic: str | None = None, max_bytes: int = MAX_
     if not isinstance(payload, dict):
         raise DecodeError("invalid_payload", "payload must be a JSON object")
     try:
-        message = cls.model_validate(payload)
+        message = cls.model_validate(payload, extra=extra)
     except ValidationError as exc:
         raise DecodeError("invalid_payload", _summary(exc)) from None
     return Envelope(**header.model_dump(), payload=message)

@@ -46,7 +46,7 @@ from .model import (
     gpu_resource,
 )
 from .ordering import QueueOrder
-from .policy import PRESETS, queue_order
+from .policy import PRESETS, described, queue_order
 from .scheduler import schedule
 from .state import SchedulerState
 
@@ -80,6 +80,7 @@ __all__ = [
     "SchedulerState",
     "TopologyMode",
     "TopologyRequest",
+    "described",
     "gpu_resource",
     "queue_order",
     "schedule",

@@ -518,7 +518,8 @@ class CycleResult:
 
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
-    """Policy knobs. ``policy`` names a preset; the flags below refine it."""
+    """Policy knobs. ``policy`` names a preset (``policy.PRESETS``), which fixes some flags; a flag named in
+    ``explicit`` keeps its own value over the preset's (``policy.resolve``)."""
 
     policy: str = "muster"  # a preset of ``policy.PRESETS``: muster, fifo, fifo-global, tiresias, priority, drf
     fair_share: bool = True
@@ -567,3 +568,5 @@ class SchedulerConfig:
     consolidation_max_moves: int = 4
     consolidation_max_job_attempts: int = 3
     consolidation_move_cost_s: float = 300.0  # a checkpoint and a restart
+    # the flags an operator set explicitly (``MUSTER_SCHEDULER_<FLAG>``): a preset never overrides them
+    explicit: frozenset[str] = frozenset()

@@ -48,12 +48,29 @@ PRESETS: dict[str, dict[str, Any]] = {
 
 
 def resolve(config: SchedulerConfig) -> SchedulerConfig:
-    """Apply the named preset to ``config``; raises ``ValueError`` for an unknown policy."""
+    """Apply the named preset to ``config``, except to the flags it sets explicitly (``config.explicit``: an
+    operator's own setting wins over the preset's); raises ``ValueError`` for an unknown policy."""
     try:
         preset = PRESETS[config.policy]
     except KeyError:
         raise ValueError(f"unknown scheduling policy {config.policy!r}; known: {sorted(PRESETS)}") from None
-    return replace(config, **preset) if preset else config
+    applied = {name: value for name, value in preset.items() if name not in config.explicit}
+    return replace(config, **applied) if applied else config
+
+
+def described(config: SchedulerConfig) -> str:
+    """The resolved policy in one line, as a startup log says it: the preset, then each flag that differs from
+    the defaults, marked ``(set)`` when the operator set it and ``(preset)`` when the preset did."""
+    resolved, defaults = resolve(config), SchedulerConfig()
+    preset = PRESETS.get(config.policy, {})
+    parts = []
+    for name in sorted({*preset, *config.explicit} - {"policy", "explicit"}):
+        value = getattr(resolved, name)
+        if name in config.explicit:
+            parts.append(f"{name}={value} (set)")
+        elif value != getattr(defaults, name):
+            parts.append(f"{name}={value} (preset)")
+    return f"policy {config.policy}" + (": " + ", ".join(parts) if parts else "")
 
 
 def queue_order(config: SchedulerConfig) -> QueueOrder:

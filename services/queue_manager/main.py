@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 from prometheus_client import CollectorRegistry
 
-from services.core import SchedulerConfig
+from services.core import SchedulerConfig, described
 from services.queue_manager.pools import Shard
 from services.queue_manager.service import QueueManager
 from services.queue_manager.settings import scheduler_config_from_env
@@ -40,6 +40,7 @@ class QueueManagerMain(ServiceMain):
         self.options = options
         self.freeze_recovered_heap = freeze_recovered_heap
         log.info("queue manager for %s", shard.describe())
+        log.info("scheduling %s", described(scheduler_config or SchedulerConfig()))
 
     async def run(self, *, handle_signals: bool = True) -> None:
         manager, options = self.manager, self.options

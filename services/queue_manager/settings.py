@@ -1,7 +1,9 @@
 """The scheduling policy of a queue-manager process, from ``MUSTER_SCHEDULER_<FIELD>`` variables.
 
 Every field of ``services.core.SchedulerConfig`` can be set, e.g. ``MUSTER_SCHEDULER_MIN_RUNTIME_S=60``
-or ``MUSTER_SCHEDULER_POLICY=fifo``; unset fields keep the core's defaults.
+or ``MUSTER_SCHEDULER_POLICY=fifo``; unset fields keep the core's defaults. A flag set here wins over the
+policy's preset (``MUSTER_SCHEDULER_POLICY=tiresias`` with ``MUSTER_SCHEDULER_MIN_RUNTIME_S=60`` runs
+Tiresias with 60 s), and the queue manager logs the resolved policy at start (``services.core.described``).
 """
 
 from __future__ import annotations
@@ -37,6 +39,6 @@ def scheduler_config_from_env(environ: Mapping[str, str] | None = None) -> Sched
     changes: dict[str, Any] = {
         f.name: _convert(f.name, env[ENV_PREFIX + f.name.upper()], getattr(base, f.name))
         for f in dataclasses.fields(SchedulerConfig)
-        if ENV_PREFIX + f.name.upper() in env
+        if f.name != "explicit" and ENV_PREFIX + f.name.upper() in env
     }
-    return dataclasses.replace(base, **changes)
+    return dataclasses.replace(base, **changes, explicit=frozenset(changes) - {"policy"})

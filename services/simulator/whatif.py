@@ -125,7 +125,7 @@ def _check_keys(patch: Mapping[str, Any]) -> None:
         if not isinstance(value, Mapping):
             raise PatchError(f"{section}: expected a mapping")
         if section == "scheduler":
-            fields = [f.name for f in dataclasses.fields(SchedulerConfig)]
+            fields = [f.name for f in dataclasses.fields(SchedulerConfig) if f.name != "explicit"]
             for key in value:
                 if key not in fields:
                     raise unknown("scheduler", key, fields)
@@ -165,7 +165,8 @@ def _scheduler(base: SchedulerConfig, changes: Mapping[str, Any]) -> SchedulerCo
         if not ok:
             raise PatchError(f"scheduler.{key}: expected {type(default).__name__}, got {value!r}")
         values[key] = value
-    return dataclasses.replace(base, **values)
+    # a patched flag is the operator's own setting: the policy's preset does not override it
+    return dataclasses.replace(base, **values, explicit=base.explicit | (frozenset(values) - {"policy"}))
 
 
 def _flatten(data: Any, prefix: str = "") -> dict[str, Any]:
@@ -211,6 +212,7 @@ def apply_patch(config: MusterConfig, scheduler: SchedulerConfig, patch: Mapping
     changes = [f"{k}: {old_flat.get(k, '(none)')} -> {new_flat.get(k, '(none)')}"
                for k in sorted(set(old_flat) | set(new_flat)) if old_flat.get(k) != new_flat.get(k)]
     old_s, new_s = dataclasses.asdict(scheduler), dataclasses.asdict(new_scheduler)
+    old_s.pop("explicit"), new_s.pop("explicit")
     changes += [f"scheduler.{k}: {old_s[k]} -> {new_s[k]}" for k in old_s if old_s[k] != new_s[k]]
     return Patched(patched, new_scheduler, tuple(changes))
 

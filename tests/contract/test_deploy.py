@@ -256,7 +256,8 @@ def test_cluster_services_name_their_cluster() -> None:
 
 def test_environment_names_are_settings_the_services_read() -> None:
     kafka_fields = {f"MUSTER_KAFKA_{name.upper()}" for name in KafkaSettings.model_fields}
-    scheduler_fields = {f"MUSTER_SCHEDULER_{f.name.upper()}" for f in dataclasses.fields(SchedulerConfig)}
+    scheduler_fields = {f"MUSTER_SCHEDULER_{f.name.upper()}" for f in dataclasses.fields(SchedulerConfig)
+                        if f.name != "explicit"}
     for obj in of_kind(objects(), "ConfigMap") + of_kind(objects(), "Secret"):
         for key in {**obj.get("data", {}), **obj.get("stringData", {})}:
             if key.startswith("MUSTER_KAFKA_"):
