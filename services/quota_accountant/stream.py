@@ -79,6 +79,8 @@ class ChangelogIdleFilter(logging.Filter):
             args = record.args if isinstance(record.args, tuple) else ()
             if any(getattr(arg, "topic", None) in CHANGELOG_TOPICS for arg in args):
                 record.levelno, record.levelname = logging.DEBUG, logging.getLevelName(logging.DEBUG)
+                # the logger let it through as an ERROR: as a DEBUG record it goes out only where DEBUG is on
+                return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
         return True
 
 
