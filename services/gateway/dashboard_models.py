@@ -15,6 +15,8 @@ from services.gateway.auth import Role
 JobSort = Literal["submitted_at", "updated_at", "name", "state", "queue", "tenant", "gpus", "position",
                   "estimated_start", "priority_class"]
 JobGroup = Literal["queue", "state"]
+#: a job's size by the whole GPUs it asks for: one (or a share of one), two to four, five to eight, more
+SizeClass = Literal["1", "2-4", "5-8", ">8"]
 
 
 class _Body(BaseModel):
@@ -98,6 +100,10 @@ class QueueRow(_Body):
     budget_window: str | None = None
     gpu_hours_used: float | None = None
     gpu_hour_budget: float | None = None
+    nominal_gpus: int = Field(0, description="the queue's nominal quota of GPUs, every GPU type together")
+    fair_share_gpus: float | None = Field(None, description="the queue's fair share of its cohort's GPUs: "
+                                          "fair_share times the nominal GPUs of every queue of the cohort "
+                                          "(its own nominal GPUs when it has no cohort)")
 
 
 class CohortNode(_Body):
@@ -150,6 +156,17 @@ class Charge(_Body):
     outcome: str
 
 
+class StateSpan(_Body):
+    """A stretch of time one attempt of a job spent in one state (the bars of the job's timeline)."""
+
+    attempt: int
+    state: str
+    reason: str = Field(description="the reason the state began with")
+    start: datetime
+    end: datetime
+    ongoing: bool = Field(description="the job is still in this state; end is the time of the answer")
+
+
 class JobDetail(_Body):
     job: JobRow
     summary: str
@@ -164,4 +181,75 @@ class JobDetail(_Body):
     attempts: list[AttemptObjects] = Field(default_factory=list, description="the Kubernetes objects of each "
                                            "attempt, newest first (as `GET /v1/jobs/{job_id}/events`)")
     events: list[JobEvent] = Field(default_factory=list, description="state changes and run reports, oldest first")
+    spans: list[StateSpan] = Field(default_factory=list, description="the states of the history as spans of time, "
+                                   "oldest first; a finished job's last span ends when it finished")
+
+
+# ---------------------------------------------------------------- plots (``/v1/dashboard/plots``)
+
+
+class QueueSeries(_Body):
+    queue: str
+    tenant: str
+    values: list[float] = Field(description="one value per step, oldest first")
+
+
+class AllocationPlot(_Body):
+    """GPUs allocated per queue over time (admitted, running and preempting jobs; a GPU-sharing job counts its
+    share), for a stacked area."""
+
+    as_of: datetime
+    start: datetime = Field(description="the start of the first step")
+    step_s: int
+    points: int = Field(description="steps from start; the last one holds as_of")
+    queues: list[QueueSeries] = Field(description="the queues that held the most GPUs in the window, most first; "
+                                      "each value is the queue's GPUs at the end of the step")
+    other: list[float] | None = Field(description="the other queues' GPUs together; null when there are none")
+    other_queues: int = Field(description="how many queues `other` sums")
+    capacity: int = Field(description="GPUs allocatable in the clusters now")
+
+
+class PreemptionPlot(_Body):
+    """Preemptions per queue in every step of the window (a running job stopped for a cancellation is not one)."""
+
+    as_of: datetime
+    start: datetime = Field(description="the start of the first step")
+    step_s: int
+    points: int = Field(description="steps from start; the last one holds as_of")
+    queues: list[QueueSeries] = Field(description="the queues preempted most in the window, most first")
+    other: list[float] | None = Field(description="the other queues' preemptions together; null when there are none")
+    other_queues: int = Field(description="how many queues `other` sums")
+    total: int = Field(description="preemptions in the window")
+    reasons: dict[str, int] = Field(description="preemptions in the window by reason")
+
+
+class WaitSizeClass(_Body):
+    """The waits from submission to first admission of the jobs of one size class."""
+
+    size: SizeClass = Field(description="whole GPUs the job asks for: 1 (or a share of one), 2-4, 5-8, >8")
+    jobs: int
+    counts: list[int] = Field(description="jobs per bin: below bounds_s[0], then between successive bounds, "
+                                          "then at least the last bound")
+    mean_s: float
+    max_s: float
+    p50_s: float = Field(description="half of the jobs waited at most this long (the upper edge of the bin "
+                                     "of the median job, or the longest wait when that is less)")
+    p90_s: float = Field(description="nine jobs in ten waited at most this long (as p50_s)")
+
+
+class QueueWaitTimes(_Body):
+    queue: str
+    tenant: str
+    sizes: list[WaitSizeClass] = Field(description="the size classes with jobs, smallest first")
+
+
+class WaitPlot(_Body):
+    """Wait times from submission to first admission of the jobs first admitted in the window."""
+
+    as_of: datetime
+    window_s: int
+    bounds_s: list[int] = Field(description="the upper edges of the histogram's bins, in seconds; one more bin "
+                                            "holds every longer wait")
+    all_queues: list[WaitSizeClass] = Field(description="every queue the caller may see, together")
+    queues: list[QueueWaitTimes] = Field(description="per queue, by name")
 

@@ -187,16 +187,19 @@ def queues_page(queues: Sequence[QueueConfig], cohorts: Sequence[CohortConfig],
         if queue not in busy:
             busy.append(queue)
         cohort_use = sum(in_use[p.name] for p in peers)
+        fair_share = round(queue.weight / sum(p.weight for p in busy), 4)
         tenant_budget = budget(queue.tenant)
         rows.append(QueueRow(
             name=queue.name, tenant=queue.tenant, cohort=queue.cohort, weight=queue.weight,
             quotas=_quota_lines(queue, report, peers, reports), running=counts[queue.name]["running"],
             waiting=waiting, gpus_in_use=in_use[queue.name],
-            fair_share=round(queue.weight / sum(p.weight for p in busy), 4),
+            fair_share=fair_share,
             actual_share=round(in_use[queue.name] / cohort_use, 4) if cohort_use else None,
             budget_window=tenant_budget.window if tenant_budget else None,
             gpu_hours_used=round(tenant_budget.gpu_hours_used, 2) if tenant_budget else None,
             gpu_hour_budget=tenant_budget.gpu_hour_budget if tenant_budget else None,
+            nominal_gpus=_nominal_gpus(queue),
+            fair_share_gpus=round(fair_share * sum(_nominal_gpus(p) for p in peers), 2),
         ))
     shown = {row.cohort for row in rows}
     by_name = {c.name: c for c in cohorts}
@@ -209,6 +212,10 @@ def queues_page(queues: Sequence[QueueConfig], cohorts: Sequence[CohortConfig],
                         children=sorted(k.name for k in cohorts if k.parent == c.name and k.name in shown))
              for c in cohorts if c.name in shown]
     return QueuesPage(cohorts=nodes, queues=rows)
+
+
+def _nominal_gpus(queue: QueueConfig) -> int:
+    return sum(quota.nominal for resource, quota in queue.quotas.items() if resource.startswith("gpu:"))
 
 
 def _quota_lines(queue: QueueConfig, report: QueueUsageReported | None, peers: Sequence[QueueConfig],

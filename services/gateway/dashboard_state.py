@@ -4,6 +4,8 @@
 - ``RecordView``: each job's durable record (``muster.jobs``): its spec, user and placement.
 - ``LedgerView``: chargeback records per job and the GPU-hour budget per tenant (``muster.usage``).
 - ``Admissions``: when jobs were admitted, for the admissions-per-minute chart.
+- ``PlotSeries`` (``dashboard_series``): GPUs allocated per queue over time, preemptions over time and waits
+  for first admission, bounded, for the dashboard's plots.
 - ``RunLog`` (``job_runs``): each job's Kubernetes objects and run events (``muster.dispatches``, ``muster.runs``).
 
 ``DashboardFeeds`` wraps the gateway's change callbacks of the compacted tables: each folds the change
@@ -23,6 +25,7 @@ from schemas.envelope import Envelope
 from schemas.jobs import JobRecord, JobRecorded
 from schemas.status import JobStatusChanged
 from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from services.gateway.dashboard_series import PlotSeries
 from services.gateway.job_runs import RunLog
 from services.gateway.live import Change, LiveHub
 from services.gateway.presenters import job_from_status
@@ -159,6 +162,7 @@ class DashboardState:
     ledger: LedgerView = field(default_factory=LedgerView)
     admissions: Admissions = field(default_factory=Admissions)
     runs: RunLog = field(default_factory=RunLog)
+    series: PlotSeries = field(default_factory=PlotSeries)
 
 
 def job_row(status: JobStatusChanged, user: str | None) -> JobRow:
@@ -187,8 +191,10 @@ class DashboardFeeds:
     tenant_of_queue: Callable[[str], str | None]
 
     def status(self, key: str, envelope: Envelope | None) -> None:
+        previous = self.status_of(key)
         self.status_apply(key, envelope)
         current = self.status_of(key)
+        self.state.series.observe(previous, current)
         if current is not None:
             self.state.admissions.observe(current)
         if current is None and envelope is None:

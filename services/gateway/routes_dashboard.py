@@ -1,4 +1,5 @@
-"""``/v1/dashboard`` (the web dashboard's read API) and ``/v1/stream`` (live changes as Server-Sent Events).
+"""``/v1/dashboard`` (the web dashboard's read API, its plots under ``/v1/dashboard/plots``) and ``/v1/stream``
+(live changes as Server-Sent Events).
 
 Same bearer tokens and tenancy as the rest of the API: a member sees its tenant's jobs and queues, an
 administrator everything; another tenant's job answers 404.
@@ -18,15 +19,19 @@ from schemas.config import CohortConfig
 from schemas.envelope import Name
 from services.gateway.context import GatewayContext
 from services.gateway.dashboard_models import (
+    AllocationPlot,
     ClusterMap,
     JobDetail,
     JobGroup,
     JobPage,
     JobSort,
     Overview,
+    PreemptionPlot,
     QueuesPage,
+    WaitPlot,
     WhoAmI,
 )
+from services.gateway.dashboard_plots import allocation_plot, job_spans, preemption_plot, wait_plot
 from services.gateway.dashboard_query import (
     JobQuery,
     Listed,
@@ -36,6 +41,7 @@ from services.gateway.dashboard_query import (
     overview,
     queues_page,
 )
+from services.gateway.dashboard_series import SERIES_WINDOW_S, WAIT_WINDOW_S
 from services.gateway.deps import Caller, Context
 from services.gateway.errors import ApiError
 from services.gateway.live import KINDS, Change, Kind, StreamFilter
@@ -117,7 +123,32 @@ async def dashboard_job(job_id: Annotated[str, Path(max_length=48)], ctx: Contex
     detail = job_detail(job, user_of(ctx, job_id), summary(job), spec, record, history,
                         ctx.dashboard.ledger.charges(job_id), caller)
     activity = ctx.job_events(job_id, spec)
-    return detail.model_copy(update={"attempts": activity.attempts, "events": activity.events})
+    spans = job_spans(history, job.submitted_at, ctx.now())
+    return detail.model_copy(update={"attempts": activity.attempts, "events": activity.events, "spans": spans})
+
+
+SeriesWindow = Annotated[int, Query(ge=300, le=SERIES_WINDOW_S, description="seconds back from now")]
+WaitWindow = Annotated[int, Query(ge=900, le=WAIT_WINDOW_S, description="seconds back from now")]
+
+
+@router.get("/v1/dashboard/plots/allocation", response_model=AllocationPlot)
+async def plot_allocation(ctx: Context, caller: Caller, window_s: SeriesWindow = 3600) -> AllocationPlot:
+    """GPUs allocated per queue over time, for a stacked area: the queues that held the most, the rest summed,
+    and the clusters' GPUs now."""
+    return allocation_plot(ctx.dashboard.series, ctx.dashboard.nodes.nodes(), caller, ctx.now(), window_s)
+
+
+@router.get("/v1/dashboard/plots/preemptions", response_model=PreemptionPlot)
+async def plot_preemptions(ctx: Context, caller: Caller, window_s: SeriesWindow = 3600) -> PreemptionPlot:
+    """Preemptions per queue in every step of the window, and by reason."""
+    return preemption_plot(ctx.dashboard.series, caller, ctx.now(), window_s)
+
+
+@router.get("/v1/dashboard/plots/waits", response_model=WaitPlot)
+async def plot_waits(ctx: Context, caller: Caller, window_s: WaitWindow = WAIT_WINDOW_S) -> WaitPlot:
+    """How long the jobs first admitted in the window waited from submission, per queue and size class
+    (1 GPU or a share of one, 2-4, 5-8, more than 8): a histogram, mean, median and 90th percentile."""
+    return wait_plot(ctx.dashboard.series, caller, ctx.now(), window_s)
 
 
 _STREAM_DOC = """Server-Sent Events (`text/event-stream`) of every change the caller may see, batched every

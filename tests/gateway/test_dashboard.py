@@ -168,7 +168,7 @@ async def test_job_page(client: httpx.AsyncClient, busy: Harness) -> None:
     assert body["actions"] == ["cancel", "suspend", "change_priority"]
     assert [h["state"] for h in body["history"]] == ["running"]
     pending = (await client.get("/v1/dashboard/jobs/a-2", headers=auth("alice"))).json()
-    assert pending["summary"].startswith("pending at position 1 in queue team-a")
+    assert pending["summary"].startswith("pending at position 2 in queue team-a")  # 1 = next
     assert pending["job"]["estimated_start"] is not None
     assert (await client.get("/v1/dashboard/jobs/a-0", headers=auth("bob"))).status_code == 404
     viewer = (await client.get("/v1/dashboard/jobs/a-0", headers={"Authorization": f"Bearer {VIEWER}"})).json()
@@ -193,11 +193,31 @@ async def test_the_page_is_served_with_its_own_files_only(client: httpx.AsyncCli
     assert "default-src 'self'" in page.headers["content-security-policy"]
     assert "http" not in page.text.replace('name="viewport"', "")  # nothing from elsewhere
     for path in ("/ui/static/app.js", "/ui/static/api.js", "/ui/static/live.js", "/ui/static/views.js",
-                 "/ui/static/style.css",
-                 "/ui/static/vendor/htm-preact-standalone.js"):
+                 "/ui/static/charts.js", "/ui/static/plots.js", "/ui/static/gantt.js", "/ui/static/style.css",
+                 "/ui/static/vendor/htm-preact-standalone.js", "/ui/static/vendor/uPlot.min.css"):
         r = await client.get(path)
         assert r.status_code == 200, path
         assert "https://" not in r.text and "//cdn" not in r.text, path
+    uplot = await client.get("/ui/static/vendor/uPlot.esm.js")  # names its home page in comments only
+    assert uplot.status_code == 200 and "import " not in uplot.text and "fetch(" not in uplot.text
+    assert '<link rel="stylesheet" href="/ui/static/vendor/uPlot.min.css">' in page.text
+
+
+def test_the_vendored_files_are_the_ones_their_readme_names() -> None:
+    """Unmodified copies of the npm packages: each digest in ui/vendor/README.md matches its file."""
+    import hashlib
+    import re
+
+    from services.gateway.dashboard import UI_DIR
+
+    vendor = UI_DIR / "vendor"
+    readme = (vendor / "README.md").read_text(encoding="utf-8")
+    named = dict(re.findall(r"^\| `([\w.-]+)` \| `([0-9a-f]{64})` \|$", readme, re.MULTILINE))
+    assert set(named) == {"htm-preact-standalone.js", "uPlot.esm.js", "uPlot.min.css"}
+    for name, digest in named.items():
+        assert hashlib.sha256((vendor / name).read_bytes()).hexdigest() == digest, name
+    for licence in ("LICENSE-htm", "LICENSE-preact", "LICENSE-uplot"):
+        assert (vendor / licence).is_file()
 
 
 def test_the_stream_is_documented() -> None:

@@ -1,7 +1,8 @@
 """The web dashboard in a real browser (Debian's headless Chromium) against the whole running system:
 sign in, see jobs appear and change state live, read why a job waits and when it should start, cancel
 it from its page, read a running job's Kubernetes Job, pods, nodes and events, save, pick and delete a
-view of the jobs table, tenant isolation, keyboard use and a phone-sized screen; any console error fails."""
+view of the jobs table, tenant isolation, keyboard use and a phone-sized screen, the plots of a running
+system; any console error fails."""
 
 from __future__ import annotations
 
@@ -129,6 +130,12 @@ async def test_admin_tours_every_page_by_keyboard_on_a_phone(system: System) -> 
         await sign_in(page, url, ADMIN_TOKEN)
         await page.wait_for_selector("[data-testid=count-running]")
         assert await page.inner_text("[data-testid=count-running]") == "1"
+        # the running job's GPUs in the allocation plot, drawn within a phone's width, its queue in the legend
+        await page.locator(".chart[data-plot=allocation] .u-legend th", has_text="team-a").wait_for(timeout=WAIT_MS)
+        size = await page.eval_on_selector(".chart[data-plot=allocation] canvas",
+                                           "c => [c.clientWidth, c.clientHeight]")
+        assert 0 < size[0] <= PHONE["width"] and size[1] > 0, size
+        assert "no preemptions" in (await page.inner_text("[data-plot-empty=preemptions]")).lower()
         # the header's links are reachable with Tab, and Enter follows them
         for label, ready in (("Queues", "tr[data-queue=team-a]"), ("Cluster", ".gpu.busy"),
                              ("Jobs", f"tr[data-job='{job_id}']")):
@@ -139,12 +146,16 @@ async def test_admin_tours_every_page_by_keyboard_on_a_phone(system: System) -> 
                     break
             await page.keyboard.press("Enter")
             await page.wait_for_selector(ready, timeout=WAIT_MS)
+            if label == "Queues":  # the queue's GPUs against its shares, and the job's wait for admission
+                await page.wait_for_selector(".chart[data-plot=shares] canvas", timeout=WAIT_MS)
+                await page.wait_for_selector("[data-testid=wait-table] tr[data-size='5-8']", timeout=WAIT_MS)
             width = await page.evaluate("document.documentElement.scrollWidth")
             assert width <= PHONE["width"] + 1, f"{label} overflows a phone's width: {width}px"
         # the running job's page, with its Kubernetes objects and events, fits a phone's width too
         await page.goto(f"{url}/ui#/jobs/{job_id}")
         await page.wait_for_selector("[data-testid=kube-job] code", timeout=WAIT_MS)
         await page.wait_for_selector("[data-testid=events] li[data-kind=dispatched]", timeout=WAIT_MS)
+        await page.wait_for_selector(".gantt rect.span[data-state=running][data-attempt='0']", timeout=WAIT_MS)
         width = await page.evaluate("document.documentElement.scrollWidth")
         assert width <= PHONE["width"] + 1, f"the job page overflows a phone's width: {width}px"
         await page.goto(f"{url}/ui#/cluster")

@@ -1,10 +1,12 @@
-// The Muster dashboard: sign-in, overview, jobs, one job, queues and cohorts, the GPU map.
-// Preact + htm (vendored, no build step); every read goes through the gateway's API with the
+// The Muster dashboard: sign-in, overview, jobs, one job, queues and cohorts, the GPU map, and their plots.
+// Preact + htm and uPlot (vendored, no build step); every read goes through the gateway's API with the
 // signed-in token, and the live stream (/v1/stream) keeps the open page current.
 
 import { html, render, useCallback, useEffect, useMemo, useRef, useState } from "./vendor/htm-preact-standalone.js";
 import { ApiError, get, onSignedOut, patch, post, qs, request, setToken, token } from "./api.js";
+import { Gantt } from "./gantt.js";
 import * as live from "./live.js";
+import { AdmissionsPlot, AllocationPlot, PreemptionPlot, SharesPlot, WaitPlot } from "./plots.js";
 import { MAX_NAME, deleteView, loadViews, saveView, viewKey, viewQuery } from "./views.js";
 
 // ------------------------------------------------------------------ helpers
@@ -57,8 +59,9 @@ function useThrottle(fn, ms) {
   }, [ms]);
 }
 
-/** Refetch ``path`` when it changes, on a stream reconnect and when ``events`` arrive (throttled). */
-function useLiveResource(path, events, { throttleMs = 500, onEvent } = {}) {
+/** Refetch ``path`` when it changes, on a stream reconnect and when ``events`` arrive (throttled), and every
+``pollMs`` when given (a plot's "now" moves on while nothing happens). */
+function useLiveResource(path, events, { throttleMs = 500, onEvent, pollMs } = {}) {
   const [data, setData] = useState(null);
   const [error, setError] = useState(null);
   const generation = useRef(0);
@@ -82,6 +85,11 @@ function useLiveResource(path, events, { throttleMs = 500, onEvent } = {}) {
     }
     return () => offs.forEach((off) => off());
   }, [refresh, events.join(",")]);
+  useEffect(() => {
+    if (!pollMs) return undefined;
+    const timer = setInterval(refresh, pollMs);
+    return () => clearInterval(timer);
+  }, [refresh, pollMs]);
   return [data, error, setData];
 }
 
@@ -143,11 +151,17 @@ function SignIn({ onSignedIn }) {
 
 // ------------------------------------------------------------------ overview
 
+const PLOT_WINDOWS = [[900, "15 minutes"], [3600, "1 hour"], [6 * 3600, "6 hours"]];
+
 function Overview() {
   const [data, error] = useLiveResource("/v1/dashboard/overview", ["jobs", "nodes", "queues", "removed"],
     { throttleMs: 1000 });
+  const [windowS, setWindowS] = useState(3600);
+  const plotOptions = { throttleMs: 2000, pollMs: 15000 };
+  const [allocation] = useLiveResource(`/v1/dashboard/plots/allocation?window_s=${windowS}`, ["jobs", "removed"],
+    plotOptions);
+  const [preemptions] = useLiveResource(`/v1/dashboard/plots/preemptions?window_s=${windowS}`, ["jobs"], plotOptions);
   if (!data) return html`<${Problem} error=${error} /><p class="loading">Loading…</p>`;
-  const max = Math.max(1, ...data.admissions_per_minute);
   return html`
     <h1>Overview</h1>
     <${Problem} error=${error} />
@@ -174,15 +188,23 @@ function Overview() {
         </tbody></table></div>
       ${data.gpus.length === 0 && html`<p class="muted">No nodes reported yet.</p>`}
     </section>
-    <section aria-labelledby="admissions">
+    <section aria-labelledby="allocated" class="plot">
+      <div class="plot-head">
+        <h2 id="allocated">GPUs allocated per queue</h2>
+        <label>Window <select name="plot-window" value=${windowS} onChange=${(e) => setWindowS(Number(e.target.value))}>
+          ${PLOT_WINDOWS.map(([seconds, label]) => html`<option value=${seconds}>${label}</option>`)}</select></label>
+      </div>
+      ${allocation ? html`<${AllocationPlot} plot=${allocation} />` : html`<p class="loading">Loading…</p>`}
+    </section>
+    <section aria-labelledby="preempted" class="plot">
+      <h2 id="preempted">Preemptions</h2>
+      ${preemptions ? html`<${PreemptionPlot} plot=${preemptions} />` : html`<p class="loading">Loading…</p>`}
+    </section>
+    <section aria-labelledby="admissions" class="plot">
       <h2 id="admissions">Admissions per minute (last 15 minutes)</h2>
-      <svg class="spark" viewBox="0 0 150 40" role="img"
-           aria-label=${`admissions per minute, oldest first: ${data.admissions_per_minute.join(", ")}`}>
-        ${data.admissions_per_minute.map((n, i) => html`
-          <rect x=${i * 10 + 1} y=${40 - (n / max) * 38} width="8" height=${(n / max) * 38}><title>${n}</title></rect>`)}
-      </svg>
-      <p class="muted">This minute: ${data.admissions_per_minute.at(-1)}; last 15 minutes:
-        ${data.admissions_per_minute.reduce((a, b) => a + b, 0)}</p>
+      <${AdmissionsPlot} asOf=${data.as_of} counts=${data.admissions_per_minute} />
+      <p class="muted">${`This minute: ${data.admissions_per_minute.at(-1)}; last 15 minutes: ${
+        data.admissions_per_minute.reduce((a, b) => a + b, 0)}`}</p>
     </section>
     <section aria-labelledby="waits">
       <h2 id="waits">Queues waiting longest</h2>
@@ -385,6 +407,7 @@ function JobPage({ jobId, who }) {
   const path = `/v1/dashboard/jobs/${encodeURIComponent(jobId)}`;
   const [detail, error] = useLiveResource(path, ["jobs", "removed"], {
     throttleMs: 300,
+    pollMs: 15000, // the timeline's ongoing state grows while nothing happens
     onEvent: (payload) => Array.isArray(payload) && payload.some((r) => r === jobId || r.job_id === jobId),
   });
   if (!detail) return html`<${Problem} error=${error} />${!error && html`<p class="loading">Loading…</p>`}`;
@@ -399,6 +422,11 @@ function JobPage({ jobId, who }) {
     <p class="summary" data-testid="summary">${detail.summary}</p>
     <${Problem} error=${error} />
     ${detail.actions.length > 0 && html`<${Actions} detail=${detail} who=${who} />`}
+    <section aria-labelledby="timeline" class="plot">
+      <h2 id="timeline">Timeline</h2>
+      <${Gantt} spans=${detail.spans} finishedAt=${detail.finished_at}
+        finalState=${["succeeded", "failed", "cancelled", "rejected"].includes(job.state) ? job.state : null} />
+    </section>
     <div class="grid">
       <section aria-labelledby="why">
         <h2 id="why">${job.state === "pending" ? "Why it waits" : "Where it is"}</h2>
@@ -555,6 +583,7 @@ function Actions({ detail }) {
 
 function Queues() {
   const [data, error] = useLiveResource("/v1/dashboard/queues", ["queues", "jobs"], { throttleMs: 1000 });
+  const [waits] = useLiveResource("/v1/dashboard/plots/waits", ["jobs"], { throttleMs: 5000, pollMs: 60000 });
   if (!data) return html`<${Problem} error=${error} /><p class="loading">Loading…</p>`;
   const byName = new Map(data.cohorts.map((c) => [c.name, c]));
   const roots = data.cohorts.filter((c) => !c.parent || !byName.has(c.parent));
@@ -571,6 +600,15 @@ function Queues() {
     <section aria-labelledby="tree"><h2 id="tree">Cohorts</h2>
       <ul class="tree">${roots.map((c) => html`<${Tree} cohort=${c} />`)}
         ${loose.length > 0 && html`<li><em>no cohort</em><ul>${loose.map((q) => html`<li>${q.name}</li>`)}</ul></li>`}</ul>
+    </section>
+    <section aria-labelledby="shares" class="plot"><h2 id="shares">GPUs in use, fair share and nominal quota</h2>
+      <${SharesPlot} queues=${data.queues} />
+      <p class="muted small">Fair share: the queue's weight over the weights of its cohort's busy queues, times the
+        nominal GPUs of the whole cohort. GPUs in use include borrowed ones.</p>
+    </section>
+    <section aria-labelledby="waits-plot" class="plot"><h2 id="waits-plot">Waits for first admission${" "}
+      ${waits && html`<small class="muted">(jobs first admitted in the last ${waits.window_s / 3600} hours)</small>`}</h2>
+      ${waits ? html`<${WaitPlot} plot=${waits} />` : html`<p class="loading">Loading…</p>`}
     </section>
     <section aria-labelledby="queues"><h2 id="queues">Queues</h2>
       <div class="scroll"><table>
