@@ -132,13 +132,15 @@ class Admissions:
     """(time, tenant) of each admission of a job's attempt seen in the last ``ADMISSION_WINDOW``."""
 
     def __init__(self) -> None:
-        self._seen: dict[str, int] = {}
         self._times: deque[tuple[datetime, str]] = deque()
 
-    def observe(self, status: JobStatusChanged) -> None:
-        if status.state not in _ADMITTED or self._seen.get(status.job_id, -1) >= status.attempt:
+    def observe(self, previous: JobStatusChanged | None, status: JobStatusChanged) -> None:
+        """``status`` replaced ``previous`` (None: first seen): an admission when it holds an attempt that
+        ``previous`` did not (nothing is kept per job: the window's admissions only)."""
+        if status.state not in _ADMITTED:
             return
-        self._seen[status.job_id] = status.attempt
+        if previous is not None and previous.state in _ADMITTED and previous.attempt >= status.attempt:
+            return
         self._times.append((status.updated_at, status.tenant))
         horizon = status.updated_at - ADMISSION_WINDOW
         while self._times and self._times[0][0] < horizon:
@@ -196,7 +198,7 @@ class DashboardFeeds:
         current = self.status_of(key)
         self.state.series.observe(previous, current)
         if current is not None:
-            self.state.admissions.observe(current)
+            self.state.admissions.observe(previous, current)
         if current is None and envelope is None:
             self.state.runs.forget(key)
         hub = self.state.hub
