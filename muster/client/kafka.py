@@ -1,5 +1,6 @@
-"""``KafkaSubmitter``: validated ``SubmitJob`` intents straight onto ``muster.intents.v1``, for pipelines
-that live on Kafka.
+"""``KafkaSubmitter``: validated ``SubmitJob`` intents straight onto an intents topic (the tenant's own
+``muster.intents.<tenant>.v1`` on an authenticated cluster, ``muster.intents.v1`` on an open one), for
+pipelines that live on Kafka.
 
 The intents topic admits external producers; the queue manager checks again what it must (the queue
 belongs to the tenant, elevated security, non-preemptible work) and rejects a job that fails, which the
@@ -24,7 +25,7 @@ from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec
 from schemas.topics import INTENTS_TOPIC, tenant_intents_topic
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
-from services.spec.ids import keyed_job_id, random_job_id
+from services.spec.ids import job_id_of_tenant, keyed_job_id, random_job_id, tenant_tag
 from services.spec.secret_env import plain_secret_errors
 
 #: the largest envelope sent: the producer's request limit (1 MiB) also carries the key, headers and overhead
@@ -46,9 +47,12 @@ class KafkaSubmitter:
     """Produces ``SubmitJob`` intents for one tenant and user, idempotently (``enable_idempotence``,
     ``acks=all``), and returns once the broker acknowledged each.
 
-    A submission with an ``idempotency_key`` gets the job id the gateway would give it (the same key
-    through either path is the same job); the queue manager queues a job id once, so a retried produce
-    queues nothing twice. Connection settings default to ``MUSTER_KAFKA_*`` (TLS and SASL included).
+    Job ids are minted by ``services.spec.ids`` and carry the tenant's tag, as the gateway's do: the queue
+    manager accepts on a tenant's own topic only submissions under that tenant's ids, so a ``job_id`` given to
+    ``intent`` must carry it too. A submission with an ``idempotency_key`` gets the job id the gateway would
+    give it (the same key through either path is the same job); the queue manager queues a job id once, so a
+    retried produce queues nothing twice. Connection settings default to ``MUSTER_KAFKA_*`` (TLS and SASL
+    included).
     ``topic`` defaults to the tenant's own intents topic (``muster.intents.<tenant>.v1``) when the settings
     authenticate, and to the shared ``muster.intents.v1`` on an open (PLAINTEXT) broker.
     """
@@ -88,7 +92,7 @@ class KafkaSubmitter:
     def intent(self, spec: JobSpec | Mapping[str, Any], *, idempotency_key: str | None = None,
                job_id: str | None = None, submitted_at: datetime | None = None) -> SubmitJob:
         """The ``SubmitJob`` for ``spec``, validated as the topic's consumers will; ``InvalidSpec`` (with every
-        invalid field, as a 422 lists them) otherwise."""
+        invalid field, as a 422 lists them) otherwise, a ``job_id`` without the tenant's tag included."""
         try:
             job_spec = spec if isinstance(spec, JobSpec) else JobSpec.model_validate(dict(spec))
         except ValidationError as exc:
@@ -101,7 +105,11 @@ class KafkaSubmitter:
                                 "gateway's API (POST /v1/jobs), not the intents topic"}])
         if job_id is None:
             job_id = (keyed_job_id(job_spec.name, self.tenant, idempotency_key) if idempotency_key
-                      else random_job_id(job_spec.name))
+                      else random_job_id(job_spec.name, self.tenant))
+        elif not job_id_of_tenant(job_id, self.tenant):
+            raise InvalidSpec([{"field": "intent.job_id", "detail": f"{job_id!r} is not an id of tenant "
+                                f"{self.tenant!r}: its ids carry its tag (<name>-{tenant_tag(self.tenant)}-<8 hex>, "
+                                "from services.spec.ids)"}])
         try:
             return SubmitJob(job_id=job_id, tenant=self.tenant, user=self.user, spec=job_spec,
                              submitted_at=submitted_at or datetime.now(UTC), idempotency_key=idempotency_key)

@@ -16,7 +16,14 @@ from schemas.envelope import Envelope
 from services.dispatcher import replacement
 from services.dispatcher.book import Run, run_from_job
 from services.dispatcher.context import Context, api_failure, emit, report_failure
-from services.dispatcher.plans import admission_manifest, clone_manifest, object_name, source_job, source_job_patch
+from services.dispatcher.plans import (
+    admission_manifest,
+    clone_manifest,
+    object_name,
+    source_job,
+    source_job_patch,
+    users_job,
+)
 from services.runtime.kafka import Delivery
 from services.runtime.kube import KubeObject
 
@@ -42,7 +49,9 @@ async def admit(ctx: Context, envelope: Envelope, delivery: Delivery) -> None:
     if current is not None:  # an older attempt is still around: the new one replaces it
         current = await ctx.take_over(decision.job_id)
     if current is not None:
-        await ctx.ops.delete_job(current.namespace, current.name, "superseded")
+        if not users_job(current.job_id, current.attempt, current.revision, current.name):
+            await ctx.ops.delete_job(current.namespace, current.name, "superseded")
+        # a user's Job is never deleted: it is the one this admission releases again (suspended by the stop)
         ctx.drop_run(current, finished=True)
     correlation = envelope.correlation_id or envelope.event_id
     try:

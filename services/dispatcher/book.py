@@ -10,6 +10,11 @@ from schemas import kube as ann
 
 KubeObject = dict[str, Any]
 
+#: annotation on an object its owner created (a kube-native Job, JobSet, Deployment...) whose job was cancelled
+#: while it ran: when the cancel was asked for. The object is left in place, held back; its job is over, so a
+#: restarted dispatcher does not take it up again
+CANCELLED = ann.MUSTER_PREFIX + "cancelled"
+
 
 @dataclass(frozen=True, slots=True)
 class Preemption:
@@ -115,15 +120,16 @@ def rebuild(jobs: list[KubeObject]) -> tuple[dict[str, Run], list[Leftover]]:
 
     Left to delete are: Jobs marked ``deleted-by: muster`` whose deletion did not go through; older
     revisions of the current attempt (the process stopped between creating a replacement and deleting
-    the one it replaced); older attempts (a new attempt was admitted).
+    the one it replaced); older attempts (a new attempt was admitted). A user's Job left suspended by a
+    cancel (``CANCELLED``) is neither: it is its owner's, and its job is over.
     """
     live: list[Run] = []
     leftovers: list[Leftover] = []
     for job in jobs:
         run = run_from_job(job)
-        if run is None or (job.get("metadata") or {}).get("deletionTimestamp"):
-            continue
         annotations = (job.get("metadata") or {}).get("annotations") or {}
+        if run is None or (job.get("metadata") or {}).get("deletionTimestamp") or CANCELLED in annotations:
+            continue
         if annotations.get(ann.DELETED_BY) == ann.MUSTER:
             leftovers.append(Leftover(run, annotations.get(ann.DELETE_REASON) or "superseded"))
         else:

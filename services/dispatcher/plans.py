@@ -16,6 +16,7 @@ from schemas import kube as ann
 from schemas.decisions import JobAdmitted, PlacementPlan
 from services.dispatcher.binder import SCHEDULER_NAME
 from services.dispatcher.render import ANY_GPU, CheckpointSettings, JobTemplate, PodSecurity, planned_nodes, render_job
+from services.dispatcher.workload_plans import STOP_ANNOTATIONS
 from services.runtime.kube import dns1123_label, job_object_name, label_value
 from services.runtime.kube.names import MAX_JOB_NAME
 
@@ -61,6 +62,13 @@ def object_name(job_id: str, attempt: int, revision: int = 0) -> str:
 def restart_delay(restarts_done: int, settings: DispatchSettings) -> float:
     """The pause before restart number ``restarts_done + 1``: exponential, capped."""
     return float(min(settings.restart_backoff_max_s, settings.restart_backoff_s * 2 ** max(restarts_done, 0)))
+
+
+def users_job(job_id: str, attempt: int, revision: int, name: str) -> bool:
+    """Whether the Job of a run is one its user created (a kube-native Job, released in place) rather than one
+    Muster created: Muster names every Job it creates ``object_name(job_id, attempt, revision)``. A user's Job
+    is suspended when its job is stopped, never deleted (see ``preemption``)."""
+    return name != object_name(job_id, attempt, revision)
 
 
 def source_job(decision: JobAdmitted) -> tuple[str, str] | None:
@@ -165,7 +173,8 @@ def source_job_patch(decision: JobAdmitted, event_id: str, correlation_id: str,
 
     Only what Kubernetes lets one change on a suspended Job is touched (labels, annotations, node
     affinity and tolerations of the pod template); the MUSTER_* environment is therefore not added on
-    this path. GPU pods get the toleration of the GPU taint, as the dispatcher's own Jobs have.
+    this path. GPU pods get the toleration of the GPU taint, as the dispatcher's own Jobs have. A Job
+    released again after a preemption suspended it loses the marks of the attempt that was stopped.
     """
     identity_labels = {ann.JOB_ID: label_value(decision.job_id), ann.ATTEMPT: str(decision.attempt),
                        ann.QUEUE: label_value(decision.queue)}
@@ -178,7 +187,8 @@ def source_job_patch(decision: JobAdmitted, event_id: str, correlation_id: str,
     return {
         "metadata": {
             "labels": identity_labels,
-            "annotations": {**identity, **placement, **bookkeeping(decision, event_id, correlation_id)},
+            "annotations": {**dict.fromkeys(STOP_ANNOTATIONS), **identity, **placement,
+                            **bookkeeping(decision, event_id, correlation_id)},
         },
         "spec": {
             "suspend": False,

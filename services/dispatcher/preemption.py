@@ -14,13 +14,18 @@
    pods are deleted with what is left of the grace period (at least ``stop_floor_s``, at most their
    own ``terminationGracePeriodSeconds``): the handshake and the pods' grace share one budget instead
    of adding up. A job that does not checkpoint has a budget of 0, so its pods get ``stop_floor_s``
-   between SIGTERM and SIGKILL.
-4. Once the Job is gone (the foreground deletion ends with its last pod, so its GPUs are really free)
-   ``JobStopped(reason, requeue, checkpointed)`` is reported. A crash before that resumes the stop from
-   the Job, which is still there, marked for deletion; a crash after the Job went and before the report
-   is covered by the node watcher's ``RunDeleted(by=muster)``, which the queue manager takes as the stop
-   of a preempting job. If the pods are not gone after their grace plus ``stop_wait_margin_s``, the stop
-   is reported anyway (and logged): a stuck node must not hold the queue forever.
+   between SIGTERM and SIGKILL. A Job its user created (kube-native, ``plans.users_job``) is not
+   Muster's to delete: it is suspended instead (the Job controller removes its pods) and its pods are
+   deleted within the same budget; released again, it runs the job's next attempt.
+4. Once the Job is gone (the foreground deletion ends with its last pod, so its GPUs are really free),
+   or a user's Job has no pod left, ``JobStopped(reason, requeue, checkpointed)`` is reported. A crash
+   before that resumes the stop from the Job, which is still there, marked for deletion (a user's Job:
+   suspended, with the handshake's annotations); a crash after the Job went and before the report is
+   covered by the node watcher's ``RunDeleted(by=muster)``, which the queue manager takes as the stop of
+   a preempting job. If the pods are not gone after their grace plus ``stop_wait_margin_s``, the stop is
+   reported anyway (and logged): a stuck node must not hold the queue forever.
+5. A cancelled job's user Job is left in place after the report, suspended, marked ``muster.dev/cancelled``
+   and its owner told so by an Event (see ``cancelled``).
 """
 
 from __future__ import annotations
@@ -33,8 +38,10 @@ from schemas import kube as ann
 from schemas.decisions import JobPreemptionRequested
 from schemas.envelope import Envelope
 from schemas.runs import JobStopped
+from services.dispatcher import cancelled
 from services.dispatcher.book import Preemption, Run
 from services.dispatcher.context import Context, emit
+from services.dispatcher.plans import users_job
 from services.runtime.kafka import Delivery
 from services.runtime.kube import KubeObject
 
@@ -141,6 +148,8 @@ async def handshake(ctx: Context, run: Run) -> None:
         ctx.metrics.handshake_seconds.labels(ctx.cluster).observe(max(elapsed, 0.0))
         log.info("job %s attempt %d stopped (%s, checkpointed=%s)", run.job_id, run.attempt, pre.reason,
                  checkpointed)
+        if _users(run) and cancelled.is_cancel(pre):
+            await _leave(ctx, run, pre)
     finally:
         ctx.metrics.handshakes.labels(ctx.cluster).dec()
 
@@ -150,18 +159,47 @@ def _pod_grace(job: KubeObject) -> float:
     return float(spec.get("terminationGracePeriodSeconds", 30))
 
 
+def _users(run: Run) -> bool:
+    return users_job(run.job_id, run.attempt, run.revision, run.name)
+
+
 async def _stop(ctx: Context, run: Run, pre: Preemption) -> None:
-    """Delete the gang within what is left of its grace and wait until its pods are gone."""
+    """Delete the gang (suspend a user's Job) within what is left of its grace and wait until its pods are gone."""
     job = await ctx.ops.get_job(run.namespace, run.name)
     if job is None:
         return
-    await ctx.ops.delete_job(run.namespace, run.name, "preempted", propagation="Foreground")
+    users = _users(run)
+    if users:
+        job = await ctx.ops.patch_job(run.namespace, run.name, {"spec": {"suspend": True}})
+        if job is None:
+            return
+    else:
+        await ctx.ops.delete_job(run.namespace, run.name, "preempted", propagation="Foreground")
     grace = min(_pod_grace(job), max(ctx.settings.stop_floor_s, pre.deadline - ctx.clock().timestamp()))
     await ctx.ops.end_pods(job, math.ceil(grace))
     limit = asyncio.get_running_loop().time() + grace + ctx.settings.stop_wait_margin_s
-    while await ctx.ops.get_job(run.namespace, run.name) is not None:
+    while not await _gone(ctx, run, job, users):
         if asyncio.get_running_loop().time() > limit:
             log.warning("job %s attempt %d: pods still there %.0fs after their grace; reported stopped anyway",
                         run.job_id, run.attempt, ctx.settings.stop_wait_margin_s)
             return
         await asyncio.sleep(ctx.settings.release_poll_s)
+
+
+async def _gone(ctx: Context, run: Run, job: KubeObject, users: bool) -> bool:
+    """Muster's Job is gone (its foreground deletion ends with its last pod); a user's Job has no pod left."""
+    if users:
+        return not await ctx.ops.pods_of(job)
+    return await ctx.ops.get_job(run.namespace, run.name) is None
+
+
+async def _leave(ctx: Context, run: Run, pre: Preemption) -> None:
+    """Mark the cancelled job's user Job, left suspended, and tell its owner with an Event (best effort)."""
+    try:
+        job = await ctx.ops.annotate_job(run.namespace, run.name, cancelled.cancel_mark(pre))
+        if job is not None:
+            left = cancelled.LeftObject.of(job, "batch/v1", "Job", suspended=True)
+            await cancelled.tell(ctx.ops.rest, left, ctx.clock())
+    except Exception as exc:  # the job is over: a restarted dispatcher marks it when it resumes the stop
+        log.warning("job %s: its Job %s/%s was left suspended but not marked: %s", run.job_id, run.namespace,
+                    run.name, exc)

@@ -18,6 +18,7 @@ from pydantic import ValidationError
 from schemas import kube as ann
 from schemas.decisions import JobAdmitted, PlacementPlan
 from schemas.jobspec import JobSpec, RoleSpec
+from services.dispatcher.book import CANCELLED
 from services.runtime.kube import KubeObject, label_value
 from services.spec.kinds.base import true_condition
 from services.spec.pod_resources import holds_node
@@ -28,11 +29,11 @@ PLAN = ann.MUSTER_PREFIX + "plan"
 #: when the attempt ends; an object its owner created (kube-native) is only suspended, never deleted
 OWNED = ann.MUSTER_PREFIX + "owned"
 WORKLOAD = ann.WORKLOAD
-#: what a stopped attempt leaves on its object (the preemption handshake, the deletion's marks): cleared when the
-#: object is released again as a later attempt
+#: what a stopped attempt leaves on its object (the preemption handshake, the deletion's marks, a cancel's): cleared
+#: when the object is released again as a later attempt (a user's ``batch/v1`` Job too)
 STOP_ANNOTATIONS = frozenset({
     ann.PREEMPT_REQUESTED, ann.PREEMPT_REASON, ann.PREEMPT_REQUEUE, ann.PREEMPT_GRACE, ann.PREEMPT_EVENT,
-    ann.CHECKPOINTED, ann.DELETED_BY, ann.DELETE_REASON,
+    ann.CHECKPOINTED, ann.DELETED_BY, ann.DELETE_REASON, CANCELLED,
 })
 
 

@@ -19,7 +19,9 @@ takes it back:
   passed, a kind that can be suspended is suspended (its controller removes the pods; the gate stays in
   its templates, so the next run's pods come gated again) and the pods of any other kind are deleted (its
   controller re-creates them gated). When no pod of the attempt is left, ``JobStopped`` is reported; an
-  object Muster created is then deleted, an owner's object is left suspended.
+  object Muster created is then deleted, an owner's object is left held back. A cancel stops the job the same
+  way, and an owner's object is then marked ``muster.dev/cancelled`` and its owner told so by an Event (see
+  ``cancelled``).
 - **Resize** (``JobScaled``, of a serving object its owner scaled, or of one the core shrinks for other work):
   the object's plan and gang size follow; pods beyond the plan on a node are deleted (re-created gated).
 - **Failure**: the kind's controller has its own retries (a JobSet's failure policy, a RayJob's
@@ -44,7 +46,8 @@ from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled
 from schemas.envelope import Envelope
 from schemas.kube import POD_GROUP
 from schemas.runs import JobDispatched, JobStopped, RunFailed
-from services.dispatcher.book import Preemption
+from services.dispatcher import cancelled
+from services.dispatcher.book import CANCELLED, Preemption
 from services.dispatcher.context import Context, api_failure, emit, report_failure
 from services.dispatcher.plans import object_name
 from services.dispatcher.preemption import handshake_annotations
@@ -387,6 +390,21 @@ async def _handshake(ctx: Context, ops: WorkloadOps, run: WorkloadRun) -> None:
         correlation_id=run.correlation_id or None, causation_id=pre.event_id or None)
     _forget(ctx, run)
     log.info("job %s attempt %d stopped (%s, checkpointed=%s)", run.job_id, run.attempt, pre.reason, checkpointed)
+    if not run.owned and not _is_group(run) and cancelled.is_cancel(pre):
+        await _leave(ctx, ops, run, pre)
+
+
+async def _leave(ctx: Context, ops: WorkloadOps, run: WorkloadRun, pre: Preemption) -> None:
+    """Mark the cancelled job's object, left held back, and tell its owner with an Event (best effort)."""
+    try:
+        obj = await ops.apply(run, [_Merge({"metadata": {"annotations": cancelled.cancel_mark(pre)}})])
+        if obj is not None:
+            ident = run.kind.identity
+            left = cancelled.LeftObject.of(obj, ident.api_version, ident.kind, suspended=run.kind.suspendable)
+            await cancelled.tell(ops.rest, left, ctx.clock())
+    except Exception as exc:  # the job is over: a restarted dispatcher marks it when it resumes the stop
+        log.warning("job %s: its %s %s/%s was left held back but not marked: %s", run.job_id,
+                    run.kind.identity.kind, run.namespace, run.name, exc)
 
 
 async def _acknowledged(ctx: Context, ops: WorkloadOps, run: WorkloadRun, pre: Preemption) -> bool:
@@ -481,12 +499,11 @@ async def recover(ctx: Context, ops: WorkloadOps) -> int:
             run = run_of(kind, obj)
             if run is None:
                 continue
+            run.preemption = _preemption_of(obj)  # before the run is seen: the releaser skips a run being stopped
             ctx.workloads[run.job_id] = run
             found += 1
             run.related = await ops.related(kind.references(obj))
-            pre = _preemption_of(obj)
-            if pre is not None:
-                run.preemption = pre
+            if run.preemption is not None:
                 _start(ctx, ops, run)
     return found
 
@@ -496,8 +513,8 @@ def run_of(kind: WorkloadKind, obj: KubeObject) -> WorkloadRun | None:
     annotations = meta.get("annotations") or {}
     plan = plan_of(obj)
     job_id, attempt = annotations.get(ann.JOB_ID), annotations.get(ann.ATTEMPT)
-    if plan is None or not job_id or not str(attempt or "").isdigit():
-        return None
+    if plan is None or not job_id or not str(attempt or "").isdigit() or CANCELLED in annotations:
+        return None  # not a run (a cancelled job's object is its owner's now)
     if annotations.get(WORKLOAD) != f"{kind.identity.kind}/{meta.get('name')}":
         return None  # an object its controller made from the job's object, carrying its annotations
     main = next((n.role for n in plan.nodes if n.role), "") or ""

@@ -24,6 +24,7 @@ from schemas.envelope import Message
 from schemas.status import TERMINAL_STATES
 from services.gateway.errors import ApiError
 from services.gateway.views import ConfigItem, ConfigKind, ConfigView
+from services.spec.ids import tag_sharers, tenant_tag
 
 
 def defined_message(kind: ConfigKind, item: ConfigItem) -> Message:
@@ -56,9 +57,14 @@ def file_items(cfg: MusterConfig) -> list[tuple[ConfigKind, ConfigItem]]:
 
 
 def check_definition(kind: ConfigKind, name: str, item: ConfigItem, config: ConfigView) -> None:
-    """422 when the body's name differs from the path or a reference does not resolve."""
+    """422 when the body's name differs from the path, a reference does not resolve, or a new tenant's job ids
+    could not be told from another tenant's (``check_tenant_tag``)."""
     if item.name != name:
         raise ApiError(422, "name_mismatch", f"body names {item.name!r}, path names {name!r}", field="item.name")
+    if isinstance(item, TenantConfig):
+        check_tenant_tag(item.name, config, field="item.name")
+    if isinstance(item, QueueConfig):
+        check_tenant_tag(item.tenant, config, field="item.tenant")
     if isinstance(item, QueueConfig) and item.cohort is not None and config.item("cohort", item.cohort) is None:
         raise ApiError(422, "unknown_cohort", f"no cohort named {item.cohort!r}", field="item.cohort")
     if isinstance(item, CohortConfig) and item.parent is not None:
@@ -66,6 +72,28 @@ def check_definition(kind: ConfigKind, name: str, item: ConfigItem, config: Conf
             raise ApiError(422, "cohort_cycle", "a cohort cannot be its own parent", field="item.parent")
         if config.item("cohort", item.parent) is None:
             raise ApiError(422, "unknown_cohort", f"no cohort named {item.parent!r}", field="item.parent")
+
+
+TENANT_TAG_COLLISION = "tenant_tag_collision"
+
+
+def known_tenants(config: ConfigView) -> set[str]:
+    """Every tenant the configuration knows: those defined, and those queues belong to."""
+    return {*(t.name for t in config.items("tenant")), *(q.tenant for q in config.queues())}
+
+
+def check_tenant_tag(tenant: str, config: ConfigView, *, field: str) -> None:
+    """422 ``tenant_tag_collision`` when ``tenant`` is new and its name gives the job id tag of a tenant the
+    configuration knows (``services.spec.ids.tenant_tag``): their ids could not be told apart, so either could
+    claim or refuse the other's jobs. A tenant known already is left as it is."""
+    known = known_tenants(config)
+    if tenant in known:
+        return
+    others = tag_sharers(tenant, known)
+    if others:
+        raise ApiError(422, TENANT_TAG_COLLISION,
+                       f"tenant {tenant!r} would have the job id tag {tenant_tag(tenant)} of tenant {others[0]!r}: "
+                       "their job ids could not be told apart; choose another name", field=field)
 
 
 #: at most this many job ids are named when a deletion is refused because of unfinished jobs

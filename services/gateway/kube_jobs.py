@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections import OrderedDict
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 FEEDBACK_COMPONENT = "muster-gateway"
 NOT_SUBMITTED = "NotSubmitted"  # the reason of the Warning Event on a labelled Job that was refused
+ENDS_KEPT = 10_000  # ended jobs whose end the feedback remembers having told
 
 
 class NotSubmittable(ValueError):
@@ -112,8 +114,8 @@ def submission_from_job(obj: dict[str, Any], config: ConfigView, now: datetime) 
         raise NotSubmittable(f"namespace {namespace!r} belongs to no tenant")
     spec = spec_from_job(obj)
     who = check_kube_submission(spec, tenant.name, namespace, config)
-    return SubmitJob(job_id=kube_job_id(namespace, meta["name"], str(meta.get("uid", ""))), tenant=tenant.name,
-                     user=who.user, spec=spec, submitted_at=created_at(meta, now))
+    return SubmitJob(job_id=kube_job_id(namespace, meta["name"], str(meta.get("uid", "")), tenant=tenant.name),
+                     tenant=tenant.name, user=who.user, spec=spec, submitted_at=created_at(meta, now))
 
 
 def check_kube_submission(spec: JobSpec, tenant: str, namespace: str, config: ConfigView) -> Principal:
@@ -168,7 +170,10 @@ class KubeJobFeedback:
     The submitters ``track`` each object; the status view's changes wake the job; one task
     (``run``) writes, a job at a time, from its latest status (quick successions fold into one write).
     A job first seen with a status older than this gateway gets its conditions only: its Events were
-    told by the gateway before. Writing is best effort: a refusal is logged, never retried for ever.
+    told by the gateway before. The end of a job is told once: its object, seen again afterwards (an
+    object a cancel left in place, changed by its controller or its owner), is not told it again (the
+    most recent ``ENDS_KEPT`` ends are remembered). Writing is best effort: a refusal is logged, never
+    retried for ever.
     """
 
     def __init__(self, rest: KubeRest, status: StatusView, now: Clock) -> None:
@@ -178,6 +183,7 @@ class KubeJobFeedback:
         self._started = now()
         self._objects: dict[str, FeedbackTarget] = {}  # job id -> the object told
         self._told: dict[str, JobStatusChanged] = {}  # job id -> the status last written
+        self._ended: OrderedDict[str, JobStatusChanged] = OrderedDict()  # job id -> the end told
         self._wanted: asyncio.Queue[str] = asyncio.Queue()
         self._waiting: set[str] = set()
         self.written = 0  # Events and status updates sent (for tests and logs)
@@ -246,10 +252,13 @@ class KubeJobFeedback:
         target = self._objects.get(job_id)
         if status is None or target is None:
             return
-        previous = self._told.get(job_id)
+        previous = self._told.get(job_id) or self._ended.get(job_id)
         if previous is not None and (previous.state, previous.reason, previous.attempt, previous.position,
-                                     previous.estimated_start) == (status.state, status.reason, status.attempt,
-                                                                   status.position, status.estimated_start):
+                                     previous.estimated_start, previous.last_action) == (
+                status.state, status.reason, status.attempt, status.position, status.estimated_start,
+                status.last_action):
+            if job_id in self._ended:
+                self.forget(job_id)  # its end was told: seen again, nothing more to tell
             return
         now = self._now()
         told_before = previous is None and status.updated_at < self._started
@@ -275,6 +284,9 @@ class KubeJobFeedback:
         self._told[job_id] = status
         if kube_feedback.ended(status):
             self.forget(job_id)
+            self._ended[job_id] = status
+            while len(self._ended) > ENDS_KEPT:
+                self._ended.popitem(last=False)
 
 
 def kube_event(namespace: str, name: str, uid: str, event: kube_feedback.KubeEvent,
@@ -306,13 +318,25 @@ class KubeJobSubmitter:
         self._feedback = feedback
         self._refused: dict[str, str] = {}  # object key -> resourceVersion already refused (logged once)
 
+    def _known(self, job_id: str) -> bool:
+        return job_id in self._ctx.status or self._ctx.recent.get(job_id) is not None
+
+    def _job_id(self, namespace: str, name: str, uid: str) -> str:
+        """The Job's job id: minted for its namespace's tenant, or the id without a tenant tag when the Job was
+        submitted under it (before ids carried tags) or its namespace belongs to no tenant."""
+        untagged = kube_job_id(namespace, name, uid, tenant=None)
+        tenant = self._ctx.config.tenant_of_namespace(namespace)
+        if tenant is None or self._known(untagged):
+            return untagged
+        return kube_job_id(namespace, name, uid, tenant=tenant.name)
+
     async def handle(self, event: str, obj: dict[str, Any]) -> None:
         meta = obj.get("metadata") or {}
         if JOB_ID in (meta.get("annotations") or {}) or JOB_ID in (meta.get("labels") or {}):
             return  # a Job Muster itself runs (a new revision waits suspended for the old one's pods)
         if self._feedback is not None and meta.get("name"):
             namespace, name, uid = str(meta.get("namespace") or "default"), str(meta["name"]), str(meta.get("uid", ""))
-            job_id = kube_job_id(namespace, name, uid)
+            job_id = self._job_id(namespace, name, uid)
             if event == DELETED:
                 self._feedback.forget(job_id)
             else:
@@ -335,8 +359,9 @@ class KubeJobSubmitter:
                     await self._feedback.refused(str(meta.get("namespace") or "default"), str(meta["name"]),
                                                  str(meta.get("uid", "")), str(meta.get("generation", "")), str(exc))
             return
-        if submission.job_id in ctx.status or ctx.recent.get(submission.job_id) is not None:
-            return
+        namespace, name, uid = str(meta.get("namespace") or "default"), str(meta["name"]), str(meta.get("uid", ""))
+        if self._known(submission.job_id) or self._known(kube_job_id(namespace, name, uid, tenant=None)):
+            return  # submitted before (under the id without a tenant tag, when that was before ids carried one)
         await ctx.publish_intent(submission)
         ctx.recent.record(submission)
         self._refused.pop(key, None)

@@ -14,9 +14,10 @@ What the watch does, per kind in ``services.spec.kinds.KINDS`` but ``batch/v1`` 
   are listed and watched in every namespace.
 - An object held back (``kind.why_not_held`` is None) in a namespace that belongs to a tenant is submitted
   once, with the HTTP door's checks (the tenant's queue, ``check_spec``, no plain value that looks like a
-  secret in any role), as ``kube:<namespace>``, under the id ``kube_workload_id(kind, namespace, name, uid)``
-  (stable for the object's lifetime, another for another kind of the same name). A TrainJob's training
-  runtime (``kind.references``) is fetched first.
+  secret in any role), as ``kube:<namespace>``, under the id ``kube_workload_id(kind, namespace, name, uid,
+  tenant=...)``, minted for the namespace's tenant (stable for the object's lifetime, another for another kind
+  of the same name; an object submitted before ids carried a tenant tag keeps the id it got then). A
+  TrainJob's training runtime (``kind.references``) is fetched first.
 - An object that is labelled but not held back, or that Muster cannot queue, gets one Warning Event
   ``NotSubmitted`` with the reason per generation of the object (as a refused Job does).
 - Deleting the object (its deletion begins, or it is gone) cancels its job unless the job ended.
@@ -109,12 +110,12 @@ def resource_of(identity: KindIdentity) -> Resource:
     return Resource(identity.api_version, identity.kind, identity.plural, identity.namespaced)
 
 
-def workload_job_id(obj: Mapping[str, Any]) -> str:
-    """The job id of a kube-native workload object (see ``kube_workload_id``); ``NotQueueable`` for an object of
-    no known kind or without a name."""
+def workload_job_id(obj: Mapping[str, Any], tenant: str | None) -> str:
+    """The job id of a kube-native workload object minted for ``tenant``, its namespace's (see
+    ``kube_workload_id``); ``NotQueueable`` for an object of no known kind or without a name."""
     kind = kind_of(obj)
     meta = object_meta(obj)
-    return kube_workload_id(kind.identity.kind, meta.namespace or "default", meta.name, meta.uid or "")
+    return kube_workload_id(kind.identity.kind, meta.namespace or "default", meta.name, meta.uid or "", tenant=tenant)
 
 
 def _created(obj: Mapping[str, Any], now: datetime) -> datetime:
@@ -145,7 +146,8 @@ def submission_from_workload(obj: Mapping[str, Any], related: Sequence[Mapping[s
     except NotQueueable as exc:
         raise NotSubmittable(exc.reason) from None
     who = check_kube_submission(spec, tenant.name, namespace, config)
-    return SubmitJob(job_id=kube_workload_id(kind.identity.kind, namespace, meta.name, meta.uid or ""),
+    return SubmitJob(job_id=kube_workload_id(kind.identity.kind, namespace, meta.name, meta.uid or "",
+                                             tenant=tenant.name),
                      tenant=tenant.name, user=who.user, spec=spec, submitted_at=_created(obj, now))
 
 
@@ -192,7 +194,7 @@ class KubeWorkloadSubmitter:
             return
         namespace, name, uid = str(meta.get("namespace") or "default"), str(meta["name"]), str(meta.get("uid") or "")
         identity = kind.identity
-        job_id = kube_workload_id(identity.kind, namespace, name, uid)
+        job_id = self._job_id(identity.kind, namespace, name, uid)
         marked = marked_job(obj)
         if marked is not None and marked not in (job_id, label_value(job_id)):
             return  # an object Muster created for another job (through Muster)
@@ -213,7 +215,7 @@ class KubeWorkloadSubmitter:
         if not group:
             return
         namespace = str(meta.get("namespace") or "default")
-        job_id = kube_workload_id(POD_GROUP_KIND.identity.kind, namespace, group, "")
+        job_id = self._job_id(POD_GROUP_KIND.identity.kind, namespace, group, "")
         marked = marked_job(pod)
         if marked is not None and marked not in (job_id, label_value(job_id)):
             return
@@ -247,6 +249,15 @@ class KubeWorkloadSubmitter:
     # -- the steps -----------------------------------------------------------------------------------------
     def _known(self, job_id: str) -> bool:
         return job_id in self._ctx.status or self._ctx.recent.get(job_id) is not None
+
+    def _job_id(self, kind: str, namespace: str, name: str, uid: str) -> str:
+        """The object's job id: minted for its namespace's tenant, or the id without a tenant tag when the object
+        was submitted under it (before ids carried tags) or its namespace belongs to no tenant."""
+        untagged = kube_workload_id(kind, namespace, name, uid, tenant=None)
+        tenant = self._ctx.config.tenant_of_namespace(namespace)
+        if tenant is None or self._known(untagged):
+            return untagged
+        return kube_workload_id(kind, namespace, name, uid, tenant=tenant.name)
 
     def _track(self, job_id: str, target: FeedbackTarget) -> None:
         if self._feedback is not None:

@@ -13,7 +13,7 @@ from services.gateway.auth import Principal
 from services.gateway.errors import ApiError
 from services.gateway.submissions import RecentSubmissions, spec_digest
 from services.gateway.views import ConfigView, StatusView
-from services.spec.ids import keyed_job_id
+from services.spec.ids import keyed_job_id, untagged_keyed_job_id, with_tenant_tag
 from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, non_preemptible_refusal
 from services.spec.roles import roles_refusal
 from services.spec.secret_env import plain_secret_errors
@@ -206,7 +206,8 @@ def plan_submission(
     fresh_id: Callable[[str], str],
     sizes: Mapping[tuple[str, str], Mapping[int, int]] | None = None,
 ) -> SubmissionPlan:
-    """Authorise and validate ``spec``; decide its job id. Raises ``ApiError`` (403, 409, 422)."""
+    """Authorise and validate ``spec``; decide its job id, which carries the tenant's tag (``fresh_id`` gives a
+    fresh id from a name, tagged here). Raises ``ApiError`` (403, 409, 422)."""
     queue = queue_for_submission(spec, principal, config)
     check_spec(spec, queue, config)
     check_env(spec)
@@ -214,8 +215,7 @@ def plan_submission(
     tenant = queue.tenant
     spec = resolve_dependencies(spec, tenant, status, recent)
     if idempotency_key is None:
-        return SubmissionPlan(fresh_id(spec.name), tenant, True, spec)
-    job_id = keyed_job_id(spec.name, tenant, idempotency_key)
+        return SubmissionPlan(with_tenant_tag(fresh_id(spec.name), tenant), tenant, True, spec)
     earlier = recent.by_key(tenant, idempotency_key)
     if earlier is not None:
         if earlier.digest != spec_digest(spec):
@@ -223,14 +223,25 @@ def plan_submission(
                            f"key already used for job {earlier.submission.job_id} with a different spec",
                            field="Idempotency-Key")
         return SubmissionPlan(earlier.submission.job_id, tenant, False, spec)
+    job_id = keyed_job_id(spec.name, tenant, idempotency_key)
+    known = _keyed_job(status, tenant, job_id, untagged_keyed_job_id(spec.name, tenant, idempotency_key))
+    if known is None:
+        return SubmissionPlan(job_id, tenant, True, spec)
+    if known.tenant != tenant:
+        # the tenant's own id, held by another tenant's job: only a forgery can have made it; say nothing of it
+        raise ApiError(409, "idempotency_key_reused", f"key {idempotency_key!r} cannot be used: choose another",
+                       field="Idempotency-Key")
+    if (known.queue, known.name) != (spec.queue, spec.name):
+        raise ApiError(409, "idempotency_key_reused",
+                       f"key already used for job {known.job_id} in queue {known.queue!r}", field="Idempotency-Key")
+    return SubmissionPlan(known.job_id, tenant, False, spec)
+
+
+def _keyed_job(status: StatusView, tenant: str, job_id: str, untagged: str) -> JobStatusChanged | None:
+    """The job a keyed submission names: its id's, or (the tenant's only) the one the key named before ids
+    carried a tenant tag; None when neither is known."""
     known = status.get(job_id)
     if known is not None:
-        if _conflicts(known, spec, tenant):
-            raise ApiError(409, "idempotency_key_reused",
-                           f"key already used for job {job_id} in queue {known.queue!r}", field="Idempotency-Key")
-        return SubmissionPlan(job_id, tenant, False, spec)
-    return SubmissionPlan(job_id, tenant, True, spec)
-
-
-def _conflicts(known: JobStatusChanged, spec: JobSpec, tenant: str) -> bool:
-    return (known.tenant, known.queue, known.name) != (tenant, spec.queue, spec.name)
+        return known
+    earlier = status.get(untagged)
+    return earlier if earlier is not None and earlier.tenant == tenant else None

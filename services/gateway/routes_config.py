@@ -124,6 +124,9 @@ async def put_priority_class(name: ItemName, item: PriorityClassConfig, ctx: Con
 
 @router.put("/v1/config/tenants/{name}", **_PUT)  # type: ignore[arg-type]
 async def put_tenant(name: ItemName, item: TenantConfig, ctx: Context, _: Admin, response: Response) -> ConfigChange:
+    """Administrators define a tenant. A new tenant whose name gives the job id tag of a tenant the configuration
+    knows is refused, 422 `tenant_tag_collision`: their job ids could not be told apart (see
+    ``services.spec.ids``); a queue naming such a new tenant is refused the same way."""
     return await _define(ctx, "tenant", name, item, response)
 
 

@@ -36,7 +36,14 @@ from services.queue_manager.cycle import run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.metrics import QueueMetrics
 from services.queue_manager.pools import Shard
-from services.queue_manager.provenance import PLAIN_SECRET_ENV, TENANT_NOT_PROVEN, plain_secret_refusal, unproven
+from services.queue_manager.provenance import (
+    PLAIN_SECRET_ENV,
+    TENANT_NOT_PROVEN,
+    TagWatch,
+    ignored,
+    plain_secret_refusal,
+    unproven,
+)
 from services.queue_manager.recovery import rebuild, seed_statuses
 from services.queue_manager.reporting import ReportPacer
 from services.queue_manager.routing import passes_over
@@ -142,6 +149,7 @@ class QueueManager:
         self._changed = asyncio.Event()
         self._changed_at = 0.0  # time.monotonic() of the first change since the last cycle began
         self._acks: asyncio.Future[list[object]] | None = None  # the last cycle's decisions, until acknowledged
+        self._tags = TagWatch()  # tenants whose job id tags are the same (see ``provenance``)
         self._followers = [
             CompactedTable(settings, CONFIG_TOPIC, on_change=self._on_config),
             CompactedTable(settings, CAPACITY_TOPIC, on_change=self._on_capacity),
@@ -153,6 +161,8 @@ class QueueManager:
     def _on_config(self, key: str, envelope: Envelope | None) -> None:
         if self.state.fold_config(key, envelope.payload if envelope else None):
             self._mark_changed()
+        for problem in self._tags.note(self.state.config, envelope.payload if envelope else None):
+            log.error("%s", problem)
 
     def _on_capacity(self, key: str, envelope: Envelope | None) -> None:
         if self.state.fold_capacity(key, envelope.payload if envelope else None):
@@ -203,6 +213,10 @@ class QueueManager:
             refusal = unproven(self.state, delivery.topic, envelope.payload)
             if refusal is not None:
                 raise Refused(TENANT_NOT_PROVEN, refusal)
+            dropped = ignored(self.state, delivery.topic, envelope.payload)
+            if dropped is not None:
+                log.info("ignoring %s", dropped)  # as a request about an unknown job is: no answer, no dead letter
+                return
             secret = plain_secret_refusal(delivery.topic, envelope.payload)
             if secret is not None:
                 raise Refused(PLAIN_SECRET_ENV, secret)

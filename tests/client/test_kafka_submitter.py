@@ -1,5 +1,5 @@
-"""``KafkaSubmitter``: validation before anything is sent, the gateway's job ids, and records on a real
-broker's ``muster.intents.v1`` that decode as the queue manager reads them."""
+"""``KafkaSubmitter``: validation before anything is sent, the gateway's job ids (with the tenant's tag), and
+records on a real broker's ``muster.intents.v1`` that decode as the queue manager reads them."""
 
 from __future__ import annotations
 
@@ -11,6 +11,7 @@ from schemas.codec import decode
 from schemas.intents import SubmitJob
 from schemas.topics import INTENTS_TOPIC
 from services.runtime.kafka import KafkaSettings
+from services.spec.ids import job_id_of_tenant, keyed_job_id, random_job_id, tenant_tag
 from tests.gateway.builders import TOKENS, Harness, harness, job_spec, spec_json
 from tests.integration.builders import read_all
 
@@ -40,10 +41,19 @@ def test_an_intent_carries_tenant_user_and_spec() -> None:
     intent = submitter().intent(spec_json("etl-step"))
     assert isinstance(intent, SubmitJob)
     assert (intent.tenant, intent.user, intent.spec.name) == ("team-a", "nightly-pipeline", "etl-step")
-    assert intent.job_id.startswith("etl-step-") and intent.idempotency_key is None
+    assert intent.job_id.startswith(f"etl-step-{tenant_tag('team-a')}-") and intent.idempotency_key is None
+    assert job_id_of_tenant(intent.job_id, "team-a")  # what the queue manager accepts on team-a's topic
     assert submitter().intent(spec_json("etl-step")).job_id != intent.job_id  # no key: a fresh id each time
     envelope = submitter(producer="airflow").envelope(intent, correlation_id="dag-run-7")
     assert (envelope.producer, envelope.correlation_id, envelope.key()) == ("airflow", "dag-run-7", intent.job_id)
+
+
+def test_a_given_job_id_must_be_one_of_the_tenants() -> None:
+    own = random_job_id("etl-step", "team-a")
+    assert submitter().intent(spec_json("etl-step"), job_id=own).job_id == own
+    for other in (random_job_id("etl-step", "team-b"), "etl-step-0123abcd"):
+        with pytest.raises(InvalidSpec, match=r"intent\.job_id"):
+            submitter().intent(spec_json("etl-step"), job_id=other)
 
 
 async def test_a_key_names_the_same_job_as_through_the_gateway() -> None:
@@ -52,6 +62,7 @@ async def test_a_key_names_the_same_job_as_through_the_gateway() -> None:
         accepted = await api.submit(job_spec("etl-step"), idempotency_key="2026-11-01")
     assert isinstance(accepted, SubmitAccepted)
     assert submitter().intent(job_spec("etl-step"), idempotency_key="2026-11-01").job_id == accepted.job_id
+    assert accepted.job_id == keyed_job_id("etl-step", "team-a", "2026-11-01")
 
 
 async def test_sending_needs_a_started_submitter_and_a_broker() -> None:

@@ -52,7 +52,7 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], set[str]]] = {
                      **{r: READ_VERBS for r in WORKLOAD_RESOURCES}},
     "dispatcher": {("batch", "jobs"): MANAGE_VERBS,
                    ("", "pods"): {"list", "watch", "patch", "delete"}, ("", "pods/binding"): {"create"},
-                   ("", "nodes"): {"list", "watch"},
+                   ("", "nodes"): {"list", "watch"}, ("", "events"): {"create"},
                    ("", "namespaces"): {"create", "get"},
                    **{r: MANAGE_VERBS for r in WORKLOAD_RESOURCES},
                    ("trainer.kubeflow.org", "clustertrainingruntimes"): {"get"},

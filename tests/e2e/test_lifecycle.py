@@ -161,7 +161,7 @@ async def test_labelled_suspended_kube_job_becomes_a_muster_job(system: System) 
     cluster = system.first_cluster()
     created = await cluster.rest.create(JOBS, suspended_kube_job("resnet-sweep-7", gang=2, gpus=4), "team-a")
     meta = created["metadata"]
-    job_id = kube_job_id(meta["namespace"], meta["name"], meta["uid"])
+    job_id = kube_job_id(meta["namespace"], meta["name"], meta["uid"], tenant="team-a")  # the namespace's tenant
 
     done = await system.api.wait_state(job_id, "succeeded", "failed", within=60)
     assert done["state"] == "succeeded" and done["replicas"] == 2 and done["gpus"] == 8

@@ -93,7 +93,8 @@ async def create(system: System, obj: KubeObject) -> str:
     """Create ``obj`` as its owner would; the id of the job the gateway makes of it."""
     rest = system.first_cluster().rest
     created = await rest.create(resource(obj), obj, NAMESPACE)
-    return kube_workload_id(obj["kind"], NAMESPACE, obj["metadata"]["name"], created["metadata"]["uid"])
+    return kube_workload_id(obj["kind"], NAMESPACE, obj["metadata"]["name"], created["metadata"]["uid"],
+                            tenant=NAMESPACE)  # the namespace's tenant has its name
 
 
 async def eventually(what: str, check: Callable[[], Any], within: float = WAIT_S) -> Any:

@@ -102,6 +102,31 @@ async def test_suspended_jobs_that_muster_runs_are_not_submitted(gw: Harness) ->
                                         {"source": "kube", "outcome": "refused"}) is None
 
 
+async def test_a_job_a_cancel_left_in_place_is_never_submitted_again(gw: Harness) -> None:
+    """The dispatcher leaves a cancelled job's own Job suspended, with its job id and ``muster.dev/cancelled``
+    on it. Whatever its owner changes afterwards, even Muster's labels taken off, it is the same object (same
+    uid, same job id) whose job ended: not a new submission. A new job is a new object (deleted, created again)."""
+    submitter = KubeJobSubmitter(gw.ctx)
+    job_id = submission_from_job(kube_job(), gw.ctx.config, T0).job_id
+    feed(gw.ctx.status, status_changed(job_id, state="cancelled", reason="cancelled", name="resnet-sweep-7"))
+    left = kube_job(resourceVersion="20")
+    left["metadata"]["labels"].update({"muster.dev/job-id": job_id, "muster.dev/attempt": "0"})
+    left["metadata"]["annotations"].update({"muster.dev/job-id": job_id, "muster.dev/attempt": "0",
+                                            "muster.dev/cancelled": "2026-11-25T12:01:00+00:00"})
+    edited = copy.deepcopy(left)
+    edited["metadata"]["resourceVersion"] = "21"
+    edited["spec"]["parallelism"] = 8
+    bare = kube_job(resourceVersion="22")  # Muster's marks taken off by its owner
+    for version in (left, edited, bare):
+        await submitter.handle("MODIFIED", version)
+    assert gw.publisher.sent == []
+    assert gw.registry.get_sample_value("muster_gateway_submissions_total",
+                                        {"source": "kube", "outcome": "refused"}) is None
+    await submitter.handle("ADDED", kube_job(uid="created-again", resourceVersion="30"))
+    [again] = gw.publisher.on(INTENTS_TOPIC)
+    assert isinstance(again, SubmitJob) and again.job_id != job_id
+
+
 async def test_refused_jobs_are_counted_once_per_version(gw: Harness) -> None:
     submitter = KubeJobSubmitter(gw.ctx)
     obj = kube_job(namespace="nobody")

@@ -16,7 +16,7 @@ import yaml
 from schemas.envelope import make_envelope
 from schemas.intents import CancelJob, SubmitJob
 from schemas.topics import INTENTS_TOPIC
-from services.gateway.kube_jobs import NotSubmittable
+from services.gateway.kube_jobs import KubeJobFeedback, NotSubmittable
 from services.gateway.kube_workloads import (
     WATCHED_KINDS,
     KubeWorkloadSubmitter,
@@ -27,7 +27,7 @@ from services.gateway.kube_workloads import (
     workload_job_id,
 )
 from services.runtime.kube import EVENTS, PODS, Resource, create_or_get
-from services.spec.ids import kube_workload_id
+from services.spec.ids import job_id_of_tenant, kube_workload_id
 from services.spec.kinds import GroupIncomplete, KindIdentity, PodSet, State, WorkloadKind, kind_of
 from services.spec.kinds.pods import POD_GROUP_KIND
 from tests.builders.clock import T0
@@ -69,17 +69,18 @@ def test_a_held_jobset_becomes_a_submission_with_its_roles(gw: Harness) -> None:
     workload = sub.spec.workload
     assert workload is not None and (workload.kind, workload.name, workload.namespace, workload.uid) == (
         "JobSet", "llm-pretrain", "team-a", "uid-jobset.yaml")
-    assert sub.job_id == kube_workload_id("JobSet", "team-a", "llm-pretrain", "uid-jobset.yaml")
-    assert sub.job_id == workload_job_id(stored("jobset.yaml"))
+    assert sub.job_id == kube_workload_id("JobSet", "team-a", "llm-pretrain", "uid-jobset.yaml", tenant="team-a")
+    assert sub.job_id == workload_job_id(stored("jobset.yaml"), "team-a")
+    assert job_id_of_tenant(sub.job_id, "team-a")  # minted for the namespace's tenant
     again = submission_from_workload(stored("jobset.yaml", resourceVersion="9"), [], gw.ctx.config, T0)
     assert again.job_id == sub.job_id  # stable for the object's lifetime
 
 
 def test_job_ids_tell_kinds_apart_and_fit_a_job_id() -> None:
     long = "x" * 200
-    ids = {kube_workload_id(kind, "team-a", "same", "u") for kind in ("JobSet", "RayJob", "Job")}
+    ids = {kube_workload_id(kind, "team-a", "same", "u", tenant="team-a") for kind in ("JobSet", "RayJob", "Job")}
     assert len(ids) == 3
-    assert len(kube_workload_id("LeaderWorkerSet", "team-a", long, "u")) <= 48
+    assert len(kube_workload_id("LeaderWorkerSet", "team-a", long, "u", tenant="team-a")) <= 48
 
 
 def test_a_trainjob_is_read_with_its_runtime(gw: Harness) -> None:
@@ -136,7 +137,7 @@ def test_a_pod_group_waits_for_all_its_pods(gw: Harness) -> None:
         submission_from_workload(partial, [], gw.ctx.config, T0)
     sub = submission_from_workload(group, [], gw.ctx.config, T0)
     assert roles_of(sub) == [("launcher", 1, 0), ("worker", 2, 4)]
-    assert sub.job_id == kube_workload_id("Pod", "team-a", "mpi-bench", "")
+    assert sub.job_id == kube_workload_id("Pod", "team-a", "mpi-bench", "", tenant="team-a")
 
 
 # -- the informer handlers --------------------------------------------------------------------------------
@@ -345,3 +346,42 @@ async def test_watch_reads_a_trainjobs_runtime_and_pod_groups_and_skips_kinds_no
 
 def test_the_pod_group_kind_is_watched_through_pods() -> None:
     assert POD_GROUP_KIND in WATCHED_KINDS and all(k.identity.kind != "Job" for k in WATCHED_KINDS)
+
+
+async def test_an_object_a_cancel_left_in_place_is_told_its_end_once_and_never_submitted_again(gw: Harness) -> None:
+    """The dispatcher leaves a cancelled job's JobSet suspended, with its job id and ``muster.dev/cancelled`` on
+    it. Changed afterwards (by the dispatcher's mark, its controller, its owner's edits, even its Muster labels
+    taken off), it is the same object, the same ended job: not submitted again, not told Cancelled again."""
+    async with simulated_cluster() as (_, rest):
+        feedback = KubeJobFeedback(rest, gw.ctx.status, gw.ctx.now)
+        gw.ctx.status_listeners.append(feedback.on_status)
+        submitter = KubeWorkloadSubmitter(gw.ctx, feedback)
+        stop = asyncio.Event()
+        writing = asyncio.create_task(feedback.run(stop))
+        try:
+            await submitter.on_object(jobset_kind(), "ADDED", stored("jobset.yaml"))
+            [sent] = gw.publisher.on(INTENTS_TOPIC)
+            assert isinstance(sent, SubmitJob)
+            ended = status_changed(sent.job_id, name="llm-pretrain", state="cancelled", reason="cancelled",
+                                   message="cancelled by alice", minutes=1)
+            feed(gw.ctx.status, ended)
+            gw.ctx.status_changed(sent.job_id, make_envelope(ended, "test"))
+            await eventually(lambda: feedback.written >= 1, within=10)
+            mark = {"muster.dev/job-id": sent.job_id, "muster.dev/queue": "team-a"}
+            left = stored("jobset.yaml", resourceVersion="20", labels=mark,
+                          annotations={**mark, "muster.dev/cancelled": "2026-11-25T12:01:00+00:00"})
+            edited = stored("jobset.yaml", resourceVersion="21", generation=2, labels=mark)
+            edited["spec"]["replicatedJobs"][1]["replicas"] = 8
+            bare = stored("jobset.yaml", resourceVersion="22", generation=3)  # Muster's marks taken off
+            for version in (left, edited, bare):
+                await submitter.on_object(jobset_kind(), "MODIFIED", version)
+            await asyncio.sleep(0.3)
+        finally:
+            stop.set()
+            await writing
+            gw.ctx.status_listeners.remove(feedback.on_status)
+        events, _ = await rest.list(EVENTS, "team-a")
+    assert [e["reason"] for e in events] == ["Cancelled"]
+    assert gw.publisher.on(INTENTS_TOPIC) == [sent]
+    assert gw.registry.get_sample_value("muster_gateway_submissions_total",
+                                        {"source": "kube", "outcome": "refused"}) is None

@@ -13,7 +13,7 @@ from schemas.intents import SubmitJob
 from services.gateway.auth import Principal, TokenTable, token_digest
 from services.gateway.submissions import RecentSubmissions
 from services.gateway.views import ConfigView, StatusView
-from services.spec.ids import keyed_job_id, kube_job_id, name_prefix, random_job_id
+from services.spec.ids import keyed_job_id, kube_job_id, name_prefix, random_job_id, tenant_tag
 from tests.gateway.builders import T0, feed, job_spec, status_changed
 
 _JOB_ID = TypeAdapter(JobId)
@@ -49,7 +49,8 @@ def test_principal_ownership() -> None:
 
 @pytest.mark.parametrize("name", ["train", "x" * 63, "a.b.c", "9lives", "---"])
 def test_job_ids_are_valid_dns_labels(name: str) -> None:
-    for job_id in (keyed_job_id(name, "t", "k"), random_job_id(name), kube_job_id("ns", name, "uid")):
+    for job_id in (keyed_job_id(name, "t", "k"), random_job_id(name, "t"), random_job_id(name),
+                   kube_job_id("ns", name, "uid", tenant="t"), kube_job_id("ns", name, "uid", tenant=None)):
         assert _JOB_ID.validate_python(job_id) == job_id
         assert len(job_id) <= 48
 
@@ -58,10 +59,10 @@ def test_keyed_ids_depend_on_tenant_and_key_only() -> None:
     assert keyed_job_id("train", "a", "k") == keyed_job_id("train", "a", "k")
     assert keyed_job_id("train", "a", "k") != keyed_job_id("train", "b", "k")
     assert keyed_job_id("train", "a", "k") != keyed_job_id("train", "a", "k2")
-    assert re.fullmatch(r"train-[0-9a-f]{8}", keyed_job_id("train", "a", "k"))
-    assert random_job_id("train") != random_job_id("train")
+    assert re.fullmatch(rf"train-{tenant_tag('a')}-[0-9a-f]{{8}}", keyed_job_id("train", "a", "k"))
+    assert random_job_id("train", "a") != random_job_id("train", "a")
     assert name_prefix("My.Job") == "my-job"
-    assert kube_job_id("ns", "j", "uid-1") != kube_job_id("ns", "j", "uid-2")
+    assert kube_job_id("ns", "j", "uid-1", tenant="a") != kube_job_id("ns", "j", "uid-2", tenant="a")
 
 
 def test_status_view_keeps_latest_and_distinct_history_and_forgets_tombstones() -> None:

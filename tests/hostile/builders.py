@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import uuid
 from datetime import UTC, datetime
 from typing import Any
 
 from schemas.config import MusterConfig, QueueConfig, ResourceQuotaConfig, TenantConfig
+from services.spec.ids import random_job_id
 from tests.e2e.builders import TENANTS, gpu_cluster, job_spec, muster_config
 from tests.e2e.system import System
 from tests.hostile.records import envelope
@@ -32,8 +32,9 @@ def hostile_config() -> MusterConfig:
 
 def submit_envelope(spec: dict[str, Any], *, tenant: str = "team-a", job_id: str | None = None,
                     user: str = "pipeline") -> tuple[str, dict[str, Any]]:
-    """A ``SubmitJob`` envelope as an external pipeline writes it onto the intents topic."""
-    job_id = job_id or f"{spec['name'][:30]}-{uuid.uuid4().hex[:8]}"
+    """A ``SubmitJob`` envelope as an external pipeline writes it onto the intents topic, under a fresh id of
+    ``tenant`` (``services.spec.ids``) unless ``job_id`` says otherwise."""
+    job_id = job_id or random_job_id(spec["name"], tenant)
     payload = {"job_id": job_id, "tenant": tenant, "user": user, "spec": spec,
                "submitted_at": datetime.now(UTC).isoformat()}
     return job_id, envelope("SubmitJob", payload, occurred_at=datetime.now(UTC).isoformat())

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncIterator, Iterable
+from collections.abc import AsyncIterator, Collection, Iterable
 from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer
@@ -12,7 +12,14 @@ from aiokafka.structs import ConsumerRecord, TopicPartition
 
 from schemas.topics import dlq_topic
 from services.runtime.kafka import KafkaSettings
-from services.runtime.kafka.headers import DLQ_GROUP, DLQ_ORIGINAL_BYTES, DLQ_REASON, DLQ_TOPIC, header_value
+from services.runtime.kafka.headers import (
+    DLQ_DETAIL,
+    DLQ_GROUP,
+    DLQ_ORIGINAL_BYTES,
+    DLQ_REASON,
+    DLQ_TOPIC,
+    header_value,
+)
 from tests.hostile.records import HostileRecord
 
 #: far above the broker's max.message.bytes: gzip lets an oversized value through the broker
@@ -30,6 +37,7 @@ class DeadLetter:
     group: str | None
     value_bytes: int
     original_bytes: int | None
+    detail: str | None = None
 
 
 @contextlib.asynccontextmanager
@@ -55,18 +63,24 @@ async def produce(settings: KafkaSettings, topic: str, records: Iterable[Hostile
 
 
 async def read_dead_letters(settings: KafkaSettings, topics: Iterable[str], *, count: int,
-                            within: float = 60.0, settle_s: float = 2.0) -> list[DeadLetter]:
-    """Every record of the topics' DLQs: at least ``count`` of them, then whatever arrives in ``settle_s``."""
+                            within: float = 60.0, settle_s: float = 2.0,
+                            keys: Collection[bytes] | None = None) -> list[DeadLetter]:
+    """Every record of the topics' DLQs (only those keyed by one of ``keys`` when given): at least ``count`` of
+    them, then whatever arrives in ``settle_s``."""
     consumer = AIOKafkaConsumer(*(dlq_topic(t) for t in topics), **settings.client_options(), group_id=None,
                                 enable_auto_commit=False, auto_offset_reset="earliest")
     await consumer.start()
     found: list[DeadLetter] = []
+
+    def fetched(batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) -> list[DeadLetter]:
+        return [d for d in _letters(batch) if keys is None or d.key in keys]
+
     try:
         async with asyncio.timeout(within):
             while len(found) < count:
-                found += _letters(await consumer.getmany(timeout_ms=200))
+                found += fetched(await consumer.getmany(timeout_ms=200))
         await asyncio.sleep(settle_s)
-        found += _letters(await consumer.getmany(timeout_ms=500))
+        found += fetched(await consumer.getmany(timeout_ms=500))
     except TimeoutError:
         raise AssertionError(f"only {len(found)} of {count} dead letters within {within}s: {found}") from None
     finally:
@@ -84,5 +98,6 @@ def _letters(batch: dict[TopicPartition, list[ConsumerRecord[bytes, bytes]]]) ->
                 topic=r.topic, key=r.key, reason=header_value(headers, DLQ_REASON),
                 source_topic=header_value(headers, DLQ_TOPIC), group=header_value(headers, DLQ_GROUP),
                 value_bytes=len(r.value or b""), original_bytes=int(original) if original else None,
+                detail=header_value(headers, DLQ_DETAIL),
             ))
     return letters

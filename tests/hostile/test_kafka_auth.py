@@ -1,7 +1,8 @@
 """The raw Kafka path on an authenticated cluster (SASL/SCRAM, ``StandardAuthorizer``, the ACL table of
 ``services.runtime.kafka.acls``), tried as a hostile tenant would: without credentials, with a wrong
 password, as tenant team-a writing and reading team-b's intents, forging a team-b submission and
-cancelling team-b's job from its own topic. Every service runs as its own principal, so the whole system
+cancelling team-b's job from its own topic, claiming the id team-b's keyed submission will get, and probing
+whether team-b's job ids exist. Every service runs as its own principal, so the whole system
 working here is also the proof that the ACL table grants each service what it needs."""
 
 from __future__ import annotations
@@ -9,8 +10,10 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import shutil
+import uuid
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -30,10 +33,12 @@ from services.runtime.kafka import ConsumerLoop, KafkaSettings
 from services.runtime.kafka.acls import SERVICE_PRINCIPALS, tenant_principal
 from services.runtime.kafka.principals import KafkaCredentials
 from services.runtime.kafka.provision import provision
+from services.spec.ids import keyed_job_id, random_job_id
 from tests.e2e.builders import TENANTS, job_spec
 from tests.e2e.system import System, running_system
 from tests.hostile.builders import assert_all_running, hostile_config, namespace_of, submit_envelope
 from tests.hostile.kafka import read_dead_letters
+from tests.hostile.records import envelope
 
 pytestmark = pytest.mark.e2e
 
@@ -226,4 +231,85 @@ async def test_a_tenant_added_while_the_system_runs_is_read_and_held_to_its_topi
     assert rejected.reason == "forbidden_queue"  # read from the new topic, and judged as team-c's
     [letter] = await read_dead_letters(system.settings, [topic], count=1, settle_s=1.0)
     assert (letter.key, letter.reason) == (forged_id.encode(), "tenant_not_proven")
+    assert_all_running(system)
+
+
+# ---------------------------------------------------------------- job ids: no claiming, no probing
+
+
+def _request(kind: str, job_id: str) -> dict[str, Any]:
+    """A ``CancelJob`` or ``SuspendJob`` envelope as team-a's pipeline writes it."""
+    payload: dict[str, Any] = {"job_id": job_id, "requested_by": "mallory"}
+    if kind == "CancelJob":
+        payload["reason"] = "probe"
+    return envelope(kind, payload, occurred_at=datetime.now(UTC).isoformat())
+
+
+async def test_a_tenant_cannot_claim_the_id_of_another_tenants_keyed_submission(
+        system: System, secured: Secured) -> None:
+    """team-a knows (or guesses) the name and idempotency key of team-b's nightly job, so the id the key gives:
+    it submits a job of its own under that id first, on its own topic. The queue manager refuses the id (not
+    one of team-a's), and team-b's keyed POST is a new job of team-b's, queued."""
+    key = f"nightly-{uuid.uuid4().hex[:8]}"
+    target = keyed_job_id("nightly", "team-b", key)
+    _, claim = submit_envelope(job_spec("nightly", duration_s=600), tenant="team-a", job_id=target)
+    async with producer(secured.tenant("team-a")) as p:
+        await p.send_and_wait(A, value(claim), key=target.encode())
+    [letter] = await read_dead_letters(system.settings, [A], count=1, within=30, settle_s=0.5,
+                                       keys={target.encode()})
+    assert letter.reason == "tenant_not_proven" and letter.detail is not None and "team-b" not in letter.detail
+
+    r = await system.api.http.post("/v1/jobs", json=job_spec("nightly", queue="team-b", duration_s=600),
+                                   headers={**system.api._auth("team-b"), "Idempotency-Key": key})
+    assert r.status_code == 202, r.text
+    assert (r.json()["job_id"], r.json()["duplicate"]) == (target, False)
+    job = await system.api.wait_state(target, "pending", "admitted", "running", within=60)
+    assert (job["tenant"], job["queue"]) == ("team-b", "team-b")
+    [admitted] = await system.log.wait_for(JobAdmitted, job_id=target, within=30)
+    assert admitted.namespace == namespace_of("team-b")
+    missing = await system.api.http.get(f"/v1/jobs/{target}", headers=system.api._auth("team-a"))
+    assert missing.status_code == 404
+    assert_all_running(system)
+
+
+async def test_a_tenant_cannot_tell_whether_another_tenants_job_exists(system: System, secured: Secured) -> None:
+    """team-a cancels and suspends, on its own topic, a job of team-b's that exists and one that does not:
+    with team-b's tag, both are dead-lettered alike; without a tag (ids of before tags), both are dropped
+    without a word. team-b's jobs run on."""
+    run = uuid.uuid4().hex[:8]
+    existing = await system.api.submit(job_spec("probed", queue="team-b", duration_s=600), tenant="team-b")
+    ghost = random_job_id("probed", "team-b")
+    legacy, legacy_ghost = f"probed-{run}", f"ghost-{run}"  # ids without a tag, as made before tags
+    _, old = submit_envelope(job_spec("probed", queue="team-b", duration_s=600), tenant="team-b", job_id=legacy)
+    async with producer(secured.admin()) as p:  # the gateway's topic, as a job of before tags came in
+        await p.send_and_wait(INTENTS_TOPIC, value(old), key=legacy.encode())
+    for job_id in (existing, legacy):
+        await system.api.wait_state(job_id, "running", within=60)
+
+    kinds = ("CancelJob", "SuspendJob")
+    async with producer(secured.tenant("team-a")) as p:
+        for job_id in (existing, ghost, legacy, legacy_ghost):
+            for kind in kinds:
+                await p.send_and_wait(A, value(_request(kind, job_id)), key=job_id.encode())
+        for job_id in (legacy, legacy_ghost):  # after them on the same partition: a refused submission, a marker
+            _, marker = submit_envelope(job_spec("marker", queue="team-b"), tenant="team-b", job_id=job_id)
+            await p.send_and_wait(A, value(marker), key=job_id.encode())
+
+    ours = {j.encode() for j in (existing, ghost, legacy, legacy_ghost)}
+    by_key: dict[bytes, list[str]] = {}
+    for d in await read_dead_letters(system.settings, [A], count=6, within=60, settle_s=1.0, keys=ours):
+        assert d.reason == "tenant_not_proven" and d.detail is not None and d.key is not None
+        by_key.setdefault(d.key, []).append(d.detail)
+    # team-b's tag: the same dead letters, word for word but the id, whether or not the job exists
+    seen = {job_id: sorted(t.replace(job_id, "<id>") for t in by_key.get(job_id.encode(), []))
+            for job_id in (existing, ghost)}
+    assert len(seen[existing]) == len(kinds) and seen[existing] == seen[ghost]
+    assert all("team-b" not in text for text in seen[existing])
+    # no tag: nothing for either request but the marker that followed them
+    for job_id in (legacy, legacy_ghost):
+        [marker_letter] = by_key.get(job_id.encode(), [])
+        assert marker_letter.startswith("a submission for tenant 'team-b'")
+    for job_id in (existing, legacy):
+        job = await system.api.job(job_id, tenant="team-b")
+        assert job["state"] == "running" and job["last_action"] is None
     assert_all_running(system)

@@ -26,6 +26,8 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("dispatcher", "create", "", "pods/binding", NAMESPACE, True),
     ("dispatcher", "delete", "", "pods", NAMESPACE, True),
     ("dispatcher", "create", "", "pods", NAMESPACE, False),
+    ("dispatcher", "create", "", "events", NAMESPACE, True),  # a cancelled user object left in place is told
+    ("dispatcher", "delete", "", "events", NAMESPACE, False),
     ("dispatcher", "patch", "", "nodes", None, False),
     ("dispatcher", "get", "", "secrets", NAMESPACE, False),
     ("dispatcher", "create", "", "namespaces", None, True),
