@@ -9,6 +9,9 @@ shard would ignore it after decoding:
 - a submission (``SubmitJob``) whose ``spec.queue`` belongs to another shard's pool;
 - any other intent, run event or dispatch report about a job this shard does not hold (``qs.jobs``):
   a job's events follow its submission on the same partition, so a job of this shard is known by then.
+  Except a request on a tenant's own intents topic about an id that carries another tenant's tag: every
+  shard decodes it and dead-letters it (``provenance``), whether or not some shard holds that job, so that
+  which records are dead-lettered never tells a tenant whether another tenant's id exists.
 
 Anything that does not parse, or lacks the fields looked at, is decoded as usual, so a malformed record
 still reaches a dead-letter topic (from the shard that owns the queue it names, or from every shard).
@@ -22,8 +25,9 @@ from typing import Any
 import orjson
 
 from schemas.intents import SubmitJob
-from schemas.topics import is_intents_topic
+from schemas.topics import intents_topic_tenant, is_intents_topic
 from services.queue_manager.state import QueueState
+from services.spec.ids import id_tenant_tag, tenant_tag
 
 
 def passes_over(qs: QueueState, topic: str, key: bytes | None, value: bytes | None) -> bool:
@@ -41,4 +45,10 @@ def passes_over(qs: QueueState, topic: str, key: bytes | None, value: bytes | No
         job_id = payload["job_id"]
     except (orjson.JSONDecodeError, KeyError, TypeError):
         return False
-    return isinstance(job_id, str) and job_id not in qs.jobs
+    if not isinstance(job_id, str):
+        return False
+    writer = intents_topic_tenant(topic)
+    tag = id_tenant_tag(job_id)
+    if writer is not None and tag is not None and tag != tenant_tag(writer):
+        return False  # another tenant's id: judged (and refused) alike whether some shard holds it or not
+    return job_id not in qs.jobs

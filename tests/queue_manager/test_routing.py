@@ -10,11 +10,12 @@ from schemas.codec import encode
 from schemas.envelope import Message, make_envelope
 from schemas.intents import CancelJob
 from schemas.runs import RunStarted
-from schemas.topics import DISPATCHES_TOPIC, INTENTS_TOPIC, RUNS_TOPIC
+from schemas.topics import DISPATCHES_TOPIC, INTENTS_TOPIC, RUNS_TOPIC, tenant_intents_topic
 from services.queue_manager.cycle import run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.routing import passes_over
 from services.queue_manager.state import QueueState
+from services.spec.ids import keyed_job_id
 from tests.queue_manager.builders import NOW, run_fields, submit
 from tests.queue_manager.test_shards import CFG, feed, shard_state
 
@@ -89,3 +90,15 @@ def test_a_passed_over_record_is_one_decoding_would_have_ignored(inputs: list[tu
         if n % 5 == 4:
             for qs in shards:
                 run_cycle(qs, NOW, CFG)
+
+
+def test_a_request_about_another_tenants_id_is_judged_by_every_shard_whether_or_not_the_job_exists() -> None:
+    """Passing over only unknown ids let a tenant tell another tenant's existing jobs (dead-lettered by the
+    shard that holds them) from ids that do not exist (passed over by every shard)."""
+    blue = shard_state("blue")
+    own_topic, theirs = tenant_intents_topic("team-a"), keyed_job_id("train", "team-b", "k1")
+    for job_id in (theirs, keyed_job_id("eval", "team-b", "k2")):  # neither held by this shard
+        assert not passes_over(blue, own_topic, *record(CancelJob(job_id=job_id, requested_by="mallory")))
+    mine = keyed_job_id("train", "team-a", "k1")
+    assert passes_over(blue, own_topic, *record(CancelJob(job_id=mine, requested_by="alice")))  # another shard's
+    assert passes_over(blue, INTENTS_TOPIC, *record(CancelJob(job_id=theirs, requested_by="gateway")))
