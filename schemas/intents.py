@@ -8,6 +8,7 @@ from pydantic import AwareDatetime, Field
 
 from schemas.envelope import JobId, Message, Name, Text
 from schemas.jobspec import JobSpec
+from schemas.status import ActionName
 
 Actor = Annotated[str, Field(min_length=1, max_length=128)]
 
@@ -57,3 +58,8 @@ class ScaleJob(_JobIntent):
 
 
 INTENTS: tuple[type[Message], ...] = (SubmitJob, CancelJob, SuspendJob, ResumeJob, ChangePriority, ScaleJob)
+#: the requests about an existing job by message type, named as their answers (``ActionOutcome``) name them
+ACTION_OF: dict[str, ActionName] = {
+    CancelJob.TYPE: "cancel", SuspendJob.TYPE: "suspend", ResumeJob.TYPE: "resume",
+    ChangePriority.TYPE: "change_priority", ScaleJob.TYPE: "scale",
+}

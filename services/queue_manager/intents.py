@@ -8,8 +8,8 @@ from dataclasses import dataclass
 
 from schemas.decisions import JobRejected
 from schemas.envelope import MAX_TEXT, Message
-from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
-from schemas.status import ActionName, ActionOutcome, OutcomeName
+from schemas.intents import ACTION_OF, CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
+from schemas.status import ActionOutcome, OutcomeName
 from schemas.topics import DECISIONS_TOPIC
 from services.core import Preempt
 from services.queue_manager.dependencies import queue_or_hold
@@ -41,10 +41,6 @@ JOB_FINISHED = "job_finished"
 NOT_WAITING = "not_waiting"
 NOT_SUSPENDED = "not_suspended"
 RUNS_ON_BORROWED_QUOTA = "runs_on_borrowed_quota"
-_ACTION_OF: dict[str, ActionName] = {
-    CancelJob.TYPE: "cancel", SuspendJob.TYPE: "suspend", ResumeJob.TYPE: "resume",
-    ChangePriority.TYPE: "change_priority", ScaleJob.TYPE: "scale",
-}
 
 
 def on_intent(qs: QueueState, message: Message, now: float, event_id: str = "") -> list[Out]:
@@ -84,7 +80,7 @@ def answered(qs: QueueState, entry: JobEntry, message: Message, answer: Answer, 
              now: float) -> list[Out]:
     """Keep the answer on the job, whose next status carries it; a refusal is logged. Nothing for a request
     without an event id (a direct call) or of a type that is no request about a job."""
-    action = _ACTION_OF.get(message.TYPE)
+    action = ACTION_OF.get(message.TYPE)
     if action is None or not event_id:
         return []
     if answer.outcome == "refused":

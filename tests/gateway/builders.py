@@ -23,8 +23,9 @@ from schemas.config import (
     TenantConfig,
 )
 from schemas.envelope import Envelope, Message, make_envelope
+from schemas.intents import ACTION_OF
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
-from schemas.status import ActionName, ActionOutcome, JobStatusChanged, OutcomeName
+from schemas.status import ActionOutcome, JobStatusChanged, OutcomeName
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC, STATUS_TOPIC, USAGE_TOPIC
 from services.gateway.app import create_app
 from services.gateway.auth import TokenEntry, TokenTable, token_digest
@@ -146,7 +147,7 @@ def answering(gw: Harness, outcome: OutcomeName = "applied", reason: str = "", m
     """Answer every request about a job at once, as the queue manager would in the job's next status."""
 
     def answer(topic: str, envelope: Envelope) -> None:
-        action = _ACTIONS.get(envelope.type)
+        action = ACTION_OF.get(envelope.type)
         status = gw.ctx.status.get(envelope.key())
         if topic != INTENTS_TOPIC or action is None or status is None:
             return
@@ -159,8 +160,6 @@ def answering(gw: Harness, outcome: OutcomeName = "applied", reason: str = "", m
     gw.publisher.on_publish = answer
 
 
-_ACTIONS: dict[str, ActionName] = {"CancelJob": "cancel", "SuspendJob": "suspend", "ResumeJob": "resume",
-                                   "ChangePriority": "change_priority", "ScaleJob": "scale"}
 
 
 def recurring_job(name: str = "nightly", schedule: str = "* * * * *", *, tenant: str = "team-a",
