@@ -152,3 +152,37 @@ RUNS: tuple[type[Message], ...] = (
     RunStarted, RunAllPodsReady, RunSucceeded, RunFailed, RunEvicted, RunDeleted, RunResized, RunIdle,
 )
 DISPATCHES: tuple[type[Message], ...] = (JobDispatched, DispatchFailed, JobStopped)
+
+#: the messages that may end an attempt; ``ends_attempt`` says whether one does
+ATTEMPT_ENDS = (RunSucceeded, RunFailed, RunEvicted, RunDeleted, JobStopped, DispatchFailed)
+AttemptEnd = RunSucceeded | RunFailed | RunEvicted | RunDeleted | JobStopped | DispatchFailed
+
+
+def ends_attempt(message: object, *, started: bool) -> bool:
+    """Whether ``message`` ends the attempt it names: the attempt's gang no longer runs or holds GPUs, and the
+    queue manager either ends the job or requeues it as its next attempt. The one rule the queue manager, the
+    quota accountant and the replay of the log (``services.simulator.replay``) go by.
+
+    - ``RunSucceeded``, ``JobStopped``, ``RunEvicted`` and ``RunDeleted`` end it (the gang is gone).
+    - ``RunFailed``: a failure of the ``infrastructure`` (the job is requeued, avoiding the nodes) or one whose
+      reason is in ``NOT_RESTARTED_REASONS`` ends it; a failure of the job's own does not (the dispatcher
+      restarts the gang within the attempt, and reports ``DispatchFailed(reason="restarts_exhausted")`` once
+      its restarts are spent).
+    - ``DispatchFailed``: one that is not ``retryable`` ends it (the job fails). A retryable one (the cluster's
+      API was unavailable) ends it only before the attempt ``started``: the Job of its admission could not be
+      created, so the queue manager requeues the job as its next attempt. Once the attempt runs, a retryable
+      failure is of a rescale, and the run goes on as it was.
+    - Nothing else does (decisions, ``JobDispatched``, ``RunStarted``, ``RunAllPodsReady``, ``RunResized``,
+      ``RunIdle``: a preemption or an idle release ends the attempt with the ``JobStopped`` that follows).
+
+    ``started``: whether the attempt has been seen running (a ``RunStarted`` or ``RunAllPodsReady`` of it); the
+    queue manager counts a job it is stopping as started, since its stop ends the attempt. Runs and dispatches
+    travel on two topics, so a reader may see a retryable failure before the start that preceded it, as the
+    queue manager may."""
+    if isinstance(message, RunSucceeded | JobStopped | RunEvicted | RunDeleted):
+        return True
+    if isinstance(message, RunFailed):
+        return message.classification == "infrastructure" or message.reason in NOT_RESTARTED_REASONS
+    if isinstance(message, DispatchFailed):
+        return not (message.retryable and started)
+    return False

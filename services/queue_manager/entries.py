@@ -119,8 +119,9 @@ class JobEntry:
             message=rec.message,
         )
 
-    def core_job(self, *, class_preemptible: bool = True) -> Job:
-        """The job as the core sees it; submit time is the submission's own timestamp."""
+    def core_job(self) -> Job:
+        """The job as the core sees it, before the configuration's part (``QueueState.core_job``); submit time
+        is the submission's own timestamp."""
         job = job_from_submit(
             self.submission,
             priority=self.priority,
@@ -129,7 +130,6 @@ class JobEntry:
         )
         return replace(
             job,
-            preemptible=job.preemptible and class_preemptible,
             avoid_nodes=frozenset(self.avoid_nodes),
             attained_gpu_s=self.attained_gpu_s,
         )

@@ -6,7 +6,9 @@ up to ``spec.max_restarts`` times, and it alone decides when the budget is spent
 ``DispatchFailed(reason="restarts_exhausted")`` makes the job ``failed`` and frees its GPUs. Such a
 ``RunFailed`` only updates the restart count shown, taken from the failed revision
 (``RunFailed.restarts``), so a failure reported twice is counted once; only a reason in
-``NOT_RESTARTED_REASONS`` (the job ran out of time) ends the job at once.
+``NOT_RESTARTED_REASONS`` (the job ran out of time) ends the job at once. Whether a message ends the
+attempt at all is ``schemas.runs.ends_attempt``, the rule the quota accountant and the replay of the log
+go by too; what follows says how the job goes on.
 
 Infrastructure failures (``RunFailed`` classified ``infrastructure``, every ``RunEvicted``, a retryable
 ``DispatchFailed`` of an admitted attempt — the cluster's API was unavailable — and a stop the core
@@ -34,6 +36,7 @@ from schemas.runs import (
     RunResized,
     RunStarted,
     RunSucceeded,
+    ends_attempt,
 )
 from services.core import Preempt, PreemptReason
 from services.queue_manager.entries import JobEntry
@@ -82,9 +85,10 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
         return _stopped(qs, entry, now, requeue, message.reason,
                         "stopped after checkpoint" if message.checkpointed else "stopped")
     if isinstance(message, DispatchFailed):
+        # a job being stopped counts as started: its stop ends the attempt
+        if not ends_attempt(message, started=entry.state != "admitted"):
+            return []  # a rescale of a running job failed: the run goes on as it was
         if message.retryable:
-            if entry.state != "admitted":
-                return []  # a rescale of a running job failed: the run goes on as it was
             # the cluster's API was unavailable while the Job was being created: the attempt never
             # started there; requeue it like an infrastructure failure (no node to blame), or it would
             # stay admitted, holding its GPUs, for ever
@@ -142,13 +146,14 @@ def _idle(qs: QueueState, entry: JobEntry, msg: RunIdle, now: float) -> list[Out
 
 
 def _failed(qs: QueueState, entry: JobEntry, msg: RunFailed, now: float) -> list[Out]:
-    if msg.reason in NOT_RESTARTED_REASONS:
-        qs.sched.job_finished(entry.job_id, now)
-        entry.finish("failed", now, msg.reason, msg.message or f"failed: {msg.reason}")
-        return [qs.record(entry)]
-    if msg.classification == "infrastructure":
+    if ends_attempt(msg, started=True):
+        if msg.reason in NOT_RESTARTED_REASONS:
+            qs.sched.job_finished(entry.job_id, now)
+            entry.finish("failed", now, msg.reason, msg.message or f"failed: {msg.reason}")
+            return [qs.record(entry)]
         detail = f"{msg.reason}: {msg.message}" if msg.message else msg.reason
         return _infrastructure(qs, entry, now, msg.nodes, msg.reason, f"pod failed ({detail})")
+    # a failure of the job's own: the dispatcher restarts the gang within the attempt
     limit = entry.spec.max_restarts
     done = entry.restarts if msg.restarts is None else msg.restarts
     if done >= limit or entry.state == "preempting":

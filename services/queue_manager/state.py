@@ -9,8 +9,7 @@ the messages the shell must produce, records always before the decisions they ex
 from __future__ import annotations
 
 from collections import OrderedDict
-from dataclasses import dataclass, field, replace
-from types import MappingProxyType
+from dataclasses import dataclass, field
 from typing import NamedTuple, cast
 
 from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
@@ -25,7 +24,7 @@ from services.queue_manager.config_view import ConfigView
 from services.queue_manager.entries import JobEntry
 from services.queue_manager.pools import Shard, node_pool
 from services.queue_manager.status import StatusBook
-from services.spec.core_types import node_from_state
+from services.spec.core_types import configured_job, node_from_state
 
 #: How many applied input event ids are remembered to recognise a redelivered input.
 APPLIED_MEMORY = 100_000
@@ -70,11 +69,9 @@ class QueueState:
 
     def core_job(self, entry: JobEntry) -> Job:
         """The entry as the core sees it: its priority class's preemptibility, confined to its queue's pool."""
-        job = entry.core_job(class_preemptible=self.config.class_preemptible(entry.spec.priority_class))
-        pool = self.config.pool_of_queue(entry.spec.queue)
-        if pool is None:
-            return job
-        return replace(job, node_selector=MappingProxyType({**job.node_selector, POOL: pool}))
+        spec = entry.spec
+        return configured_job(entry.core_job(), class_preemptible=self.config.class_preemptible(spec.priority_class),
+                              pool=self.config.pool_of_queue(spec.queue))
 
     # ------------------------------------------------------------ inputs already applied
 

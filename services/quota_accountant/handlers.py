@@ -10,14 +10,15 @@ from schemas.decisions import JobAdmitted, JobScaled
 from schemas.envelope import Envelope
 from schemas.jobspec import JobSpec
 from schemas.runs import (
-    NOT_RESTARTED_REASONS,
-    DispatchFailed,
+    ATTEMPT_ENDS,
+    AttemptEnd,
     JobStopped,
     RunDeleted,
     RunEvicted,
     RunFailed,
     RunStarted,
     RunSucceeded,
+    ends_attempt,
 )
 from services.quota_accountant.attempts import Admission, AttemptKey, Outcome
 from services.quota_accountant.ledger import NO_EFFECT, Effect, Ledger
@@ -75,8 +76,9 @@ def apply(ledger: Ledger, envelope: Envelope, node_types: NodeTypes) -> Effect:
         return ledger.scale(msg.job_id, msg.attempt, msg.replicas, seconds(envelope.occurred_at))
     if isinstance(msg, RunStarted):
         return ledger.start(msg.job_id, msg.attempt, seconds(msg.observed_at))
-    if isinstance(msg, _ENDS):
-        outcome = end_outcome(msg)
+    if isinstance(msg, ATTEMPT_ENDS):
+        record = ledger.attempts.get((msg.job_id, msg.attempt))
+        outcome = end_outcome(msg, started=record is not None and record.started_at is not None)
         if outcome is not None:
             return ledger.end(msg.job_id, msg.attempt, seconds(msg.observed_at), outcome)
     return NO_EFFECT
@@ -90,28 +92,29 @@ def attempt_key_of(envelope: Envelope) -> AttemptKey | None:
     return None
 
 
-_ENDS = (RunSucceeded, RunFailed, RunEvicted, RunDeleted, JobStopped, DispatchFailed)
-_FACTS = (JobAdmitted, JobScaled, RunStarted, *_ENDS)
-EndEvent = RunSucceeded | RunFailed | RunEvicted | RunDeleted | JobStopped | DispatchFailed
+_FACTS = (JobAdmitted, JobScaled, RunStarted, *ATTEMPT_ENDS)
 
 
-def end_outcome(msg: EndEvent) -> Outcome | None:
-    """How an attempt ended, or None for a message that does not end it (a retryable dispatch failure)."""
+def end_outcome(msg: AttemptEnd, *, started: bool) -> Outcome | None:
+    """How an attempt ended, or None for a message that does not end it (``schemas.runs.ends_attempt``: a
+    failure of the job's own, which the dispatcher restarts, or a retryable dispatch failure of an attempt
+    that ``started``, a failed rescale)."""
+    if not ends_attempt(msg, started=started):
+        return None
     if isinstance(msg, RunSucceeded):
         return "succeeded"
     if isinstance(msg, RunFailed):
-        # an infrastructure failure ends the attempt (the job is requeued), as an eviction does; a failure of
-        # the job's own restarts the gang within the attempt unless the job ran out of time (see schemas.runs)
-        if msg.classification == "infrastructure":
-            return "evicted"
-        return "failed" if msg.reason in NOT_RESTARTED_REASONS else None
+        # an infrastructure failure requeues the job, as an eviction does; any other that ends the attempt
+        # (the job ran out of time) fails it
+        return "evicted" if msg.classification == "infrastructure" else "failed"
     if isinstance(msg, RunEvicted):
         return "evicted"
     if isinstance(msg, RunDeleted):
         return "cancelled"
     if isinstance(msg, JobStopped):
         return stop_outcome(msg)
-    return None if msg.retryable else "failed"
+    # a retryable failure before the start requeues the job, as an infrastructure failure does
+    return "evicted" if msg.retryable else "failed"
 
 
 def companion_gpus(spec: JobSpec) -> tuple[tuple[str, float], ...]:

@@ -30,8 +30,18 @@ placement and preemption count every role as the queue manager does. Its work is
 (``duration x`` the main role's GPUs; only the main role grows and shrinks); its GPU-seconds and the
 allocation timeline count every role's GPUs.
 
-A queue confined to a pool (``QueueConfig.pool``) has its jobs placed only on that pool's nodes, as
-the queue manager does (``services.spec.cluster_file.queue_node_selectors``).
+A job of Muster's own log (``WorkloadJob.spec``, see ``services.simulator.replay``) is built from its spec
+by the queue manager's translation (``services.spec.core_types.job_from_spec``): its name, user, tolerations
+(the GPU taint when it asks for GPUs), grace period (its checkpoint's, none when it does not checkpoint), node
+selector, topology, cluster, GPU sharing, CPU and memory, deadlines and elasticity are the ones the queue
+manager schedules. Its allocation counts what the core charges its pods (shares of GPUs included); its
+``max_wait_s`` and ``max_runtime_s`` bring a cycle when they run out. A job of a workload file (a trace's) has
+no spec: it is split into pods of at most a node's GPUs (``pod_shape``), tolerates every taint of the
+cluster, waits the simulation's ``grace_period_s`` when preempted, and is named by its id.
+
+Either kind is configured as the queue manager configures it (``services.spec.core_types.configured_job``):
+a queue confined to a pool (``QueueConfig.pool``) has its jobs placed only on that pool's nodes, and a job
+of the log whose priority class is not preemptible (in the configuration the run is given) is not either.
 
 The policy never sees a job's true duration: only a ``runtime_estimate`` the workload gives, or
 what the core learns from the jobs that finished before (``services.core.runtimes``; a trace job's
@@ -53,10 +63,10 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from enum import IntEnum
-from types import MappingProxyType
 from typing import Any
 
 from schemas.config import MusterConfig
+from schemas.jobspec import JobSpec
 from services.core import SchedulerState, queue_order, schedule
 from services.core.dependencies import After, verdict
 from services.core.model import (
@@ -72,9 +82,8 @@ from services.core.model import (
 )
 from services.core.policy import resolve
 from services.simulator.workload import JobRoles, Workload, WorkloadJob, min_replicas, pod_shape
-from services.spec.cluster_file import core_cohorts, core_nodes, core_queues, queue_node_selectors
-
-_NO_SELECTOR: Mapping[str, str] = MappingProxyType({})
+from services.spec.cluster_file import core_cohorts, core_nodes, core_queues
+from services.spec.core_types import configured_job, job_from_spec
 
 JobsProgress = Callable[[int, int, float], None]
 """Told ``(jobs finished, jobs in the workload, virtual time)`` during a run (at most every
@@ -87,6 +96,7 @@ class EventKind(IntEnum):
     STOP = 1
     ARRIVAL = 2
     TICK = 3
+    DEADLINE = 4  # a job's max_wait_s or max_runtime_s runs out: the core decides in a cycle then
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +131,11 @@ class JobRecord:
     remaining: float
     unit: int  # GPUs per pod of the main role (at least 1 for progress)
     companion_gpus: int = 0  # GPUs the companion roles hold whenever the job runs (they make no progress)
-    rate: int = 0  # GPUs held now, every role
+    #: GPUs each pod of the main role holds (allocation, GPU-seconds): ``unit`` for a trace's job; for a job
+    #: with a spec what the core charges it (whole GPUs, a share of one, MIG slices' share; none for CPU only)
+    pod_gpus: float = 0.0
+    rate: int = 0  # progress rate now: pods running x unit, every role's GPUs
+    held: float = 0  # GPUs held now, every role
     since: float = 0.0
     warm_at: float = 0.0  # the current run makes progress from here on (after its restart cost)
     version: int = 0  # bumps whenever a scheduled completion becomes stale
@@ -148,7 +162,7 @@ class SimResult:
     workload: str
     capacity_gpus: int
     records: dict[str, JobRecord]
-    timeline: list[tuple[float, str, int]] = field(default_factory=list)  # (time, queue, delta GPUs)
+    timeline: list[tuple[float, str, float]] = field(default_factory=list)  # (time, queue, delta GPUs)
     cycles: int = 0
     decisions: int = 0
     preemptions: int = 0
@@ -216,40 +230,67 @@ class Simulator:
             records={},
         )
         tolerations = frozenset(t for n in nodes for t in n.taints)
-        selectors = queue_node_selectors(cluster)  # a queue with a pool runs only on that pool's nodes
-        node_sizes = {t: _gpus_per_node(nodes, t) for t in {j.gpu_type for j in workload.jobs}}
+        pools = {q.name: q.pool for q in cluster.queues}  # a queue with a pool runs only on that pool's nodes
+        classes = {c.name: c.preemptible for c in cluster.priority_classes}
+        node_sizes = {t: _gpus_per_node(nodes, t) for t in {j.gpu_type for j in workload.jobs if j.spec is None}}
         # a policy that does not resize runs every job at the size it asked for
         all_elastic = self._opts.all_elastic and resolve(config).elastic
-        for spec in workload.jobs:
-            roles = spec.roles
-            if roles is None:
-                replicas, per_pod = pod_shape(spec.num_gpus, node_sizes[spec.gpu_type])
+        for wjob in workload.jobs:
+            if wjob.spec is None:
+                job = self._trace_job(wjob, node_sizes[wjob.gpu_type], tolerations, tenants, all_elastic)
+                pod_gpus: float = max(job.gpus_per_pod, 1)
+                class_preemptible = True  # a trace's job has a priority, not a class
             else:
-                replicas, per_pod = roles.replicas, roles.gpus_per_pod
-            job = Job(
-                job_id=spec.job_id,
-                queue=spec.queue,
-                submit_time=spec.submit_time,
-                replicas=replicas,
-                gpus_per_pod=per_pod,
-                gpu_type=spec.gpu_type,
-                min_replicas=min_replicas(per_pod if all_elastic else spec.main_min_gpus, per_pod, replicas),
-                priority=spec.priority,
-                tenant=tenants.get(spec.queue, ""),
-                runtime_estimate=spec.runtime_estimate,
-                preemptible=spec.preemptible,
-                checkpointable=spec.checkpointable or self._opts.all_checkpointable,
-                grace_period_s=self._opts.grace_period_s,
-                tolerations=tolerations,
-                node_selector=selectors.get(spec.queue, _NO_SELECTOR),
-                name=spec.job_id,
-                **_role_fields(roles),
-            )
-            unit = max(per_pod, 1)
-            work = spec.duration * replicas * unit
-            self._result.records[spec.job_id] = JobRecord(spec, job, work, work, unit, job.companion_gpus)
-            self._push(spec.submit_time, EventKind.ARRIVAL, spec.job_id, 0)
+                job = self._spec_job(wjob, wjob.spec, tenants, all_elastic)
+                pod_gpus = float(job.gpu_amount)
+                class_preemptible = classes.get(wjob.spec.priority_class, True)
+            job = configured_job(job, class_preemptible=class_preemptible, pool=pools.get(wjob.queue))
+            unit = max(job.gpus_per_pod, 1)
+            work = wjob.duration * job.replicas * unit
+            self._result.records[wjob.job_id] = JobRecord(wjob, job, work, work, unit, job.companion_gpus, pod_gpus)
+            self._push(wjob.submit_time, EventKind.ARRIVAL, wjob.job_id, 0)
             self._arrivals_left += 1
+
+    def _trace_job(self, wjob: WorkloadJob, node_gpus: int, tolerations: frozenset[str], tenants: Mapping[str, str],
+                   all_elastic: bool) -> Job:
+        """A job of a workload file (a trace's): split into pods of at most a node's GPUs; it tolerates every
+        taint of the cluster, a preemption waits the simulation's grace period, and its name is its id."""
+        roles = wjob.roles
+        if roles is None:
+            replicas, per_pod = pod_shape(wjob.num_gpus, node_gpus)
+        else:
+            replicas, per_pod = roles.replicas, roles.gpus_per_pod
+        return Job(
+            job_id=wjob.job_id,
+            queue=wjob.queue,
+            submit_time=wjob.submit_time,
+            replicas=replicas,
+            gpus_per_pod=per_pod,
+            gpu_type=wjob.gpu_type,
+            min_replicas=min_replicas(per_pod if all_elastic else wjob.main_min_gpus, per_pod, replicas),
+            priority=wjob.priority,
+            user=wjob.user,
+            tenant=wjob.tenant or tenants.get(wjob.queue, ""),
+            runtime_estimate=wjob.runtime_estimate,
+            preemptible=wjob.preemptible,
+            checkpointable=wjob.checkpointable or self._opts.all_checkpointable,
+            grace_period_s=self._opts.grace_period_s,
+            tolerations=tolerations,
+            name=wjob.job_id,
+            **_role_fields(roles),
+        )
+
+    def _spec_job(self, wjob: WorkloadJob, spec: JobSpec, tenants: Mapping[str, str], all_elastic: bool) -> Job:
+        """A job of Muster's log, built from its spec by the queue manager's own translation (``job_from_spec``)
+        with the priority it was admitted with; ``all_checkpointable`` and ``all_elastic`` still apply."""
+        job = job_from_spec(spec, job_id=wjob.job_id, priority=wjob.priority, submit_time=wjob.submit_time,
+                            user=wjob.user, tenant=wjob.tenant or tenants.get(wjob.queue, ""))
+        job = replace(job, queue=wjob.queue)
+        if self._opts.all_checkpointable and not job.checkpointable:
+            job = replace(job, checkpointable=True, grace_period_s=self._opts.grace_period_s)
+        if all_elastic and job.gpus_per_pod:
+            job = replace(job, min_replicas=min_replicas(job.gpus_per_pod, job.gpus_per_pod, job.replicas))
+        return job
 
     # ------------------------------------------------------------------ event plumbing
 
@@ -269,14 +310,17 @@ class Simulator:
             if working > 0:
                 rec.remaining = max(0.0, rec.remaining - working * (rec.rate - rec.companion_gpus))
             if now > rec.since:
-                rec.gpu_seconds += (now - rec.since) * rec.rate
+                rec.gpu_seconds += (now - rec.since) * rec.held
         rec.since = now
 
-    def _set_rate(self, rec: JobRecord, gpus: int, now: float) -> None:
-        delta = gpus - rec.rate
+    def _set_size(self, rec: JobRecord, pods: int, now: float) -> None:
+        """The job now runs ``pods`` pods of its main role (0: none), its companion roles with them."""
+        rate = pods * rec.unit + rec.companion_gpus if pods else 0
+        held = pods * rec.pod_gpus + rec.companion_gpus if pods else 0
+        delta = held - rec.held
         if delta:
             self._result.timeline.append((now, rec.spec.queue, delta))
-        rec.rate = gpus
+        rec.rate, rec.held = rate, held
 
     def _schedule_completion(self, rec: JobRecord, now: float) -> None:
         rec.version += 1
@@ -287,6 +331,8 @@ class Simulator:
 
     def _on_arrival(self, rec: JobRecord) -> None:
         self._arrivals_left -= 1
+        if rec.job.max_wait_s is not None:  # the core rejects it then if it still waits
+            self._push(rec.job.submit_time + rec.job.max_wait_s, EventKind.DEADLINE, rec.spec.job_id, 0)
         if not rec.spec.after:
             self._state.submit(rec.job)
             return
@@ -330,7 +376,7 @@ class Simulator:
         rec.end = now
         rec.stopping = False
         self._finished += 1
-        self._set_rate(rec, 0, now)
+        self._set_size(rec, 0, now)
         self._running -= 1
         self._state.job_finished(rec.spec.job_id, now, succeeded=not rec.spec.fails)
         self._judge(self._ended(rec, "failed" if rec.spec.fails else "succeeded"))
@@ -345,7 +391,7 @@ class Simulator:
         if not rec.job.checkpointable:
             rec.remaining = rec.work
             rec.restarts_from_zero += 1
-        self._set_rate(rec, 0, now)
+        self._set_size(rec, 0, now)
         self._running -= 1
         self._state.job_stopped(rec.spec.job_id, now, requeue=rec.requeue_on_stop)
         if not rec.requeue_on_stop:
@@ -367,14 +413,16 @@ class Simulator:
             rec.run += 1
             if rec.first_start is None:
                 rec.first_start = now
+            if rec.job.max_runtime_s is not None:  # the core stops it then if it still runs
+                self._push(now + rec.job.max_runtime_s, EventKind.DEADLINE, rec.spec.job_id, rec.run)
             self._running += 1
-            self._set_rate(rec, decision.replicas * rec.unit + rec.companion_gpus, now)
+            self._set_size(rec, decision.replicas, now)
             self._schedule_completion(rec, now)
         elif isinstance(decision, Scale):
             self._progress(rec, now)
             # a data-parallel job re-forms its gang at the new size: a checkpoint and restart
             rec.warm_at = max(rec.warm_at, now + self._opts.restart_cost_s)
-            self._set_rate(rec, decision.replicas * rec.unit + rec.companion_gpus, now)
+            self._set_size(rec, decision.replicas, now)
             self._schedule_completion(rec, now)
         elif isinstance(decision, Preempt):
             rec.preemptions += 1
@@ -438,6 +486,8 @@ class Simulator:
                     changed = True
                 elif kind is EventKind.COMPLETE:
                     changed = self._on_complete(rec, token, now) or changed
+                elif kind is EventKind.DEADLINE:
+                    changed = changed or (rec.end is None and rec.rejected is None)
                 else:
                     changed = self._on_stop(rec, token, now) or changed
             if not (changed or ticked):

@@ -16,12 +16,12 @@ from services.simulator.engine import SimResult, queue_names
 from services.simulator.report import completed, jct, queue_delays
 
 
-def allocation_series(result: SimResult) -> tuple[list[float], dict[str, list[int]]]:
+def allocation_series(result: SimResult) -> tuple[list[float], dict[str, list[float]]]:
     """Step series of GPUs held per queue: sample times and, per queue, GPUs held from each time on."""
     queues = queue_names(result)
-    held = dict.fromkeys(queues, 0)
+    held: dict[str, float] = dict.fromkeys(queues, 0)
     times: list[float] = []
-    series: dict[str, list[int]] = {q: [] for q in queues}
+    series: dict[str, list[float]] = {q: [] for q in queues}
     for at, queue, delta in sorted(result.timeline, key=lambda e: e[0]):
         held[queue] = held.get(queue, 0) + delta
         if times and times[-1] == at:

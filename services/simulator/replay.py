@@ -6,14 +6,13 @@ Pure: the input is the log's envelopes (any order; they are put in time order he
 
 What is read from which topic:
 
-- ``muster.intents`` ``SubmitJob``: each job's submission (time, tenant, spec).
+- ``muster.intents`` ``SubmitJob``: each job's submission (time, tenant, user, spec).
 - ``muster.decisions``: ``JobAdmitted`` (when a job was admitted, with what spec and size; a job
   submitted before the window is known from it), ``JobPreemptionRequested`` (preemptions; a cancel is
   not one), ``JobRejected``.
 - ``muster.runs`` and ``muster.dispatches``: when each attempt ran. An attempt runs from its
-  ``RunStarted`` until the first of ``RunSucceeded``, ``JobStopped``, ``RunEvicted``, ``RunDeleted``,
-  ``DispatchFailed`` or a ``RunFailed`` that ends it (an infrastructure failure, or a reason in
-  ``NOT_RESTARTED_REASONS``); one still going at ``as_of`` runs until then.
+  ``RunStarted`` until the first message that ends it by ``schemas.runs.ends_attempt``, the rule the
+  queue manager and the quota accountant go by too; one still going at ``as_of`` runs until then.
 - ``muster.status``: each job's final state (compacted: the latest state of every job).
 - ``muster.capacity``: the nodes, as they were at the window's start (a node first seen later counts
   from the start; one removed before it does not), regrouped into node groups.
@@ -23,22 +22,37 @@ What is read from which topic:
 A job's **duration** in the replay is what it really took: the run time of the attempt that succeeded,
 or, for a checkpointable job that was preempted and resumed, the sum of its attempts' run times. Jobs that
 did not succeed are replayed as far as they got (they held GPUs that long): a failed job, or one cancelled
-while running, for the time it ran; one still running when the log was read for the time it has run so far
-(a lower bound). A job still pending when the log was read is replayed with its runtime estimate, or the
-scheduler's default estimate, since its real runtime is unknown. Jobs cancelled or rejected before they
-ever ran are left out. Jobs submitted before the window and still there at its start arrive at the start
-(with what remained of them) as load, and are left out of the figures.
+while running, for the time it ran, and it then ends failed (``WorkloadJob.fails``: no runtime is learnt
+from it, and a job waiting for it to succeed never runs); one still running when the log was read for the
+time it has run so far (a lower bound). A job still pending when the log was read is replayed with its
+runtime estimate, or the scheduler's default estimate, since its real runtime is unknown. Jobs cancelled or
+rejected before they ever ran are left out. Jobs submitted before the window and still there at its start
+arrive at the start (with what remained of them) as load, and are left out of the figures.
 
-A job of several roles (``spec.roles``) is replayed with the same roles (``workload_roles``): its main role
-(``JobSpec.main_role``) and every other role as a companion, each with its pods, GPUs, CPU and memory, as
-the queue manager builds the job it schedules; a job of one role is replayed with its GPUs, as before.
+Each replayed job carries its whole spec (``WorkloadJob.spec``, with its user and tenant), and the simulator
+builds the core job from it by the queue manager's own translation (``services.spec.core_types``): its pods
+and roles, GPU type, whole GPUs or shares of GPUs (fractions, MIG slices), CPU and memory, topology, node
+selector, cluster, elasticity, checkpointing and grace period, ``max_wait_s`` and ``max_runtime_s``, its user
+(per-user limits) and name (learnt runtimes), its dependencies (``spec.after``, resolved to the replayed jobs
+as the queue manager resolves them); its priority is the one it was admitted with. For a report, a job of
+several roles is also described by its roles (``workload_roles``). The nodes keep what the core places by:
+shared GPUs, MIG slices, the labels all nodes of a group carry alike (Kubernetes' and NVIDIA's too) and the
+taints a job must tolerate.
+
+What the replay cannot replay, it says (``Reconstruction.not_replayed``, one line with a count each): a
+node's failure (the replay's nodes never fail), an idle release, a resize by the job's owner, a suspension,
+a priority change, a dependency on a job it has not got, a node selector on a label that differs between the
+nodes of a group (a hostname), a rack of a rack-level topology (racks are counted per group, not kept per
+node), the user of a job known only from its admission, the deadlines of a job submitted before the window,
+MIG slices that do not split alike over a node's GPUs. A workload written out as CSV (``--write-workload``)
+keeps only what the CSV form has: read back, its jobs are a trace's.
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any, Literal
 
@@ -58,22 +72,23 @@ from schemas.config import (
 )
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected
 from schemas.envelope import Envelope, Message
-from schemas.intents import SubmitJob
+from schemas.intents import ChangePriority, ScaleJob, SubmitJob, SuspendJob
 from schemas.jobspec import JobSpec
 from schemas.kube import NODE_GROUP
 from schemas.runs import (
-    NOT_RESTARTED_REASONS,
-    DispatchFailed,
-    JobStopped,
-    RunDeleted,
+    ATTEMPT_ENDS,
     RunEvicted,
     RunFailed,
+    RunIdle,
+    RunResized,
     RunStarted,
-    RunSucceeded,
+    ends_attempt,
 )
 from schemas.status import JobStatusChanged
-from services.core.model import ANY_GPU, Role
+from services.core.dependencies import On, find_cycle
+from services.core.model import ANY_GPU, MIG_COMPUTE_SLICES, Role, mig_share
 from services.simulator.workload import JobRoles, Workload, WorkloadJob, sort_jobs
+from services.spec.cluster_file import core_nodes
 from services.spec.config_items import ConfigItems
 
 Outcome = Literal["succeeded", "failed", "cancelled", "running", "pending", "rejected"]
@@ -90,7 +105,7 @@ DEFAULT_RUNTIME_S = 3600.0
 class _Attempt:
     start: datetime | None = None
     end: datetime | None = None
-    gpus: int = 0
+    gpus: float = 0.0  # GPUs charged at admission (whole GPUs, or shares of GPUs)
 
 
 @dataclass(slots=True)
@@ -98,6 +113,7 @@ class _Job:
     job_id: str
     submitted_at: datetime | None = None
     tenant: str = ""
+    user: str = ""  # known from its submission only
     queue: str = ""
     spec: JobSpec | None = None
     priority: int | None = None
@@ -108,6 +124,8 @@ class _Job:
     stop_s: list[float] = field(default_factory=list)  # how long each asked stop took
     rejected: bool = False
     status: JobStatusChanged | None = None
+    #: what happened to it that the replay does not replay (keys of ``_UNREPLAYED``)
+    unreplayed: set[str] = field(default_factory=set)
 
     def attempt(self, n: int) -> _Attempt:
         return self.attempts.setdefault(n, _Attempt())
@@ -153,6 +171,8 @@ class Reconstruction:
     notes: tuple[str, ...]
     #: median time from a preemption's request to the job's stop (its checkpoint and grace), None if none
     stop_s: float | None = None
+    #: what happened in the window that the replay does not replay, and why (one line each, with a count)
+    not_replayed: tuple[str, ...] = ()
 
     @property
     def window_s(self) -> float:
@@ -181,14 +201,6 @@ def _time_of(env: Envelope) -> datetime:
         return observed
     updated = getattr(payload, "updated_at", None)
     return updated if isinstance(updated, datetime) else env.occurred_at
-
-
-def _ends_attempt(message: object) -> bool:
-    if isinstance(message, RunSucceeded | JobStopped | RunEvicted | RunDeleted | DispatchFailed):
-        return True
-    return isinstance(message, RunFailed) and (
-        message.classification == "infrastructure" or message.reason in NOT_RESTARTED_REASONS
-    )
 
 
 # ---------------------------------------------------------------- configuration
@@ -244,6 +256,12 @@ def _config_of(cfg: _Config, used_queues: Iterable[str], notes: list[str]) -> di
 # ---------------------------------------------------------------- capacity
 
 
+def _muster_label(key: str) -> bool:
+    """Whether a node label is one Muster sets itself (its node group, GPU type, pool)."""
+    domain = key.split("/", 1)[0] if "/" in key else ""
+    return domain == "muster.dev" or domain.endswith(".muster.dev")
+
+
 def _group_labels(labels: Mapping[str, str]) -> dict[str, str]:
     out = {}
     for key, value in labels.items():
@@ -262,9 +280,38 @@ def _rack_prefix(racks: Sequence[str]) -> str:
     return "rack"
 
 
+def _mig_layout(mig: Mapping[str, int]) -> tuple[int, dict[str, int]] | None:
+    """A node's MIG slices (per profile) as ``(MIG GPUs, slices of each GPU per profile)``: the fewest GPUs cut
+    alike that hold them, each within a GPU's compute slices; None when no such cut exists (its GPUs are cut
+    differently) or a profile is not one."""
+    slices = {p: n for p, n in mig.items() if n > 0}
+    if not slices:
+        return 0, {}
+    compute: dict[str, int] = {}
+    for profile in slices:
+        try:
+            compute[profile] = int(mig_share(profile) * MIG_COMPUTE_SLICES)
+        except ValueError:
+            return None
+    for gpus in range(1, min(slices.values()) + 1):
+        if any(n % gpus for n in slices.values()):
+            continue
+        layout = {p: n // gpus for p, n in slices.items()}
+        if sum(compute[p] * n for p, n in layout.items()) <= MIG_COMPUTE_SLICES:
+            return gpus, layout
+    return None
+
+
+def _taint_keys(node: NodeState) -> tuple[str, ...]:
+    """The taints a job must tolerate, as the queue manager reads them (``node_from_state``): not the preferences."""
+    return tuple(sorted({t.key for t in node.taints if t.effect != "PreferNoSchedule"}))
+
+
 def node_groups(nodes: Iterable[NodeState]) -> list[ClusterConfig]:
     """Nodes regrouped into clusters of node groups: one group per node group label (``muster.dev/node-group``)
-    and shape (GPU type and count, CPU, memory, NVLink groups, zone, block, labels); racks are counted."""
+    and shape (GPU type and count, CPU, memory, NVLink groups, shared GPUs, MIG slices, zone, block, labels,
+    taints); racks are counted. A group's labels are those all its nodes carry alike (Kubernetes' and NVIDIA's
+    too, so node selectors on them replay), but Muster's own, which the simulator sets itself."""
     shapes: dict[tuple[object, ...], list[NodeState]] = {}
     for node in sorted(nodes, key=lambda n: (n.cluster, n.node)):
         labels = _group_labels(node.labels)
@@ -272,7 +319,8 @@ def node_groups(nodes: Iterable[NodeState]) -> list[ClusterConfig]:
             node.cluster, node.labels.get(NODE_GROUP) or f"{node.gpu_type}-{node.gpus_allocatable}",
             node.gpu_type, node.gpus_allocatable, node.cpu_m // 1000, node.memory_mb // 1024,
             tuple(node.topology.nvlink_groups), node.topology.zone, node.topology.block,
-            tuple(sorted(labels.items())), tuple(sorted(t.key for t in node.taints)),
+            tuple(sorted(labels.items())), _taint_keys(node),
+            min(node.gpus_shared, node.gpus_allocatable), tuple(sorted((p, n) for p, n in node.mig.items() if n > 0)),
         )
         shapes.setdefault(key, []).append(node)
     clusters: dict[str, list[NodeGroupConfig]] = {}
@@ -282,10 +330,14 @@ def node_groups(nodes: Iterable[NodeState]) -> list[ClusterConfig]:
         name = group if all(g.name != group for g in groups) else f"{group}-{len(groups)}"
         first = members[0]
         racks = sorted({n.topology.rack for n in members if n.topology.rack})
+        mig = _mig_layout(first.mig)
+        mig_gpus, layout = mig if mig is not None and first.gpus_allocatable + mig[0] <= 64 else (0, {})
+        common = {k: v for k, v in first.labels.items()
+                  if not _muster_label(k) and all(m.labels.get(k) == v for m in members)}
         groups.append(NodeGroupConfig(
             name=name,
             count=len(members),
-            gpus_per_node=first.gpus_allocatable,
+            gpus_per_node=first.gpus_allocatable + mig_gpus,
             gpu_type=first.gpu_type,
             cpu=first.cpu_m // 1000,
             memory_gb=first.memory_mb // 1024,
@@ -294,8 +346,11 @@ def node_groups(nodes: Iterable[NodeState]) -> list[ClusterConfig]:
                 zone=first.topology.zone or "zone-0", block=first.topology.block or "block-0",
                 racks=max(1, len(racks)), rack_prefix=_rack_prefix(racks),
             ),
-            labels=_group_labels(first.labels),
-            taints=sorted({t.key for t in first.taints}),
+            labels=common,
+            taints=list(_taint_keys(first)),
+            shared_gpus=min(first.gpus_shared, first.gpus_allocatable),
+            mig_gpus=mig_gpus,
+            mig_layout=layout,
         ))
     return [ClusterConfig(name=name, node_groups=groups) for name, groups in sorted(clusters.items())]
 
@@ -343,14 +398,15 @@ def reconstruct(
         elif isinstance(msg, SubmitJob):
             j = job(msg.job_id)
             if j.submitted_at is None:
-                j.submitted_at, j.tenant, j.spec, j.queue = msg.submitted_at, msg.tenant, msg.spec, msg.spec.queue
+                j.submitted_at, j.tenant, j.user = msg.submitted_at, msg.tenant, msg.user
+                j.spec, j.queue = msg.spec, msg.spec.queue
         elif isinstance(msg, JobAdmitted):
             j = job(msg.job_id)
             j.admitted_at = j.admitted_at or env.occurred_at
             j.priority = msg.priority
             j.queue, j.tenant = j.queue or msg.queue, j.tenant or msg.tenant
             j.spec = j.spec or msg.spec
-            j.attempt(msg.attempt).gpus = msg.spec.gpus_for(msg.replicas)
+            j.attempt(msg.attempt).gpus = msg.spec.gpus_charged_at(msg.replicas)
         elif isinstance(msg, JobPreemptionRequested):
             if msg.reason != "cancelled":
                 job(msg.job_id).preemptions += 1
@@ -361,20 +417,31 @@ def reconstruct(
             a = job(msg.job_id).attempt(msg.attempt)
             if a.start is None and a.end is None:
                 a.start = msg.observed_at
-        elif _ends_attempt(msg):
-            run = msg
-            assert isinstance(run, RunSucceeded | JobStopped | RunEvicted | RunDeleted | DispatchFailed | RunFailed)
-            j = job(run.job_id)
-            a = j.attempt(run.attempt)
-            if a.end is None:
-                a.end = run.observed_at
-                asked = j.preempt_asked.get(run.attempt)
-                if asked is not None:  # the first sign of the stop: JobStopped, or the objects' deletion before it
-                    j.stop_s.append(max(0.0, (run.observed_at - asked).total_seconds()))
+        elif isinstance(msg, ATTEMPT_ENDS):
+            if isinstance(msg, RunEvicted) or (isinstance(msg, RunFailed) and msg.classification == "infrastructure"):
+                job(msg.job_id).unreplayed.add("node_failure")
+            known = jobs.get(msg.job_id)
+            begun = known.attempts.get(msg.attempt) if known is not None else None
+            if ends_attempt(msg, started=begun is not None and begun.start is not None):
+                j = job(msg.job_id)
+                a = j.attempt(msg.attempt)
+                if a.end is None:
+                    a.end = msg.observed_at
+                    asked = j.preempt_asked.get(msg.attempt)
+                    if asked is not None:  # the first sign of the stop: JobStopped, or the objects' deletion first
+                        j.stop_s.append(max(0.0, (msg.observed_at - asked).total_seconds()))
         elif isinstance(msg, JobStatusChanged):
             j = job(msg.job_id)
             if j.status is None or msg.updated_at >= j.status.updated_at:
                 j.status = msg
+        elif isinstance(msg, RunIdle):
+            job(msg.job_id).unreplayed.add("idle")
+        elif isinstance(msg, RunResized | ScaleJob):
+            job(msg.job_id).unreplayed.add("resized")
+        elif isinstance(msg, SuspendJob):
+            job(msg.job_id).unreplayed.add("suspended")
+        elif isinstance(msg, ChangePriority):
+            job(msg.job_id).unreplayed.add("priority_changed")
 
     notes: list[str] = []
     classes = {k: (getattr(v, "value", 0), getattr(v, "preemptible", True))
@@ -387,6 +454,7 @@ def reconstruct(
             actual[j.job_id] = result[0]
             if result[1] is not None:
                 replayed.append(result[1])
+    replayed = _with_dependencies(replayed, jobs)
 
     starting = dict(nodes_at_start)
     if nodes_later:
@@ -419,7 +487,106 @@ def reconstruct(
                      "start with what remained of them, as load, and are left out of the figures")
     stops = sorted(t for j in jobs.values() for t in j.stop_s)
     stop_s = stops[len(stops) // 2] if stops else None
-    return Reconstruction(origin, as_of, Workload(name, sort_jobs(replayed)), cluster, actual, tuple(notes), stop_s)
+    limited = {q.name for q in cluster.queues if q.user_limit_gpus is not None}
+    labels = {key for node in core_nodes(cluster) for key in node.labels}
+    for i, w in enumerate(replayed):
+        spec = w.spec
+        if spec is None:
+            continue
+        if not w.user and w.queue in limited:
+            jobs[w.job_id].unreplayed.add("no_user")
+        if any(t is not None and t.level == "rack" for t in (spec.topology, *(r.topology for r in spec.roles))):
+            jobs[w.job_id].unreplayed.add("racks")
+        kept = {k: v for k, v in spec.node_selector.items() if k in labels}
+        if len(kept) < len(spec.node_selector):
+            jobs[w.job_id].unreplayed.add("selector_dropped")
+            replayed[i] = replace(w, spec=spec.model_copy(update={"node_selector": kept}))
+    unreplayed = _unreplayed([jobs[w.job_id] for w in replayed], starting.values())
+    return Reconstruction(origin, as_of, Workload(name, sort_jobs(replayed)), cluster, actual, tuple(notes), stop_s,
+                          unreplayed)
+
+
+#: what the replay does not replay, and why: (key, what happened to the job, what the replay does instead)
+_UNREPLAYED = (
+    ("no_spec", "known from its status only (neither its submission nor an admission is in the log)",
+     "replayed with its GPUs and nothing else of its spec"),
+    ("no_user", "known from its admission only, in a queue with a per-user limit",
+     "its user is unknown, so no per-user limit applies to it"),
+    ("deadline_dropped", "submitted before the window with a max_wait_s or max_runtime_s",
+     "those are not replayed: their clocks started before the window"),
+    ("dependency_dropped", "waiting for a job the replay has not got (over before the window, or never run)",
+     "that condition is taken as met"),
+    ("selector_dropped", "selecting nodes by a label no node group of the replay keeps (one its nodes do not all "
+     "carry alike, such as a hostname)", "that part of its node selector is dropped"),
+    ("racks", "asking for its pods in one rack",
+     "the replay's racks are as many as the log's per node group, but not each node's own"),
+    ("node_failure", "stopped by a node's failure or an eviction",
+     "the replay's nodes never fail: it runs for the time it really ran"),
+    ("idle", "released for idleness (idle_timeout_s)",
+     "the replay cannot tell when GPUs sit idle: it runs for the time it really ran"),
+    ("resized", "resized by its owner or an autoscaler (RunResized, ScaleJob)",
+     "replayed at the size it was submitted with (the core still grows and shrinks an elastic job)"),
+    ("suspended", "suspended by its owner (SuspendJob)", "replayed as if it only ever waited for capacity"),
+    ("priority_changed", "given another priority class (ChangePriority)",
+     "replayed with the priority it was last admitted with, from its submission on"),
+)
+
+
+def _unreplayed(replayed: Iterable[_Job], nodes: Iterable[NodeState]) -> tuple[str, ...]:
+    """What of the replayed jobs' histories and of the nodes the replay does not replay, and why."""
+    count: dict[str, int] = {}
+    for j in replayed:
+        for key in j.unreplayed:
+            count[key] = count.get(key, 0) + 1
+    out = [f"{count[key]} job(s) {what}: {instead}" for key, what, instead in _UNREPLAYED if count.get(key)]
+    mixed = sum(1 for n in nodes if n.mig and _mig_layout(n.mig) is None)
+    if mixed:
+        out.append(f"{mixed} node(s) with MIG slices that do not split into one layout per GPU: their MIG slices "
+                   "are not replayed")
+    return tuple(out)
+
+
+def _with_dependencies(replayed: list[WorkloadJob], jobs: Mapping[str, _Job]) -> list[WorkloadJob]:
+    """The replayed jobs that wait for others (``spec.after``) waiting for the replayed jobs their spec names, as
+    the queue manager resolves them: a job id of the tenant's, else the tenant's latest job of that name
+    submitted before. A condition on a job the replay has not got is dropped (taken as met)."""
+    ids = {w.job_id for w in replayed}
+    named: dict[tuple[str, str], list[_Job]] = {}
+    for j in jobs.values():
+        if j.spec is not None and j.submitted_at is not None:
+            named.setdefault((j.tenant, j.spec.name), []).append(j)
+    out: list[WorkloadJob] = []
+    for w in replayed:
+        if w.spec is None or not w.spec.after:
+            out.append(w)
+            continue
+        me = jobs[w.job_id]
+        after: list[tuple[str, On]] = []
+        for dep in w.spec.after:
+            target = _resolve(dep.job, me, jobs, named)
+            if target is not None and target in ids and target != w.job_id:
+                after.append((target, On(dep.on)))
+            else:
+                me.unreplayed.add("dependency_dropped")
+        out.append(replace(w, after=tuple(after)))
+    waits = {w.job_id: [dep for dep, _ in w.after] for w in out if w.after}
+    cycle = find_cycle(waits)
+    while cycle is not None:  # names resolved otherwise than the queue manager did: never wait in a circle
+        for job_id in cycle:
+            jobs[job_id].unreplayed.add("dependency_dropped")
+            waits.pop(job_id, None)
+        cycle = find_cycle(waits)
+    return [w if not w.after or w.job_id in waits else replace(w, after=()) for w in out]
+
+
+def _resolve(name: str, me: _Job, jobs: Mapping[str, _Job], named: Mapping[tuple[str, str], list[_Job]]) -> str | None:
+    """The job id ``name`` (a job id or a job name in ``spec.after``) stands for among ``me``'s tenant's jobs."""
+    other = jobs.get(name)
+    if other is not None and other.tenant == me.tenant:
+        return name
+    before = [(o.submitted_at, o.job_id) for o in named.get((me.tenant, name), ()) if o is not me
+              and o.submitted_at is not None and (me.submitted_at is None or o.submitted_at <= me.submitted_at)]
+    return max(before)[1] if before else None
 
 
 def workload_roles(spec: JobSpec) -> JobRoles | None:
@@ -471,6 +638,7 @@ def _actual(j: _Job, origin: datetime, as_of: datetime, default_runtime_s: float
     spec = j.spec
     per_pod = spec.resources.gpus if spec else 0
     gpus = spec.total_gpus if spec else (status.gpus if status else 0)
+    charged = spec.gpus_charged_at(spec.main_replicas) if spec else gpus  # shares of GPUs count too
     runs: list[float] = []
     gpu_seconds = 0.0
     first_run: datetime | None = None
@@ -482,7 +650,7 @@ def _actual(j: _Job, origin: datetime, as_of: datetime, default_runtime_s: float
         start = max(start, origin)
         seconds = max(0.0, ((a.end or as_of) - start).total_seconds())
         runs.append(seconds)
-        gpu_seconds += seconds * (a.gpus or gpus)
+        gpu_seconds += seconds * (a.gpus or charged)
         first_run = first_run or start
         if a.end is not None:
             last_end = a.end
@@ -524,6 +692,12 @@ def _actual(j: _Job, origin: datetime, as_of: datetime, default_runtime_s: float
     min_gpus = spec.gpus_for(low) if spec and low and per_pod else None
     class_name = spec.priority_class if spec else (status.priority_class if status else "normal")
     class_value, class_preemptible = classes.get(class_name, (0, True))
+    replayed_spec = spec
+    if spec is None:
+        j.unreplayed.add("no_spec")
+    elif carried and (spec.max_wait_s is not None or spec.max_runtime_s is not None):
+        j.unreplayed.add("deadline_dropped")  # their clocks started before the window
+        replayed_spec = spec.model_copy(update={"max_wait_s": None, "max_runtime_s": None})
     wjob = WorkloadJob(
         job_id=j.job_id, submit_time=submit, duration=duration, num_gpus=gpus, queue=queue,
         gpu_type=_gpu_type(spec) if spec else ANY_GPU,
@@ -531,5 +705,9 @@ def _actual(j: _Job, origin: datetime, as_of: datetime, default_runtime_s: float
         min_gpus=min_gpus, runtime_estimate=estimate,
         preemptible=(spec.preemptible if spec else True) and class_preemptible, checkpointable=checkpointable,
         roles=workload_roles(spec) if spec else None,
+        spec=replayed_spec, user=j.user, tenant=j.tenant or (status.tenant if status else ""),
+        on_dependency_failure="fail" if spec is not None and spec.on_dependency_failure == "fail" else "cancel",
+        # it did not succeed: its dependants judge it so, and the core learns no runtime from it
+        fails=outcome in ("failed", "cancelled"),
     )
     return record, wjob

@@ -112,10 +112,10 @@ def per_size_class(records: Sequence[JobRecord]) -> dict[str, dict[str, Any]]:
     return {name: _class_stats(by_class[name]) for name, _, _ in SIZE_CLASSES if name in by_class}
 
 
-def held_gpu_seconds(timeline: Sequence[tuple[float, str, int]], start: float, end: float) -> float:
+def held_gpu_seconds(timeline: Sequence[tuple[float, str, float]], start: float, end: float) -> float:
     """GPU-seconds held between ``start`` and ``end`` according to an allocation timeline."""
     held = 0.0
-    level = 0
+    level: float = 0
     last = start
     for t, _, delta in sorted(timeline, key=lambda e: e[0]):
         if t > start:

@@ -27,6 +27,9 @@ Figures (``compare``), per queue, for the jobs submitted in the window (carried-
   each run against its own capacity.
 - ``preemptions``: preemptions of the queue's jobs (a cancel is not one).
 - ``waiting_at_end``: jobs of the window that had not started when the window ended.
+
+The report's ``notes`` say what the reconstruction assumed, and ``not_replayed`` what happened in the window
+that the replays do not replay, and why (``Reconstruction.not_replayed``).
 """
 
 from __future__ import annotations
@@ -293,6 +296,7 @@ def compare(recon: Reconstruction, runs: Mapping[str, tuple[SimResult, MusterCon
         "window": {"start": recon.origin.isoformat(), "end": recon.as_of.isoformat(), "seconds": window},
         "jobs": recon.counts(),
         "notes": list(recon.notes),
+        "not_replayed": list(recon.not_replayed),
         "per_queue": {q: {n: figures(q, n) for n in names} for q in queues},
         "all": {n: figures(None, n) for n in names},
     }
@@ -340,6 +344,9 @@ def render_text(report: Mapping[str, Any], changes: Sequence[str] = ()) -> str:
     if report["notes"]:
         lines.append("")
         lines += [f"note: {n}" for n in report["notes"]]
+    if report.get("not_replayed"):
+        lines.append("")
+        lines += [f"not replayed: {n}" for n in report["not_replayed"]]
     return "\n".join(lines)
 
 

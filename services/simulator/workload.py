@@ -26,9 +26,10 @@ import csv
 import math
 import random
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
+from schemas.jobspec import JobSpec
 from services.core.dependencies import On, find_cycle
 from services.core.model import ANY_GPU, Role
 
@@ -113,6 +114,14 @@ class WorkloadJob:
     on_dependency_failure: str = "cancel"  # or "fail": how the job ends when a dependency cannot hold
     fails: bool = False  # the job ends failed after its duration (the policy is not told)
     roles: JobRoles | None = None  # None: one role, split into pods by the simulator
+    #: the job's wire spec, when the workload is rebuilt from Muster's own log (``services.simulator.replay``):
+    #: the simulator then builds the core job from it as the queue manager does, with everything the spec asks
+    #: (pods and roles, GPU sharing, CPU and memory, topology, node selector, cluster, deadlines, elasticity);
+    #: ``num_gpus``, ``min_gpus``, ``gpu_type`` and ``roles`` then only describe it (reports, the CSV form).
+    #: A workload file has none.
+    spec: JobSpec | None = field(default=None, compare=False)
+    user: str = ""  # who submitted it (per-user limits); "" for a trace's jobs
+    tenant: str = ""  # "" : its queue's tenant
 
     def __post_init__(self) -> None:
         roles = self.roles

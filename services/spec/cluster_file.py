@@ -5,9 +5,9 @@ It feeds the simulator, kubesim and ``muster up``. Node names are deterministic:
 
 Pools confine queues to nodes: a node belongs to the first pool, by name, whose (non-empty)
 ``node_labels`` it carries, else to ``default``; a queue with a ``pool`` runs only on that pool's
-nodes. ``core_nodes`` labels every node with its pool (``POOL_LABEL``) and ``queue_node_selectors``
-gives each pooled queue's jobs the matching selector: the same rule and label the queue manager
-applies (``services.queue_manager.pools``), here for the simulator.
+nodes. ``core_nodes`` labels every node with its pool (``POOL_LABEL``), the same rule and label the queue
+manager applies (``services.queue_manager.pools``), here for the simulator; a pooled queue's jobs get the
+matching selector from ``services.spec.core_types.configured_job``, in both.
 """
 
 from __future__ import annotations
@@ -64,11 +64,6 @@ def node_pool(labels: Mapping[str, str], pools: Iterable[PoolConfig]) -> str:
         if pool.node_labels and all(labels.get(k) == v for k, v in pool.node_labels.items()):
             return pool.name
     return DEFAULT_POOL
-
-
-def queue_node_selectors(cfg: MusterConfig) -> dict[str, Mapping[str, str]]:
-    """``queue -> node selector`` for every queue confined to a pool (queues without one are absent)."""
-    return {q.name: MappingProxyType({POOL_LABEL: q.pool}) for q in cfg.queues if q.pool is not None}
 
 
 def core_nodes(cfg: MusterConfig) -> list[Node]:

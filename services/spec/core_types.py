@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from fractions import Fraction
 from types import MappingProxyType
 
@@ -11,7 +12,7 @@ from schemas.config import CohortConfig, QueueConfig
 from schemas.decisions import NodePods, PlacementPlan
 from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec, TopologySpec
-from schemas.kube import GPU_RESOURCE
+from schemas.kube import GPU_RESOURCE, POOL
 from services.core.model import (
     ANY_GPU,
     CohortSpec,
@@ -46,11 +47,22 @@ def cohort_spec(c: CohortConfig) -> CohortSpec:
 
 
 def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attempt: int = 0) -> Job:
-    """A submission as the core sees it. ``priority`` is the resolved value of the spec's priority class.
+    """A submission as the core sees it. ``priority`` is the resolved value of the spec's priority class."""
+    return job_from_spec(msg.spec, job_id=msg.job_id, priority=priority, submit_time=submit_time, user=msg.user,
+                         tenant=msg.tenant, attempt=attempt)
 
-    A job of several roles: its main role (``JobSpec.main_role``) is the core job's own pods, the others
-    its companions; a role's topology, or else the job's, keeps it in the main role's domain."""
-    spec = msg.spec
+
+def job_from_spec(spec: JobSpec, *, job_id: str, priority: int, submit_time: float, user: str = "",
+                  tenant: str = "", attempt: int = 0) -> Job:
+    """A wire job spec as the core sees it: the one translation, which the queue manager (``job_from_submit``)
+    and the simulator's replay of the log both use. ``priority`` is the resolved value of the spec's priority
+    class; ``configured_job`` adds what the configuration says about the job.
+
+    The job's name is the spec's (runtimes are learnt per name stem); it tolerates the GPU taint
+    (``nvidia.com/gpu``) when any of its pods asks for a GPU, and no other taint; a preemption waits its
+    checkpoint's grace period when it checkpoints, and nothing otherwise. A job of several roles: its main
+    role (``JobSpec.main_role``) is the core job's own pods, the others its companions; a role's topology, or
+    else the job's, keeps it in the main role's domain."""
     companions: tuple[Role, ...] = ()
     if spec.template is not None:  # a job of one role (the common case: no role objects built)
         res = spec.template.resources
@@ -71,7 +83,7 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
         gpu_type = next((r.template.resources.gpu_type for r in spec.roles if r.template.resources.gpu_type), None)
     gpu_share = Fraction(res.gpu_fraction) if res.gpu_fraction else 0  # eighths: exact in binary
     return Job(
-        job_id=msg.job_id,
+        job_id=job_id,
         queue=spec.queue,
         submit_time=submit_time,
         replicas=replicas,
@@ -82,8 +94,8 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
         min_replicas=min_replicas,
         priority=priority,
         priority_class=spec.priority_class,
-        user=msg.user,
-        tenant=msg.tenant,
+        user=user,
+        tenant=tenant,
         runtime_estimate=spec.runtime_estimate_s,
         preemptible=spec.preemptible,
         checkpointable=spec.checkpoint.enabled,
@@ -104,6 +116,17 @@ def job_from_submit(msg: SubmitJob, *, priority: int, submit_time: float, attemp
         companions=companions,
         serving=is_serving(spec),
     )
+
+
+def configured_job(job: Job, *, class_preemptible: bool, pool: str | None) -> Job:
+    """A submission's core job under the configuration, as the queue manager and the simulator both schedule
+    it: not preemptible when its priority class is not (``class_preemptible``), and confined to its queue's
+    ``pool`` (the pool's label added to its node selector) when the queue names one."""
+    if job.preemptible and not class_preemptible:
+        job = replace(job, preemptible=False)
+    if pool is not None:
+        job = replace(job, node_selector=MappingProxyType({**job.node_selector, POOL: pool}))
+    return job
 
 
 def is_serving(spec: JobSpec) -> bool:

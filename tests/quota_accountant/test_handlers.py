@@ -67,15 +67,26 @@ def test_a_failed_gang_that_restarts_keeps_being_charged() -> None:
     assert charge is not None and (charge.outcome, charge.ended_at) == ("failed", at(100).timestamp())
 
 
-def test_retryable_dispatch_failure_does_not_end_the_attempt() -> None:
+def test_a_retryable_dispatch_failure_before_the_start_ends_the_attempt_and_frees_its_quota() -> None:
+    # the Job of the admission could not be created: the queue manager requeues the job as its next attempt
     ledger = Ledger()
     apply(ledger, admitted(), {})
-    failure = DispatchFailed(job_id="j-1", attempt=1, cluster="east", observed_at=at(5), reason="conflict",
-                             message="retry", retryable=True)
-    assert not apply(ledger, wrap(failure, 5), {}).changed
-    final = failure.model_copy(update={"retryable": False})
-    assert apply(ledger, wrap(final, 6), {}).queues == {"team-a"}
+    assert ledger.queue_usage("team-a", at(1).timestamp()).allocated == {"gpu:a100": 32}
+    failure = DispatchFailed(job_id="j-1", attempt=1, cluster="east", observed_at=at(5), reason="api_unavailable",
+                             message="503", retryable=True)
+    assert apply(ledger, wrap(failure, 5), {}).queues == {"team-a"}
     assert ledger.queue_usage("team-a", at(6).timestamp()).allocated == {}
+
+
+def test_a_retryable_dispatch_failure_of_a_started_attempt_is_a_failed_rescale_and_the_run_goes_on() -> None:
+    ledger = Ledger()
+    apply(ledger, admitted(), {})
+    apply(ledger, started(when=0), {})
+    failure = DispatchFailed(job_id="j-1", attempt=1, cluster="east", observed_at=at(5), reason="api_unavailable",
+                             message="503", retryable=True)
+    assert not apply(ledger, wrap(failure, 5), {}).changed
+    charge = apply(ledger, succeeded(when=100), {}).charge
+    assert charge is not None and (charge.outcome, charge.ended_at) == ("succeeded", at(100).timestamp())
 
 
 def test_gpu_type_from_spec_then_capacity_then_any() -> None:

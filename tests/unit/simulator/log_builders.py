@@ -66,10 +66,19 @@ class Log:
         return self
 
     def submit(self, job_id: str, queue: str, t: float, **kw: object) -> Log:
-        s = spec(job_id, queue, **kw)  # type: ignore[arg-type]
+        return self.submit_spec(job_id, spec(job_id, queue, **kw), t)  # type: ignore[arg-type]
+
+    def submit_spec(self, job_id: str, s: JobSpec, t: float, user: str = "u") -> Log:
+        """A submission of ``s`` by ``user`` of the tenant named like its queue."""
         self.specs[job_id] = s
         self.submitted[job_id] = t
-        return self.add(SubmitJob(job_id=job_id, tenant=queue, user="u", spec=s, submitted_at=self.at(t)), t)
+        return self.add(SubmitJob(job_id=job_id, tenant=s.queue, user=user, spec=s, submitted_at=self.at(t)), t)
+
+    def node(self, name: str, t: float = -100.0, **fields: object) -> Log:
+        """One more node of cluster ``east`` (an 8-GPU a100 unless ``fields`` say otherwise)."""
+        state = NodeState.model_validate({"cluster": "east", "node": name, "gpu_type": "a100", "gpus_allocatable": 8,
+                                          "cpu_m": 96_000, "memory_mb": 1024 * 1024, **fields})
+        return self.add(NodeStateObserved(state=state, observed_at=self.at(t)), t)
 
     def admit(self, job_id: str, t: float, attempt: int = 0) -> Log:
         s = self.specs[job_id]
