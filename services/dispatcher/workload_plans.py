@@ -66,7 +66,9 @@ def plan_of(obj: KubeObject) -> PlacementPlan | None:
     if not raw:
         return None
     try:
-        return PlacementPlan.model_validate_json(raw)
+        # a plan written by a newer dispatcher may carry fields this one does not know (a rolled-back
+        # dispatcher recovering the objects): ignored, as on Muster's internal topics (schemas.codec)
+        return PlacementPlan.model_validate_json(raw, extra="ignore")
     except ValidationError:
         return None
 

@@ -209,7 +209,9 @@ def _report(message: object) -> _Report | None:
         return _Report(at, attempt, cluster, "dispatcher", "dispatched", "Created",
                        f"created Job {message.namespace}/{message.object_name}", object_name=message.object_name)
     if isinstance(message, DispatchFailed):
-        retry = "; the dispatcher retries" if message.retryable else ""
+        # schemas.runs.ends_attempt: a retryable failure requeues a job not yet started; a running one goes on
+        retry = ("; retryable: requeued if the run had not started, else the run goes on" if message.retryable
+                 else "")
         return _Report(at, attempt, cluster, "dispatcher", "dispatch_failed", message.reason, message.message + retry,
                        warning=True)
     if isinstance(message, JobStopped):

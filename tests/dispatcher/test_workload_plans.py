@@ -81,3 +81,15 @@ def test_a_shrunk_plan_takes_back_the_pods_beyond_it_on_each_node_not_ready_ones
     assert beyond_plan(shrunk, "main", "main", [_pod("web-a", "n1")]) == []  # its owner's shrink: gone already
     notes = resized_annotations(shrunk)
     assert notes[GANG_SIZE] == "1" and PlacementPlan.model_validate_json(notes[PLAN_ANNOTATION]) == shrunk
+
+
+def test_a_plan_written_by_a_newer_dispatcher_is_read_without_the_fields_this_one_does_not_know() -> None:
+    import json
+
+    from services.dispatcher.workload_plans import plan_of
+
+    newer = json.loads(PLAN.model_dump_json())
+    newer["spread"] = "racks"
+    newer["nodes"][0]["nic"] = "mlx5_0"
+    obj = {"metadata": {"annotations": {PLAN_ANNOTATION: json.dumps(newer)}}}
+    assert plan_of(obj) == PLAN
