@@ -54,6 +54,7 @@ from services.runtime.options import ClusterAccess, ServeOptions
 NAMESPACE = "bench"
 QUEUE_MANAGER = "queue_manager"  # the decisions' producer, as the topic registry knows it
 START_TIMEOUT_S = 120.0
+STOP_TIMEOUT_S = 30.0
 
 
 @dataclass
@@ -65,6 +66,7 @@ class Backend:
     rest: KubeRest
     access: ClusterAccess
     setup_s: float
+    pids: tuple[int, ...] = ()  # the cluster's own processes (a real control plane's), for their CPU time
 
 
 def fleet(cluster: str, nodes: int) -> ClusterConfig:
@@ -104,8 +106,9 @@ async def real(cluster: ClusterConfig, root: Path) -> AsyncIterator[Backend]:
             rest = KubeRest(api, request_timeout=60.0)
             names = [f"{cluster.name}-{GPU_TYPE}-{i}" for i in range(cluster.node_groups[0].count)]
             await wait_nodes_ready(rest, names, timeout_s=300)
+            pids = tuple(p.popen.pid for p in plane.processes.values() if p.popen is not None)
             yield Backend("real control plane", cluster.name, rest, ClusterAccess(plane.url, done.kubeconfigs),
-                          time.perf_counter() - started)
+                          time.perf_counter() - started, pids)
     finally:
         await asyncio.to_thread(plane.close)
 

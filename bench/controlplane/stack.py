@@ -211,6 +211,8 @@ def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, deb
                         pools: tuple[str, ...], ready: Any) -> None:
     """The child process: serve the queue manager until SIGTERM, signalling ``ready`` once it recovered."""
     logging.basicConfig(level=logging.WARNING, format="queue-manager %(levelname)s %(name)s: %(message)s")
+    # as `muster bench` does for its own process: a fresh broker's coordinator elections are retried errors
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     configure_collector()  # as `muster serve` does
 
     profile_path = os.environ.get(QM_PROFILE_ENV)

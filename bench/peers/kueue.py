@@ -24,6 +24,7 @@ import os
 import resource
 import tempfile
 import time
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
@@ -32,7 +33,7 @@ from bench.controlplane.measure import Table
 from bench.controlplane.observe import counting
 from bench.controlplane.stack import private_broker, running_stack
 from bench.controlplane.workload import Fleet
-from bench.peers import kueue_build
+from bench.peers import kueue_build, kueue_kube
 from bench.peers.kueue_figures import Figures, muster_figures, read_kueue
 from bench.peers.kueue_scenario import Scenario, ScenarioLayout, load, submission
 from bench.peers.kueue_virtual import replay
@@ -88,8 +89,10 @@ def _minus(after: float | None, before: float | None) -> float | None:
     return None if after is None or before is None else after - before
 
 
-def run_kueue(scenario_dir: str, log: list[str]) -> tuple[Figures, kueue_build.KueueRun, float]:
-    """Build what is missing and run Kueue's test; its figures, the run, and CPU seconds of all its processes."""
+def run_kueue(scenario_dir: str, log: list[str], *, scale: float = 1.0,
+              ) -> tuple[Figures, kueue_build.KueueRun, float, Path]:
+    """Build what is missing and run Kueue's test (each workloads set's count scaled by ``scale``); its figures,
+    the run, CPU seconds of all its processes, and the generator config it ran."""
     from services.kubereal.build import build as build_control_plane
 
     assets = build_control_plane(lambda _: None).root / "bin"
@@ -97,19 +100,23 @@ def run_kueue(scenario_dir: str, log: list[str]) -> tuple[Figures, kueue_build.K
     if made:
         log.append(f"Kueue {kueue_build.VERSION} built from its module in {kueue.seconds:.0f} s (cached after)")
     out = Path(tempfile.mkdtemp(prefix="muster-bench-kueue-"))
+    generator = kueue.config(scenario_dir, "generator.yaml")
+    if scale != 1.0:
+        generator = out / "generator.yaml"
+        generator.write_text(scaled_config(kueue.config(scenario_dir, "generator.yaml").read_text(), scale))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    run = kueue_build.run(kueue, assets, kueue.config(scenario_dir, "generator.yaml"),
-                          kueue.config(scenario_dir, "rangespec.yaml"), out)
+    run = kueue_build.run(kueue, assets, generator, kueue.config(scenario_dir, "rangespec.yaml"), out)
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     everything = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if run.returncode != 0 or not run.summary.exists():
         raise RuntimeError(f"Kueue's runner failed ({run.returncode}); its log: {out / 'runner.log'}")
     figures = replace(read_kueue(run.summary, run.cmd_stats), verdict=run.checks)
     log.append(f"Kueue's artifacts (summary, per-workload and per-queue CSVs, logs): {out}")
-    return figures, run, everything
+    return figures, run, everything, generator
 
 
-async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
+async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bool = False,
+               scale: float = 1.0) -> str:
     notes: list[str] = []
     if quick:
         scenario = load(SMOKE)
@@ -117,41 +124,65 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
         everything = None
         title = f"Kueue's scenario format through Muster (--quick: {SMOKE.name}; Kueue itself not run)"
     else:
-        kueue, run, everything = await asyncio.to_thread(run_kueue, SCENARIO, notes)
-        scenario = load(kueue_build.cached().config(SCENARIO, "generator.yaml"))
-        title = (f"Kueue {kueue_build.VERSION} ({SCENARIO}: its runner + minimalkueue on envtest) and Muster, "
-                 "same machine")
+        kueue, run, everything, generator = await asyncio.to_thread(run_kueue, SCENARIO, notes, scale=scale)
+        scenario = load(generator)
+        title = (f"Kueue {kueue_build.VERSION} ({SCENARIO}" + (f" at scale {scale:g}" if scale != 1.0 else "") +
+                 ": its runner + minimalkueue on envtest) and Muster, same machine")
+        if scale != 1.0:
+            notes.append(f"scale {scale:g}: each workloads set's count scaled (same queues, intervals, requests, "
+                         "runtimes); Kueue's limits are its CI's for the whole scenario")
         notes.append(f"Kueue's runner took {run.seconds:.0f} s in all (envtest start and stop included)")
     muster, more = await run_muster(scenario, bootstrap=bootstrap, brokers=brokers)
     notes += more
+    on_kube: list[kueue_kube.KubeRun] = []
+    if kube:
+        with tempfile.TemporaryDirectory(prefix="muster-bench-kueue-kube-") as root:
+            for which in kueue_kube.BACKENDS:
+                done = await kueue_kube.run_on(scenario, which, bootstrap=bootstrap, root=Path(root), brokers=brokers)
+                on_kube.append(done)
+                notes += done.notes
     alone = await asyncio.to_thread(replay, scenario)
     workloads = sum(f.count for f in muster.classes.values())
+    header = ["figure", "Kueue", "Muster", "Muster / Kueue"]
+    for done in on_kube:
+        header += [f"Muster on {done.backend}", "/ Kueue"]
+    header += ["Kueue's limit", "Muster's decisions alone"]
     table = Table(f"{title}: {len(scenario.cohorts)} cohorts, {len(scenario.queues)} queues, {workloads:,} workloads",
-                  ["figure", "Kueue", "Muster", "Muster / Kueue", "Kueue's limit", "Muster's decisions alone"])
+                  header)
     limits = _limits(scenario_dir=SCENARIO) if kueue is not None else {}
-    table.add("wall",
-              _s(kueue.wall_s if kueue else None), _s(muster.wall_s),
-              _ratio(muster.wall_s, kueue.wall_s if kueue else None), limits.get("wall", ""), _s(alone.wall_s))
+
+    def row(figure: str, pick: Callable[[Figures], float | None], show: Callable[[float | None], str],
+            limit: str = "", *, ratio: bool = True) -> None:
+        k = pick(kueue) if kueue is not None else None
+        cells = [figure, show(k)]
+        for figures in (muster, *(d.figures for d in on_kube)):
+            value = pick(figures)
+            cells += [show(value), _ratio(value, k) if ratio else ""]
+        table.add(*cells, limit, show(pick(alone)))
+
+    row("wall", lambda f: f.wall_s, _s, limits.get("wall", ""))
     for name in scenario.classes:
-        k = kueue.classes.get(name) if kueue else None
         m = muster.classes[name]
-        table.add(f"avg time to admission, {name} ({m.admitted:,} of {m.count:,})",
-                  _s(k.avg_admission_s if k else None), _s(m.avg_admission_s),
-                  _ratio(m.avg_admission_s, k.avg_admission_s if k else None), limits.get(name, ""),
-                  _s(alone.classes[name].avg_admission_s))
+        admitted = "/".join(f"{f.classes[name].admitted:,}" for f in (muster, *(d.figures for d in on_kube)))
+        row(f"avg time to admission, {name} ({admitted} of {m.count:,})",
+            _of_class(name, "avg_admission_s"), _s, limits.get(name, ""))
     for name in scenario.classes:
-        k = kueue.classes.get(name) if kueue else None
-        table.add(f"evictions, {name}", str(k.evictions) if k else "-", str(muster.classes[name].evictions), "", "",
-                  str(alone.classes[name].evictions))
-    for name, used in muster.usage.items():
-        k_used = kueue.usage.get(name) if kueue else None
-        table.add(f"usage of nominal quota, {name}", _pct(k_used), _pct(used), _ratio(used, k_used),
-                  limits.get(f"usage {name}", ""), _pct(alone.usage.get(name)))
+        row(f"evictions, {name}", _of_class(name, "evictions"), _count, ratio=False)
+    for name in muster.usage:
+        row(f"usage of nominal quota, {name}", _usage_of(name), _pct, limits.get(f"usage {name}", ""))
     k_cpu = kueue.cpu_s.get("minimalkueue") if kueue else None
-    table.add("CPU, scheduler", _s(k_cpu), _s(muster.cpu_s.get("queue manager")),
-              _ratio(muster.cpu_s.get("queue manager"), k_cpu), "", "")
-    table.add("CPU, every process", _s(everything), _s(sum(muster.cpu_s.values()) or None),
-              _ratio(sum(muster.cpu_s.values()) or None, everything), "", "")
+    cells = ["CPU, scheduler", _s(k_cpu)]
+    for figures in (muster, *(d.figures for d in on_kube)):
+        cells += [_s(figures.cpu_s.get("queue manager")), _ratio(figures.cpu_s.get("queue manager"), k_cpu)]
+    table.add(*cells, "", "")
+    cells = ["CPU, every process", _s(everything)]
+    for figures in (muster, *(d.figures for d in on_kube)):
+        total = sum(figures.cpu_s.values()) or None
+        cells += [_s(total), _ratio(total, everything)]
+    table.add(*cells, "", "")
+    for done in on_kube:
+        notes.append(f"CPU on {done.backend}: " + ", ".join(f"{name} {value:,.1f} s"
+                                                            for name, value in done.figures.cpu_s.items()))
     if kueue is not None and kueue.verdict is not None:
         failed = [n for n, ok in kueue.verdict.items() if not ok]
         notes.append("Kueue's checker against its rangespec: " + (
@@ -173,6 +204,17 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1) -> str:
         "Muster: the fake cluster starts a job when it reads JobAdmitted and ends it runtimeMs later; the "
         "dispatcher, Kubernetes and the node watcher are not in the loop (as Kueue's runner has no pods)",
     ]
+    if on_kube:
+        per_node = kueue_kube.node_gpus(scenario)
+        notes += [
+            "Muster on kubesim / a real control plane: the whole system (queue manager, dispatcher, node watcher) "
+            "with the Kubernetes Job and its pods of each workload; a workload is one pod asking its request "
+            f"(Kueue's shape) on nodes of {per_node} GPUs holding the nominal quotas; each pod runs runtimeMs once "
+            "started and the queue holds its quota from JobAdmitted until the node watcher's RunSucceeded "
+            "(pod start and the report back included, which Kueue's runner does not have); CPU, every process: "
+            "also the dispatcher, the node watcher and the cluster (kubesim, or etcd, the API server, the "
+            "controllers, the scheduler and KWOK)",
+        ]
     table.notes += notes
     return table.render()
 
@@ -194,6 +236,35 @@ def _limits(*, scenario_dir: str) -> dict[str, str]:
 
 def _s(value: float | None) -> str:
     return "-" if value is None or math.isnan(value) else f"{value:,.1f} s"
+
+
+def scaled_config(text: str, scale: float) -> str:
+    """Kueue's generator config ``text`` with each workloads set's ``count`` scaled by ``scale`` (at least 1,
+    rounded as ``kueue_scenario.scaled`` rounds), for both systems to run the same smaller scenario."""
+    import yaml
+
+    data = yaml.safe_load(text)
+    for cohort_set in data.get("cohorts") or ():
+        for queue_set in cohort_set.get("queuesSets") or ():
+            for workloads_set in queue_set.get("workloadsSets") or ():
+                workloads_set["count"] = max(1, round(int(workloads_set["count"]) * scale))
+    return str(yaml.safe_dump(data, sort_keys=False))
+
+
+def _of_class(name: str, figure: str) -> Callable[[Figures], float | None]:
+    """A class's ``figure`` (an attribute of ``ClassFigures``) of a run's figures (None: the class is missing)."""
+    def pick(figures: Figures) -> float | None:
+        found = figures.classes.get(name)
+        return None if found is None else float(getattr(found, figure))
+    return pick
+
+
+def _usage_of(queue_class: str) -> Callable[[Figures], float | None]:
+    return lambda figures: figures.usage.get(queue_class)
+
+
+def _count(value: float | None) -> str:
+    return "-" if value is None else f"{value:,.0f}"
 
 
 def _pct(value: float | None) -> str:

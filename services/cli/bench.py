@@ -30,7 +30,7 @@ BENCHMARKS: dict[str, str] = {
     "kueue": "bench.peers.kueue",
 }
 #: benchmarks of the Kubernetes side (``--kube real``): kubesim and a real control plane in one run
-KUBE_BENCHMARKS = ("gang", "dispatch", "reclaim")
+KUBE_BENCHMARKS = ("gang", "dispatch", "reclaim", "kueue")
 #: benchmarks that record per-job moments for ``--plot`` (``bench.controlplane.observe``)
 PLOTTED = ("throughput", "shards", "largescale")
 
@@ -55,7 +55,8 @@ def _load(module: str) -> Any:
                    "benchmark starts to FILE.<pid>.")
 @click.option("--kube", type=click.Choice(["none", "real"]), default="none", show_default=True,
               help="gang, dispatch, reclaim: measure the Kubernetes side on kubesim and on a real control plane "
-                   "(built from Go modules on first use) instead of the queue manager against a fake cluster")
+                   "(built from Go modules on first use) instead of the queue manager against a fake cluster; "
+                   "kueue: also run the scenario through the whole of Muster on both")
 @click.option("--brokers", type=click.IntRange(1, 9), default=1, show_default=True,
               help="Run on this many private Kafka brokers (topics at replication factor 3 and min.insync.replicas "
                    "2 from three brokers on). throughput: measure one broker and N side by side (the cost of "
@@ -63,11 +64,13 @@ def _load(module: str) -> Any:
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False, path_type=Path), default=None,
               help=f"{', '.join(PLOTTED)}: also write a PNG of jobs decided and latency over time, and the "
                    "latency percentiles per scenario")
+@click.option("--scale", type=click.FloatRange(0.01, 1.0), default=1.0, show_default=True,
+              help="kueue: run Kueue's scenario and Muster's with each workloads set's count scaled by this")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Progress bars with ETA on stderr (only drawn on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="Log the services' INFO messages.")
 def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None, profile: Path | None,
-          kube: str, brokers: int, plot_path: Path | None, progress: bool, verbose: bool) -> None:
+          kube: str, brokers: int, scale: float, plot_path: Path | None, progress: bool, verbose: bool) -> None:
     """Run the benchmark NAME and print its figures next to a baseline measured in the same run."""
     if bootstrap and brokers != 1:
         raise click.UsageError("--brokers starts private brokers; it cannot be combined with --bootstrap")
@@ -81,12 +84,18 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     if not verbose:  # a fresh broker's leader elections and new topics make the client log retried errors
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    module = _load("bench.controlplane.kube" if kube == "real" else BENCHMARKS[name])
+    # kueue's own module adds Muster on kubesim and a real control plane beside its other columns
+    module = _load("bench.controlplane.kube" if kube == "real" and name != "kueue" else BENCHMARKS[name])
     from services.runtime.collector import configure_collector
 
     configure_collector()  # the fake cluster stands in for services that `muster serve` would run so
     options: dict[str, Any] = {"quick": quick, "bootstrap": bootstrap, "brokers": brokers}
-    if kube == "real":
+    if name == "kueue":
+        options["kube"] = kube == "real"
+        options["scale"] = scale
+    elif scale != 1.0:
+        raise click.UsageError("--scale applies to the kueue benchmark only")
+    if kube == "real" and name != "kueue":
         options["benchmark"] = name
     if name == "throughput":
         options["debounce_s"] = debounce

@@ -15,6 +15,9 @@ class EventRecorder:
 
     def __init__(self, registry: Registry) -> None:
         self.registry = registry
+        # (involved object's uid, reason, message) -> (namespace, name) of the Event recorded for it, so that
+        # a repeat is found without reading every Event of the cluster
+        self._recorded: dict[tuple[object, str, str], tuple[str, str]] = {}
 
     def record(self, obj: Obj, event_type: str, reason: str, message: str, component: str) -> None:
         m = obj.get("metadata") or {}
@@ -23,12 +26,13 @@ class EventRecorder:
             return
         store = self.registry.store
         now = now_rfc3339()
-        for ev in store.view(EVENTS):
-            inv = ev.get("involvedObject") or {}
-            if inv.get("uid") == m.get("uid") and ev.get("reason") == reason and ev.get("message") == message:
-                bumped = {**ev, "count": int(ev.get("count", 1)) + 1, "lastTimestamp": now}
-                store.replace(EVENTS, bumped)
-                return
+        seen = (m.get("uid"), reason, message)
+        where = self._recorded.get(seen)
+        ev = store.try_get(EVENTS, *where) if where is not None else None
+        if ev is not None:
+            bumped = {**ev, "count": int(ev.get("count", 1)) + 1, "lastTimestamp": now}
+            store.replace(EVENTS, bumped)
+            return
         event = {
             "metadata": {"name": f"{m.get('name')}.{uuid.uuid4().hex[:16]}", "namespace": namespace},
             "involvedObject": {
@@ -51,6 +55,7 @@ class EventRecorder:
             "count": 1,
         }
         try:
-            self.registry.create(EVENTS, namespace, event)
+            created = self.registry.create(EVENTS, namespace, event)
         except ApiError:
             return
+        self._recorded[seen] = (namespace, created["metadata"]["name"])

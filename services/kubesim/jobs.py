@@ -89,11 +89,7 @@ class JobController(Reconciler):
     def _pods(self, job: Obj) -> list[Obj]:
         uid = job["metadata"]["uid"]
         ns = job["metadata"]["namespace"]
-        return [
-            p for p in self.registry.store.view(PODS)
-            if p["metadata"].get("namespace") == ns
-            and any(r.get("uid") == uid for r in p["metadata"].get("ownerReferences") or [])
-        ]
+        return [p for p in self.registry.store.owned_by(PODS, uid) if p["metadata"].get("namespace") == ns]
 
     def reconcile(self, key: Hashable) -> None:
         assert isinstance(key, tuple)

@@ -16,6 +16,10 @@ from services.kubesim.selectors import FieldRequirement, Requirement, fields_mat
 Key = tuple[str, str]
 
 
+def _owner_uids(obj: Obj) -> set[str]:
+    return {str(r["uid"]) for r in (obj.get("metadata") or {}).get("ownerReferences") or () if r.get("uid")}
+
+
 def key_of(obj: Obj) -> Key:
     m = obj.get("metadata") or {}
     return (str(m.get("namespace") or ""), str(m.get("name") or ""))
@@ -92,6 +96,9 @@ class Store:
         self._floor = 1
         self._watchers: set[Watcher] = set()
         self._listeners: list[Callable[[StoreEvent], None]] = []
+        # (resource type, owner uid) -> keys of the objects whose ownerReferences name that uid: a controller
+        # finds its objects without reading every object of the type (a Job's pods among tens of thousands)
+        self._owned: dict[tuple[ResourceType, str], set[Key]] = {}
 
     # -- reads -----------------------------------------------------------------------------------
     def _table(self, rt: ResourceType) -> dict[Key, Obj]:
@@ -121,6 +128,12 @@ class Store:
     def view(self, rt: ResourceType) -> Iterator[Obj]:
         """Stored objects without copying, for controllers that only read."""
         return iter(list(self._table(rt).values()))
+
+    def owned_by(self, rt: ResourceType, uid: str) -> builtins.list[Obj]:
+        """Stored objects of ``rt`` whose ownerReferences name ``uid`` (not copied: for controllers that only
+        read), in (namespace, name) order."""
+        table = self._table(rt)
+        return [table[k] for k in sorted(self._owned.get((rt, uid), ())) if k in table]
 
     @staticmethod
     def _keep(
@@ -214,7 +227,21 @@ class Store:
     def add_listener(self, fn: Callable[[StoreEvent], None]) -> None:
         self._listeners.append(fn)
 
+    def _index(self, ev: StoreEvent) -> None:
+        key = key_of(ev.obj)
+        if ev.old is not None:
+            for uid in _owner_uids(ev.old):
+                keys = self._owned.get((ev.rtype, uid))
+                if keys is not None:
+                    keys.discard(key)
+                    if not keys:
+                        del self._owned[(ev.rtype, uid)]
+        if ev.type != "DELETED":
+            for uid in _owner_uids(ev.obj):
+                self._owned.setdefault((ev.rtype, uid), set()).add(key)
+
     def _emit(self, ev: StoreEvent) -> None:
+        self._index(ev)
         self._history.append(ev)
         while len(self._history) > self._history_limit:
             self._floor = self._history.popleft().rv

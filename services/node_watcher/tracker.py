@@ -7,6 +7,7 @@ most once in steady state (repeats after a restart are harmless: consumers are i
 from __future__ import annotations
 
 from collections import defaultdict
+from collections.abc import Iterator
 from datetime import datetime
 from typing import Any
 
@@ -24,6 +25,7 @@ from services.node_watcher.runs import (
     observe_deleted,
     owner_job,
 )
+from services.spec.pod_resources import holds_node_resources
 
 KubeObject = dict[str, Any]
 DELETED = "DELETED"
@@ -83,7 +85,9 @@ class NodeTracker:
         if old_node is not None:
             self._pods_on[old_node].pop(key, None)
         new_node = (pod.get("spec") or {}).get("nodeName")
-        if event_type != DELETED and new_node:
+        # only a pod that holds its node's resources counts for the node's state; a finished pod, which may
+        # stay until its Job is deleted, is let go so that a node's refresh reads its running pods alone
+        if event_type != DELETED and new_node and holds_node_resources(pod):
             self._node_of[key] = new_node
             self._pods_on[new_node][key] = pod
         touched = {n for n in (old_node, new_node) if n}
@@ -104,6 +108,39 @@ class NodeTracker:
         return [NodeStateObserved(state=state, observed_at=now)]
 
 
+class ReportedKeys:
+    """The observations already reported, by attempt (a key's first two parts: job id and attempt), so that an
+    object's or an attempt's keys are forgotten without reading every key the watcher holds."""
+
+    def __init__(self) -> None:
+        self._by_attempt: dict[tuple[str, ...], set[DedupKey]] = {}
+
+    def __contains__(self, key: DedupKey) -> bool:
+        return key in self._by_attempt.get(tuple(key[:2]), ())
+
+    def __len__(self) -> int:
+        return sum(len(keys) for keys in self._by_attempt.values())
+
+    def __iter__(self) -> Iterator[DedupKey]:
+        for keys in self._by_attempt.values():
+            yield from keys
+
+    def add(self, key: DedupKey) -> None:
+        self._by_attempt.setdefault(tuple(key[:2]), set()).add(key)
+
+    def forget(self, attempt: tuple[str, str], name: str | None) -> None:
+        """Forget the attempt's keys of the object ``name`` (its last part), or all of them (None)."""
+        if name is None:
+            self._by_attempt.pop(attempt, None)
+            return
+        keys = self._by_attempt.get(attempt)
+        if keys is None:
+            return
+        keys.difference_update([k for k in keys if k[-1] == name])
+        if not keys:
+            del self._by_attempt[attempt]
+
+
 class RunTracker:
     """Muster Jobs and their pods; derives run observations and drops the ones already reported."""
 
@@ -111,7 +148,7 @@ class RunTracker:
         self.cluster = cluster
         self.node_down = node_down
         self.jobs: dict[JobKey, KubeObject] = {}
-        self.reported: set[DedupKey] = set()
+        self.reported = ReportedKeys()
         self._pods: dict[JobKey, dict[JobKey, KubeObject]] = defaultdict(dict)
         self._owner_of: dict[JobKey, JobKey] = {}
 
@@ -166,8 +203,4 @@ class RunTracker:
 
     def _forget(self, job_id: str, attempt: int, name: str, *, whole_attempt: bool) -> None:
         """Drop the keys of a deleted object (of the whole attempt once it is over) to bound memory."""
-        prefix = (job_id, str(attempt))
-        self.reported = {
-            k for k in self.reported
-            if k[:2] != prefix or (not whole_attempt and k[-1] != name)
-        }
+        self.reported.forget((job_id, str(attempt)), None if whole_attempt else name)

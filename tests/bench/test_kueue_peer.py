@@ -192,3 +192,29 @@ def test_the_smoke_scenario_on_virtual_time_admits_and_finishes_every_workload_t
     assert figures.wall_s is not None and 452 / 80 <= figures.wall_s < 30
     assert 0 < figures.usage["cq"] <= 100
     assert replay(scenario) == figures
+
+
+def test_a_scaled_generator_config_is_the_scaled_scenario_kueue_and_muster_both_run() -> None:
+    import yaml
+
+    from bench.peers.kueue import scaled_config
+
+    text = scaled_config(yaml.safe_dump(CONFIG), 0.3)
+    assert parse(yaml.safe_load(text)) == scaled(parse(CONFIG), 0.3)
+    counts = [s["count"] for s in yaml.safe_load(text)["cohorts"][0]["queuesSets"][0]["workloadsSets"]]
+    assert counts == [1, 1]  # 4 x 0.3 and 2 x 0.3 round to 1, never to none
+
+
+def test_on_kubernetes_a_workload_is_one_pod_asking_its_request_on_nodes_that_hold_the_largest() -> None:
+    from bench.peers.kueue_kube import cluster_config, node_gpus, pod_submission
+    from services.kubesim.kubelet import DURATION_ANNOTATION
+
+    scenario = parse(CONFIG)
+    assert node_gpus(scenario) == 20  # the largest request, one pod on one node
+    group = cluster_config("k", scenario).node_groups[0]
+    assert group.count * group.gpus_per_node >= scenario.nominal_gpus == 120 and group.count == 6
+    large = next(a for a in scenario.arrivals() if a.template.class_name == "large")
+    job = pod_submission(large, at_s=1_000.0)
+    assert (job.spec.replicas, job.spec.template.resources.gpus) == (1, 20)
+    assert job.spec.annotations[DURATION_ANNOTATION] == "1"
+    assert job.submitted_at.timestamp() == 1_000.0 and job.spec.priority_class == "p200"

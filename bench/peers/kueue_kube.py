@@ -1,0 +1,289 @@
+"""Kueue's scenario through the whole of Muster on Kubernetes: submissions onto the intents topic, the queue
+manager (its own process), the dispatcher creating each admitted job's Kubernetes Job, the cluster running its
+pods for the workload's ``runtimeMs``, and the node watcher reporting them back (``muster bench kueue --kube
+real``: on kubesim and on a real control plane, one after the other).
+
+A workload here is what it is in Kueue's scenario: one pod asking ``request`` of the resource (``podCount`` pods
+with a TAS config), not the gang of one-GPU pods the decision-only run places. So each node must hold the
+largest request: the nodes have ``max(8, largest request)`` GPUs, and together exactly the nominal quotas
+(rounded up to whole nodes). The pods carry kubesim's duration annotation, which kubesim's kubelet and the real
+control plane's KWOK stages both honour, so a pod runs ``runtimeMs`` from the moment it starts.
+
+The figures are read from Muster's own topics by a consumer following them from their end (not from the
+benchmark's bookkeeping): an admission at its ``JobAdmitted``'s time, a finish at its ``RunSucceeded``'s, an
+eviction at the dispatcher's ``JobStopped``. A workload holds its quota from its admission until its run ended
+or it was stopped, as in the decision-only run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import re
+import sys
+import time
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from datetime import UTC, datetime
+from pathlib import Path
+
+import yaml
+from aiokafka import AIOKafkaConsumer, TopicPartition
+
+from bench.controlplane import kube
+from bench.controlplane.machine import process_cpu_seconds
+from bench.controlplane.measure import Timeline
+from bench.controlplane.observe import counting
+from bench.controlplane.stack import SUBMITTER, Broker, QueueManagerProcess, private_broker, publish
+from bench.controlplane.workload import GPU_TYPE, TENANT
+from bench.peers.kueue_figures import Figures, muster_figures
+from bench.peers.kueue_scenario import GPUS_PER_NODE, Arrival, Scenario, ScenarioLayout, priority_class
+from schemas.codec import DecodeError, decode
+from schemas.config import ClusterConfig, MusterConfig, NodeGroupConfig, TopologyConfig
+from schemas.decisions import JobAdmitted, JobRejected
+from schemas.envelope import make_envelope
+from schemas.intents import SubmitJob
+from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
+from schemas.runs import JobStopped, RunSucceeded
+from schemas.topics import CONFIG_TOPIC, DECISIONS_TOPIC, DISPATCHES_TOPIC, INTENTS_TOPIC, RUNS_TOPIC, TOPICS
+from services.core import SchedulerConfig
+from services.kubesim.kubelet import DURATION_ANNOTATION
+from services.runtime.kafka import EnvelopeProducer, KafkaSettings
+from services.runtime.kube import KubeRest, build_api_client, ensure_namespace
+from services.runtime.options import ClusterAccess
+
+#: Muster's run stops waiting this long after the last submission (and reports how far it got)
+DRAIN_S = 1_200.0
+#: how often the wait for the last finish looks at the figures read so far
+CHECK_S = 0.5
+BACKENDS = ("sim", "real")
+CLUSTER_PROCESSES = {"kubesim": "kubesim", "real control plane": "control plane (etcd, API server, controllers, "
+                                                                 "scheduler, KWOK)"}
+
+
+def node_gpus(scenario: Scenario) -> int:
+    """GPUs per node: the largest pod's request fits on one node, and never fewer than 8."""
+    return max([GPUS_PER_NODE, *(t.request for t in scenario.templates())])
+
+
+def cluster_config(name: str, scenario: Scenario) -> ClusterConfig:
+    """Nodes holding the nominal quotas (rounded up to whole nodes), each big enough for the largest pod."""
+    per_node = node_gpus(scenario)
+    nodes = -(-scenario.nominal_gpus // per_node)
+    return ClusterConfig(name=name, node_groups=[NodeGroupConfig(
+        name=GPU_TYPE, count=nodes, gpus_per_node=per_node, gpu_type=GPU_TYPE, cpu=max(96, 4 * per_node),
+        memory_gb=1024, topology=TopologyConfig(zone=f"{name}-z", block="b0", racks=max(1, nodes // 32)),
+        taints=["nvidia.com/gpu"])])
+
+
+def pod_submission(arrival: Arrival, *, at_s: float) -> SubmitJob:
+    """The workload as Kueue has it: ``podCount`` pods (one by default) each asking ``request`` GPUs, running
+    ``runtimeMs`` once started; submitted at ``at_s`` (this process's clock)."""
+    template = arrival.template
+    spec = JobSpec(name=arrival.job_id, queue=arrival.queue, priority_class=priority_class(template.priority),
+                   replicas=template.pods, annotations={DURATION_ANNOTATION: f"{template.runtime_s:g}"},
+                   template=PodTemplate(image="registry.example/bench:1", resources=ResourceRequest(
+                       gpus=template.request, gpu_type=GPU_TYPE, cpu="1", memory="1Gi")))
+    return SubmitJob(job_id=arrival.job_id, tenant=TENANT, user="bench", spec=spec,
+                     submitted_at=datetime.fromtimestamp(at_s, UTC))
+
+
+@dataclass
+class TopicReader:
+    """Follows the decisions, dispatches and runs topics from their end and keeps the moments the figures
+    need in a ``Timeline`` (each at the time its message says it happened)."""
+
+    settings: KafkaSettings
+    timeline: Timeline = field(default_factory=Timeline)
+    rejected: dict[str, str] = field(default_factory=dict)
+    decisions: int = 0
+
+    async def run(self, ready: asyncio.Event, stop: asyncio.Event) -> None:
+        consumer = AIOKafkaConsumer(**self.settings.with_identity(client_id="bench-kueue-reader").client_options(),
+                                    enable_auto_commit=False, isolation_level="read_committed")
+        await consumer.start()
+        try:
+            partitions = [TopicPartition(topic, p) for topic in (DECISIONS_TOPIC, DISPATCHES_TOPIC, RUNS_TOPIC)
+                          for p in range(TOPICS[topic].partitions)]
+            consumer.assign(partitions)
+            await consumer.seek_to_end(*partitions)
+            for tp in partitions:
+                await consumer.position(tp)
+            ready.set()
+            while not stop.is_set():
+                batch = await consumer.getmany(timeout_ms=100, max_records=5000)
+                for tp, records in batch.items():
+                    for record in records:
+                        self._on(tp.topic, record.value)
+        finally:
+            await consumer.stop()
+
+    def _on(self, topic: str, raw: bytes | None) -> None:
+        try:
+            envelope = decode(raw, topic=topic)
+        except DecodeError:
+            return
+        message, at = envelope.payload, envelope.occurred_at.timestamp()
+        if isinstance(message, JobAdmitted):
+            self.decisions += 1
+            self.timeline.decided.setdefault(message.job_id, at)
+            self.timeline.hold(message.job_id, at)
+        elif isinstance(message, RunSucceeded):
+            self.timeline.finished.setdefault(message.job_id, at)
+            self.timeline.release(message.job_id, at)
+        elif isinstance(message, JobStopped):
+            self.timeline.stopped.setdefault(message.job_id, at)
+            self.timeline.release(message.job_id, at, evicted=True)
+        elif isinstance(message, JobRejected):
+            self.rejected[message.job_id] = message.reason
+
+
+@dataclass(frozen=True)
+class KubeRun:
+    figures: Figures
+    notes: list[str]
+    backend: str
+
+
+@contextlib.asynccontextmanager
+async def _backend(which: str, config: ClusterConfig, root: Path) -> AsyncIterator[kube.Backend]:
+    async with (kubesim_process(config, root) if which == "sim" else kube.real(config, root)) as backend:
+        yield backend
+
+
+@contextlib.asynccontextmanager
+async def kubesim_process(config: ClusterConfig, root: Path) -> AsyncIterator[kube.Backend]:
+    """kubesim serving ``config`` in a process of its own (``python -m services.kubesim``, as an operator runs
+    it): the cluster does not share the dispatcher's and the node watcher's event loop and core, as a real
+    control plane does not."""
+    started = time.perf_counter()
+    cluster_file = root / f"{config.name}.yaml"
+    cluster_file.write_text(yaml.safe_dump(MusterConfig(clusters=[config]).model_dump(mode="json")))
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", "services.kubesim", "--cluster", str(cluster_file), "--port", "0", "--profile", "zero",
+        stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT, cwd=str(Path(__file__).parents[2]))
+    assert process.stdout is not None
+    try:
+        url = None
+        async with asyncio.timeout(kube.START_TIMEOUT_S):
+            while url is None:
+                line = (await process.stdout.readline()).decode()
+                if not line:
+                    raise RuntimeError(f"kubesim exited while starting ({await process.wait()})")
+                found = re.search(r"listening on (http://\S+)", line)
+                url = found.group(1) if found else None
+        drain = asyncio.create_task(_drain(process.stdout), name="kubesim output")
+        api = await build_api_client(url, connection_pool_size=64)
+        async with api:
+            yield kube.Backend("kubesim", config.name, KubeRest(api, request_timeout=60.0), ClusterAccess(url),
+                               time.perf_counter() - started, (process.pid,))
+        drain.cancel()
+    finally:
+        if process.returncode is None:
+            process.terminate()
+            try:
+                async with asyncio.timeout(kube.STOP_TIMEOUT_S):
+                    await process.wait()
+            except TimeoutError:
+                process.kill()
+                await process.wait()
+
+
+async def _drain(stream: asyncio.StreamReader) -> None:
+    """Read a child's output to its end so that it never blocks on a full pipe."""
+    while await stream.readline():
+        pass
+
+
+async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root: Path, brokers: int = 1) -> KubeRun:
+    """The scenario through Muster on kubesim (``sim``) or a real control plane (``real``)."""
+    arrivals = scenario.arrivals()
+    ids = {a.job_id for a in arrivals}
+    config = cluster_config(f"kueue-{which}", scenario)
+    notes: list[str] = []
+    async with private_broker(bootstrap, brokers=brokers) as broker, _backend(which, config, root) as backend:
+        group = config.node_groups[0]
+        notes.append(f"{backend.name}: {group.count} nodes of {group.gpus_per_node} GPUs ready in "
+                     f"{backend.setup_s:.1f} s")
+        await ensure_namespace(backend.rest, TENANT)
+        reader = TopicReader(broker.settings)
+        async with contextlib.AsyncExitStack() as stack:
+            submitter = await stack.enter_async_context(
+                EnvelopeProducer(broker.settings.with_identity(client_id="bench-pipeline"), linger_ms=2))
+            await publish(submitter, CONFIG_TOPIC, ScenarioLayout(scenario).messages(), "gateway")
+            await stack.enter_async_context(kube.service(broker, backend, "node-watcher"))
+            manager = QueueManagerProcess(broker.settings, SchedulerConfig(min_runtime_s=0.0), debounce_s=None)
+            stack.push_async_callback(manager.stop)
+            await manager.start()
+            await stack.enter_async_context(kube.dispatcher(broker, backend))
+            await stack.enter_async_context(_following(reader))
+            before = _cpu(manager, broker, backend)
+            started = time.time()
+            futures = []
+            for arrival in arrivals:
+                at = started + arrival.at_s
+                delay = at - time.time()
+                if delay > 0:
+                    await asyncio.sleep(delay)
+                job = pod_submission(arrival, at_s=time.time())
+                reader.timeline.submitted[job.job_id] = job.submitted_at.timestamp()
+                futures.append(await submitter.send(INTENTS_TOPIC, make_envelope(
+                    job, SUBMITTER, occurred_at=job.submitted_at)))
+            await asyncio.gather(*futures)
+            timeline = reader.timeline
+            done = await _wait(counting(
+                f"workloads finished on {backend.name}",
+                lambda: len(ids & (timeline.finished.keys() | reader.rejected.keys())), len(ids),
+                lambda: ids <= timeline.finished.keys() | reader.rejected.keys()), within=DRAIN_S)
+            after = _cpu(manager, broker, backend)
+        if not done:
+            notes.append(f"{backend.name}: NOT all finished within {DRAIN_S:.0f} s of the last submission: "
+                         f"{len(ids & timeline.finished.keys()):,} of {len(ids):,}")
+        if reader.rejected:
+            notes.append(f"{backend.name}: {len(reader.rejected):,} rejected, e.g. "
+                         f"{next(iter(reader.rejected.items()))}")
+    cpu = {name: after[name] - before[name] for name in before if name in after}
+    return KubeRun(muster_figures(scenario, arrivals, timeline, started=started, cpu_s=cpu), notes, backend.name)
+
+
+@contextlib.asynccontextmanager
+async def _following(reader: TopicReader) -> AsyncIterator[None]:
+    ready, stop = asyncio.Event(), asyncio.Event()
+    task = asyncio.create_task(reader.run(ready, stop), name="bench kueue topic reader")
+    waiter = asyncio.ensure_future(ready.wait())
+    await asyncio.wait({task, waiter}, return_when=asyncio.FIRST_COMPLETED)
+    if task.done():
+        waiter.cancel()
+        task.result()
+        raise RuntimeError("the topic reader stopped while starting")
+    try:
+        yield
+    finally:
+        stop.set()
+        await task
+
+
+async def _wait(condition: Callable[[], bool], *, within: float) -> bool:
+    deadline = time.monotonic() + within
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        await asyncio.sleep(CHECK_S)
+    return True
+
+
+def _cpu(manager: QueueManagerProcess, broker: Broker, backend: kube.Backend) -> dict[str, float]:
+    """CPU seconds used so far by each part: the queue manager, the broker, this process (the dispatcher, the
+    node watcher, the submitter, the reader, and kubesim when it is the cluster) and the control plane's
+    processes (a real control plane)."""
+    out: dict[str, float] = {}
+    for name, value in (("queue manager", manager.cpu_seconds()), ("Kafka broker", broker.cpu_seconds()),
+                        ("dispatcher, node watcher, submitter", process_cpu_seconds(os.getpid()))):
+        if value is not None:
+            out[name] = value
+    if backend.pids:
+        used = [process_cpu_seconds(pid) for pid in backend.pids]
+        if None not in used:
+            out[CLUSTER_PROCESSES[backend.name]] = sum(u or 0.0 for u in used)
+    return out
