@@ -120,6 +120,9 @@ class Cycle:
         self.growers: dict[str, list[tuple[tuple[int, float], str]]] | None = None
         self.stopped: dict[str, dict[str, Amount]] = {}  # queue -> what its jobs preempted this cycle hold
         self.rejected: set[str] = set()
+        #: preemptors that took their turn at the start of the cycle and hold their placement while their
+        #: victims stop -> when the victims should be gone
+        self.front: dict[str, float] = {}
         self.admitted: dict[str, tuple[int, Job, str]] = {}  # job -> (decision index, job, gpu type)
         self.admitted_runs: dict[str, list[tuple[float, RunningJob]]] = {}  # gpu type -> (est end, run)
         self.fails: dict[tuple[object, ...], PendingReason] = {}
@@ -301,8 +304,9 @@ class Cycle:
             found = self._exclusions[held] = Excluded(nodes[0] if len(nodes) == 1 else frozenset().union(*nodes), held)
         return found
 
-    def try_admit(self, job: Job) -> PendingReason | None:
-        """Admit ``job`` on the scratch state if it fits now; otherwise the reason it does not."""
+    def try_admit(self, job: Job, within: frozenset[str] | None = None) -> PendingReason | None:
+        """Admit ``job`` on the scratch state if it fits now; otherwise the reason it does not. ``within``
+        confines it to those nodes (the reservations' exclusions do not apply then)."""
         st, book = self.st, self.book
         tenant = job.tenant or book.queues[job.queue].tenant
         if tenant and tenant in st.exhausted:
@@ -312,7 +316,10 @@ class Cycle:
             return PendingReason.USER_LIMIT
         if not self.feasible(job, pods):
             return PendingReason.NO_MATCHING_NODES
-        excluded = self.exclusion_for(job)
+        if within is None:
+            excluded = self.exclusion_for(job)
+        else:  # a miss here is remembered apart from the job's unconfined ones
+            excluded = Excluded(frozenset(self.cap.nodes).difference(within), ("within:" + job.job_id,))
         shape = _shape(job)
         best: PendingReason | None = None
         for gpu_type in self.types_for(job):

@@ -321,6 +321,40 @@ def hold_for_preemptor(cycle: Cycle, job: Job, victims: list[RunningJob]) -> flo
     return cycle.now + max((rj.job.grace_period_s for rj in victims), default=0.0)
 
 
+Taken = list[tuple[str, int, int, int]]  # (node, GPUs, CPU, memory) taken on a cycle's scratch capacity
+
+
+def take_freed(cycle: Cycle, preemptors: Iterable[str]) -> dict[str, Taken]:
+    """Take, on the scratch state, what the victims that are gone freed for each of ``preemptors``
+    (``SchedulerState.freed_for``), as far as it is still free on a usable node; returns what was taken
+    for each, for ``give_back``. Only capacity is taken: the victims' quota is free again, and the
+    preemptor's own check decides whether it may use it."""
+    cap, freed_for = cycle.cap, cycle.st.freed_for
+    out: dict[str, Taken] = {}
+    for job_id in preemptors:
+        taken: Taken = []
+        for node, (gpus, cpu_m, memory_mb) in sorted(freed_for.get(job_id, {}).items()):
+            n = cap.nodes.get(node)
+            if n is None or not cap.usable(n):
+                continue
+            g = min(gpus, max(cap.free[node], 0))
+            c = min(cpu_m, max(cap.free_cpu[node], 0)) if n.cpu_m else 0
+            m = min(memory_mb, max(cap.free_mem[node], 0)) if n.memory_mb else 0
+            if g or c or m:
+                cap.take(g, c, m, NodeAssignment(node, 1, (-1,)))
+                taken.append((node, g, c, m))
+        if taken:
+            out[job_id] = taken
+    return out
+
+
+def give_back(cycle: Cycle, taken: Taken) -> None:
+    """Return what ``take_freed`` took for one preemptor (its own turn has come)."""
+    for node, g, c, m in taken:
+        cycle.cap.give(g, c, m, NodeAssignment(node, 1, (-1,)))
+    cycle.fails.clear()  # capacity grew: a placement that failed this cycle may fit now
+
+
 def hold(cycle: Cycle, job: Job, chosen: Iterable[Candidate], placement: Placement) -> None:
     """Take, on the scratch state, the part of ``placement`` that the victims do not free themselves.
 

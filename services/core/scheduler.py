@@ -23,7 +23,17 @@ from .model import (
 )
 from .pending import ordered
 from .policy import resolve
-from .preemption import Plan, find_plan, fits, hold, hold_for_preemptor, hold_nominal, protected_until
+from .preemption import (
+    Plan,
+    find_plan,
+    fits,
+    give_back,
+    hold,
+    hold_for_preemptor,
+    hold_nominal,
+    protected_until,
+    take_freed,
+)
 from .state import SchedulerState
 
 _QUOTA_BLOCKED = (
@@ -129,14 +139,50 @@ def _lost_for_good(node: Node | None, now: float, grace_s: float) -> bool:
 
 def _next(cycle: Cycle, walker: Iterator[str]) -> Job | None:
     for job_id in walker:
-        if job_id not in cycle.rejected:
+        if job_id not in cycle.rejected and job_id not in cycle.admitted:
             return cycle.st.pending[job_id]
     return None
 
 
-def _ordered(cycle: Cycle, report: bool) -> None:
-    """Queue heads merged by priority, starvation, fair share, submit time."""
+def _preemptors_first(cycle: Cycle) -> None:
+    """Capacity freed by preemption for a job is held for it until it starts.
+
+    Before any other job is considered, what the victims that are gone freed for each waiting preemptor
+    (``SchedulerState.freed_for``) is set aside. Then the preemptors take their turn, those whose
+    victims are all gone first (they may start now; one whose victims still stop counts its quota on top
+    of theirs), each in the walk's order: it gets back what was freed for it and starts if it fits (a job
+    of one size on the nodes its victims left if it can); otherwise, while victims of it still stop, it
+    takes the placement they will complete. So no job ahead of it in the walk (a requeued victim, a
+    borrower, another preemptor) takes the GPUs it preempted for and makes it preempt again. A preemptor
+    whose victims are gone and that no longer fits (a node failed, a quota changed) holds nothing and
+    waits in its queue's order as any job."""
     st, cfg = cycle.st, cycle.cfg
+    ids = [j for j in dict.fromkeys((*st.freed_for, *st.victims_of)) if j in st.pending and j not in cycle.rejected]
+    preemptors = sorted((st.pending[j] for j in ids), key=lambda job: (job.job_id in st.victims_of,
+                                                                         cycle.order_key(job)))
+    taken = take_freed(cycle, [job.job_id for job in preemptors])
+    for job in preemptors:
+        own = taken.pop(job.job_id, None)
+        if own is not None:
+            give_back(cycle, own)
+        if cycle.admissions >= cfg.max_admissions_per_cycle:
+            continue
+        # a job of one size first on the nodes its victims left, leaving other free capacity as it was (an
+        # elastic one takes its size from everything free, as it preempted for it)
+        if own is not None and not job.elastic and cycle.try_admit(job, frozenset(n for n, *_ in own)) is None:
+            continue
+        if cycle.try_admit(job) is None:
+            continue
+        victims = [st.running[v] for v in st.victims_of.get(job.job_id, ()) if v in st.running]
+        if victims:
+            cycle.front[job.job_id] = hold_for_preemptor(cycle, job, victims)
+
+
+def _ordered(cycle: Cycle, report: bool) -> None:
+    """Queue heads merged by priority, starvation, fair share, submit time; waiting preemptors first."""
+    st, cfg = cycle.st, cycle.cfg
+    if st.victims_of or st.freed_for:
+        _preemptors_first(cycle)
     walkers: dict[str, Iterator[str]] = {}
     heads: list[tuple[tuple[bool, int, int, float, float, str], Job]] = []
     for queue in st.pq.queue_names():
@@ -247,12 +293,14 @@ def gpus_needed(job: Job) -> int:
 
 def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingReason | None:
     """Admit, preempt for, or reserve for one job; returns its pending reason (None: admitted)."""
-    st, cfg = cycle.st, cycle.cfg
+    cfg = cycle.cfg
     start: float | None = None
     looked = False  # whether this job was one of the cycle's bounded victim searches
-    victims = st.victims_of.get(job.job_id)
-    whole = _plan_for_whole(cycle, job)
-    if whole is not None:
+    held = cycle.front.get(job.job_id)  # its turn came first (``_preemptors_first``): it holds its placement
+    whole = _plan_for_whole(cycle, job) if held is None else None
+    if held is not None:
+        reason, start = PendingReason.PREEMPTING, held
+    elif whole is not None:
         looked = True
         reason, start = PendingReason.PREEMPTING, _carry_out(cycle, *whole)
     else:
@@ -260,10 +308,7 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
         if found is None:
             return None
         reason = found
-        if victims:
-            start = hold_for_preemptor(cycle, job, [st.running[v] for v in victims if v in st.running])
-            reason = PendingReason.PREEMPTING
-        elif cfg.preemption and reason in _PREEMPTABLE_REASONS and cycle.preempt_attempts < cfg.max_preemption_attempts:
+        if cfg.preemption and reason in _PREEMPTABLE_REASONS and cycle.preempt_attempts < cfg.max_preemption_attempts:
             cycle.preempt_attempts += 1
             looked = True
             plan = find_plan(cycle, job)

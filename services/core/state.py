@@ -72,6 +72,9 @@ class SchedulerState:
         self.stopping_by_queue: dict[str, dict[str, None]] = {}  # queue -> its terminating jobs
         self.victims_of: dict[str, dict[str, None]] = {}  # preemptor -> terminating victims
         self.preemptor_of: dict[str, str] = {}
+        #: waiting preemptor -> node -> (GPUs, CPU, memory) its victims freed there as they went: held for it
+        #: until it starts or leaves the queue (``schedule`` gives preemptors their turn before other jobs)
+        self.freed_for: dict[str, dict[str, tuple[int, int, int]]] = {}
         self.wait_deadlines: list[tuple[float, str, int]] = []  # (deadline, job, attempt)
         self.run_deadlines: list[tuple[float, str, float]] = []  # (deadline, job, start_time)
         # (gpu type, has estimate) -> heap of (start + estimate or start, job, start)
@@ -200,6 +203,7 @@ class SchedulerState:
     def _drop_pending(self, job_id: str) -> Job | None:
         job = self.pending.pop(job_id, None)
         if job is not None:
+            self.freed_for.pop(job_id, None)  # started, ended or suspended: nothing is held for it any more
             self.gpuless_pending -= not job.total_gpus
             self.elastic_pending -= job.elastic
             self.pq.remove(job_id, job.queue)
@@ -241,8 +245,11 @@ class SchedulerState:
         if job_id in self.pending:
             job = self.pending[job_id]
             if changed(job) != job:
+                freed = self.freed_for.get(job_id)
                 self._drop_pending(job_id)
                 self._enqueue(changed(job))
+                if freed is not None:  # still waiting: what its victims freed stays held for it
+                    self.freed_for[job_id] = freed
         elif job_id in self.suspended:
             self.suspended[job_id] = changed(self.suspended[job_id])
         elif job_id in self.orphans:
@@ -396,6 +403,12 @@ class SchedulerState:
             victims.pop(job_id, None)
             if not victims:
                 self.victims_of.pop(preemptor, None)
+            if preemptor in self.pending:
+                freed = self.freed_for.setdefault(preemptor, {})
+                for a in rj.placement.nodes:
+                    gpus, cpu_m, memory_mb = rj.job.shape(a.role)
+                    g, c, m = freed.get(a.node, (0, 0, 0))
+                    freed[a.node] = (g + a.pods * gpus, c + a.pods * cpu_m, m + a.pods * memory_mb)
         return rj
 
     def run_started(self, job_id: str, now: float) -> None:

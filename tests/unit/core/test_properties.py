@@ -153,11 +153,13 @@ def companions(draw: st.DrawFn, smallest_node: int) -> tuple[Role, ...]:
 
 
 def _fits_empty(nodes: list[Node], job: Job) -> bool:
-    """Whether the whole job, every role, fits on the empty cluster."""
+    """Whether the whole job, every role, fits on the empty cluster, at its full size and at its minimum (the
+    core starts an elastic job from its minimum, and judges whether it can ever run there)."""
     index = CapacityIndex()
     for n in nodes:
         index.add_node(n, ())
-    return Placer(index, job).place(GPU, job.replicas, job.replicas) is not None
+    sizes = {job.replicas, job.min_size}
+    return all(Placer(index, job).place(GPU, pods, pods) is not None for pods in sizes)
 
 
 def _pods_fit(nodes: list[Node], gpus: int) -> int:
