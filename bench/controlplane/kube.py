@@ -25,7 +25,7 @@ import math
 import tempfile
 import time
 from collections.abc import AsyncIterator, Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from bench.controlplane.measure import Spread, Table, rate
@@ -66,7 +66,7 @@ class Backend:
     rest: KubeRest
     access: ClusterAccess
     setup_s: float
-    pids: tuple[int, ...] = ()  # the cluster's own processes (a real control plane's), for their CPU time
+    processes: dict[str, int] = field(default_factory=dict)  # the cluster's own processes by name: their pids
 
 
 def fleet(cluster: str, nodes: int) -> ClusterConfig:
@@ -106,9 +106,9 @@ async def real(cluster: ClusterConfig, root: Path) -> AsyncIterator[Backend]:
             rest = KubeRest(api, request_timeout=60.0)
             names = [f"{cluster.name}-{GPU_TYPE}-{i}" for i in range(cluster.node_groups[0].count)]
             await wait_nodes_ready(rest, names, timeout_s=300)
-            pids = tuple(p.popen.pid for p in plane.processes.values() if p.popen is not None)
+            processes = {name: p.popen.pid for name, p in plane.processes.items() if p.popen is not None}
             yield Backend("real control plane", cluster.name, rest, ClusterAccess(plane.url, done.kubeconfigs),
-                          time.perf_counter() - started, pids)
+                          time.perf_counter() - started, processes)
     finally:
         await asyncio.to_thread(plane.close)
 

@@ -177,7 +177,7 @@ async def kubesim_process(config: ClusterConfig, root: Path) -> AsyncIterator[ku
         api = await build_api_client(url, connection_pool_size=64)
         async with api:
             yield kube.Backend("kubesim", config.name, KubeRest(api, request_timeout=60.0), ClusterAccess(url),
-                               time.perf_counter() - started, (process.pid,))
+                               time.perf_counter() - started, {"kubesim": process.pid})
         drain.cancel()
     finally:
         if process.returncode is None:
@@ -218,7 +218,7 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
             await manager.start()
             await stack.enter_async_context(kube.dispatcher(broker, backend))
             await stack.enter_async_context(_following(reader))
-            before = _cpu(manager, broker, backend)
+            before, cluster_before = _cpu(manager, broker, backend), cluster_cpu(backend)
             started = time.time()
             futures = []
             for arrival in arrivals:
@@ -236,10 +236,14 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
                 f"workloads finished on {backend.name}",
                 lambda: len(ids & (timeline.finished.keys() | reader.rejected.keys())), len(ids),
                 lambda: ids <= timeline.finished.keys() | reader.rejected.keys()), within=DRAIN_S)
-            after = _cpu(manager, broker, backend)
+            after, cluster_after = _cpu(manager, broker, backend), cluster_cpu(backend)
         if not done:
             notes.append(f"{backend.name}: NOT all finished within {DRAIN_S:.0f} s of the last submission: "
                          f"{len(ids & timeline.finished.keys()):,} of {len(ids):,}")
+        if len(cluster_after) > 1:
+            notes.append(f"{backend.name}, CPU by process: " + ", ".join(
+                f"{name} {cluster_after[name] - cluster_before.get(name, 0.0):,.1f} s"
+                for name in sorted(cluster_after, key=lambda n: cluster_before.get(n, 0.0) - cluster_after[n])))
         if reader.rejected:
             notes.append(f"{backend.name}: {len(reader.rejected):,} rejected, e.g. "
                          f"{next(iter(reader.rejected.items()))}")
@@ -282,8 +286,13 @@ def _cpu(manager: QueueManagerProcess, broker: Broker, backend: kube.Backend) ->
                         ("dispatcher, node watcher, submitter", process_cpu_seconds(os.getpid()))):
         if value is not None:
             out[name] = value
-    if backend.pids:
-        used = [process_cpu_seconds(pid) for pid in backend.pids]
-        if None not in used:
-            out[CLUSTER_PROCESSES[backend.name]] = sum(u or 0.0 for u in used)
+    used = {name: process_cpu_seconds(pid) for name, pid in backend.processes.items()}
+    if used and None not in used.values():
+        out[CLUSTER_PROCESSES[backend.name]] = sum(u or 0.0 for u in used.values())
     return out
+
+
+def cluster_cpu(backend: kube.Backend) -> dict[str, float]:
+    """CPU seconds used so far by each of the cluster's own processes (those that can be read)."""
+    return {name: used for name, pid in backend.processes.items()
+            if (used := process_cpu_seconds(pid)) is not None}
