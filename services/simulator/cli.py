@@ -69,7 +69,8 @@ def load_subset(
 )
 @click.option("--report", "report_path", required=True, type=click.Path(dir_okay=False), help="Report JSON to write.")
 @click.option("--plot", "plot_path", type=click.Path(dir_okay=False), help="PNG: allocation, delay and JCT CDFs.")
-@click.option("--seed", default=0, show_default=True, help="Seed of the simulator's random choices.")
+@click.option("--seed", default=0, show_default=True,
+              help="Seed of --sample's choice of jobs (the simulation itself makes no random choices).")
 @click.option("--limit", type=int, help="Replay only the first N jobs (after --window).")
 @click.option("--window", help="Replay jobs submitted in START:END after the first arrival, e.g. 0:14d.")
 @click.option("--sample", type=click.FloatRange(0.0, 1.0, min_open=True), help="Keep each job with this probability.")
