@@ -15,6 +15,24 @@ from schemas.envelope import Message, Name
 from schemas.jobspec import JobSpec
 
 ResourceName = Annotated[str, Field(min_length=1, max_length=80, pattern=r"^(cpu|memory|gpu:[a-z0-9][-a-z0-9.]*)$")]
+#: a GPU type's quota resource is this prefix and the type: ``gpu:a100`` (the core names them the same way,
+#: ``services.core.model.gpu_resource``)
+GPU_PREFIX = "gpu:"
+
+
+def gpu_resource(gpu_type: str) -> str:
+    """The quota resource name of one GPU type, e.g. ``gpu:a100``."""
+    return f"{GPU_PREFIX}{gpu_type}"
+
+
+def is_gpu_resource(resource: str) -> bool:
+    """Whether a quota resource name is a GPU type's (not ``cpu`` or ``memory``)."""
+    return resource.startswith(GPU_PREFIX)
+
+
+def gpu_type_of(resource: str) -> str | None:
+    """The GPU type a quota resource name names (None: not a GPU resource)."""
+    return resource[len(GPU_PREFIX):] if is_gpu_resource(resource) else None
 
 
 class _Strict(BaseModel):

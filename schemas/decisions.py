@@ -7,7 +7,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field
 
 from schemas.capacity import NodeName
-from schemas.envelope import JobId, Message, Name, Text
+from schemas.envelope import JobId, Message, Name, Reason, Text
 from schemas.jobspec import JobSpec, RoleName
 
 PreemptReasonName = Literal[
@@ -107,7 +107,7 @@ class JobScaled(_JobDecision):
 
 class JobRejected(_JobDecision):
     TYPE: ClassVar[str] = "JobRejected"
-    reason: Annotated[str, Field(min_length=1, max_length=64)]
+    reason: Reason
     message: Text
 
 

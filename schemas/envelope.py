@@ -15,6 +15,23 @@ Name = Annotated[str, Field(min_length=1, max_length=63, pattern=r"^[a-z0-9]([-a
 #: the longest free text a message carries (reasons' messages, descriptions)
 MAX_TEXT = 2048
 Text = Annotated[str, Field(max_length=MAX_TEXT)]
+#: the longest machine-readable reason a message carries (``RunFailed.reason``, a status's reason)
+MAX_REASON = 64
+#: a reason that must be given; ``ReasonText`` may be empty
+Reason = Annotated[str, Field(min_length=1, max_length=MAX_REASON)]
+ReasonText = Annotated[str, Field(max_length=MAX_REASON)]
+#: the longest event id (an envelope's, or one a status names)
+MAX_EVENT_ID = 64
+
+
+def clip_text(text: str) -> str:
+    """``text`` cut to what a ``Text`` field holds."""
+    return text[:MAX_TEXT]
+
+
+def clip_reason(reason: str) -> str:
+    """``reason`` cut to what a ``Reason`` field holds."""
+    return reason[:MAX_REASON]
 
 ENVELOPE_VERSION = 1
 
@@ -38,7 +55,7 @@ class EnvelopeHeader(BaseModel):
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     envelope_version: int = Field(default=ENVELOPE_VERSION, ge=1)
-    event_id: Annotated[str, Field(min_length=1, max_length=64)]
+    event_id: Annotated[str, Field(min_length=1, max_length=MAX_EVENT_ID)]
     type: Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Z][A-Za-z0-9]*$")]
     schema_version: int = Field(ge=1)
     occurred_at: AwareDatetime

@@ -7,13 +7,13 @@ described like every other topic so operators can read it.
 
 from __future__ import annotations
 
-from typing import Annotated, ClassVar
+from typing import ClassVar
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from schemas.capacity import NodeName
 from schemas.decisions import PlacementPlan
-from schemas.envelope import JobId, Message, Name, Text
+from schemas.envelope import JobId, Message, Name, ReasonText, Text
 from schemas.intents import SubmitJob
 from schemas.status import JobState
 
@@ -39,7 +39,7 @@ class JobRecord(BaseModel):
     borrowed: bool = False
     admitted_at: AwareDatetime | None = None
     finished_at: AwareDatetime | None = None
-    reason: Annotated[str, Field(max_length=64)] = ""
+    reason: ReasonText = ""
     message: Text = ""
 
 

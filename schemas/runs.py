@@ -12,7 +12,7 @@ from typing import Annotated, ClassVar, Literal
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from schemas.capacity import NodeName
-from schemas.envelope import JobId, Message, Name, Text
+from schemas.envelope import JobId, Message, Name, Reason, Text
 
 
 class _RunEvent(Message):
@@ -33,7 +33,7 @@ class JobDispatched(_RunEvent):
 
 class DispatchFailed(_RunEvent):
     TYPE: ClassVar[str] = "DispatchFailed"
-    reason: Annotated[str, Field(min_length=1, max_length=64)]
+    reason: Reason
     message: Text
     retryable: bool = False
 
@@ -42,7 +42,7 @@ class JobStopped(_RunEvent):
     """The dispatcher stopped a job on request (preemption, cancel, max runtime) after its grace period."""
 
     TYPE: ClassVar[str] = "JobStopped"
-    reason: Annotated[str, Field(min_length=1, max_length=64)]
+    reason: Reason
     requeue: bool
     checkpointed: bool = False
 
@@ -102,7 +102,7 @@ class RunFailed(_RunEvent):
     spending a restart (bounded by ``max_infrastructure_retries``)."""
 
     TYPE: ClassVar[str] = "RunFailed"
-    reason: Annotated[str, Field(min_length=1, max_length=64)]
+    reason: Reason
     message: Text = ""
     exit_code: int | None = None
     pod: Annotated[str, Field(max_length=253)] | None = None
@@ -115,7 +115,7 @@ class RunFailed(_RunEvent):
 
 class RunEvicted(_RunEvent):
     TYPE: ClassVar[str] = "RunEvicted"
-    reason: Annotated[str, Field(min_length=1, max_length=64)]
+    reason: Reason
     node: NodeName | None = None
 
 

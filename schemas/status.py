@@ -6,7 +6,7 @@ from typing import Annotated, ClassVar, Literal
 
 from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
-from schemas.envelope import JobId, Message, Name, Text
+from schemas.envelope import MAX_EVENT_ID, JobId, Message, Name, ReasonText, Text
 from schemas.jobspec import MAX_ROLES, JobSpec, RoleName
 
 JobState = Literal[
@@ -27,10 +27,10 @@ class ActionOutcome(BaseModel):
     a refusal. ``event_id`` is the request's own envelope id, which the gateway returned when it took it."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
-    event_id: Annotated[str, Field(min_length=1, max_length=64)]
+    event_id: Annotated[str, Field(min_length=1, max_length=MAX_EVENT_ID)]
     action: ActionName
     outcome: OutcomeName
-    reason: Annotated[str, Field(max_length=64)] = ""
+    reason: ReasonText = ""
     message: Text = ""
     requested_by: Annotated[str, Field(min_length=1, max_length=128)]
     at: AwareDatetime
@@ -70,7 +70,7 @@ class JobStatusChanged(Message):
         description="a GPU-sharing job's GPUs as charged (its pods' fractions or MIG slices' share); "
         "absent for whole-GPU jobs")
     position: int | None = Field(default=None, ge=0, description="0-based place in its queue while pending")
-    reason: Annotated[str, Field(max_length=64)] = ""
+    reason: ReasonText = ""
     message: Text = ""
     estimated_start: AwareDatetime | None = None
     cluster: Name | None = None

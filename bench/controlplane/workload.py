@@ -18,6 +18,7 @@ from schemas.config import (
     ResourceQuotaConfig,
     TenantConfig,
     TenantDefined,
+    gpu_resource,
 )
 from schemas.envelope import Message
 from schemas.intents import SubmitJob
@@ -90,7 +91,7 @@ class QueueLayout:
         quota = ResourceQuotaConfig(nominal=self.nominal, borrowing_limit=self.borrowing_limit)
         items += [
             QueueDefined(item=QueueConfig(name=queue_name(c, q), cohort=f"cohort-{c}", tenant=TENANT,
-                                          quotas={f"gpu:{GPU_TYPE}": quota},
+                                          quotas={gpu_resource(GPU_TYPE): quota},
                                           pool=pool_name(i % self.pools) if self.pools else None))
             for i, (c, q) in enumerate((c, q) for c in range(self.cohorts) for q in range(self.queues_per_cohort))
         ]

@@ -45,6 +45,7 @@ from schemas.config import (
     ResourceQuotaConfig,
     TenantConfig,
     TenantDefined,
+    gpu_resource,
 )
 from schemas.envelope import Message
 from schemas.intents import SubmitJob
@@ -265,7 +266,7 @@ class ScenarioLayout:
         items.append(TenantDefined(item=TenantConfig(name=TENANT, namespace=TENANT)))
         items += [QueueDefined(item=QueueConfig(
             name=q.name, cohort=q.cohort, tenant=TENANT,
-            quotas={f"gpu:{GPU_TYPE}": ResourceQuotaConfig(nominal=q.nominal, borrowing_limit=q.borrowing_limit)}))
+            quotas={gpu_resource(GPU_TYPE): ResourceQuotaConfig(nominal=q.nominal, borrowing_limit=q.borrowing_limit)}))
             for q in self.scenario.queues]
         return items
 

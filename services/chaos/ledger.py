@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from schemas.config import MusterConfig
+from schemas.config import MusterConfig, gpu_type_of
 from schemas.decisions import JobAdmitted, JobRejected, JobScaled, PlacementPlan
 from schemas.runs import JobStopped, RunSucceeded
 from schemas.status import JobStatusChanged
@@ -44,8 +44,9 @@ class Ledger:
         limits: dict[tuple[str, str], int] = {}
         for queue in config.queues:
             for resource, quota in queue.quotas.items():
-                if resource.startswith("gpu:") and quota.borrowing_limit is not None:
-                    limits[(queue.name, resource.removeprefix("gpu:"))] = quota.nominal + quota.borrowing_limit
+                gpu_type = gpu_type_of(resource)
+                if gpu_type is not None and quota.borrowing_limit is not None:
+                    limits[(queue.name, gpu_type)] = quota.nominal + quota.borrowing_limit
         return cls(node_gpus, limits)
 
     def replay(self, events: list[LoggedEvent]) -> list[Violation]:

@@ -14,6 +14,7 @@ from schemas.config import (
     ResourceQuotaConfig,
     TenantConfig,
     TopologyConfig,
+    gpu_resource,
 )
 from schemas.kube import GPU_RESOURCE
 
@@ -82,7 +83,7 @@ def chaos_config(plan: ChaosPlan) -> MusterConfig:
     return MusterConfig(
         clusters=[cluster],
         cohorts=[CohortConfig(name="research")],
-        queues=[QueueConfig(name=t, cohort="research", tenant=t, quotas={f"gpu:{GPU_TYPE}": quota})
+        queues=[QueueConfig(name=t, cohort="research", tenant=t, quotas={gpu_resource(GPU_TYPE): quota})
                 for t in TENANTS],
         priority_classes=[PriorityClassConfig(name="low", value=10), PriorityClassConfig(name="normal", value=100),
                           PriorityClassConfig(name="high", value=1000)],

@@ -8,6 +8,7 @@ from datetime import datetime
 from rich.table import Table
 
 from schemas.api import Explanation, JobView, QueueView, RecurringAccepted, RecurringView
+from schemas.config import gpu_type_of, is_gpu_resource
 from schemas.status import ActionOutcome
 from services.spec.durations import human_duration
 
@@ -134,7 +135,7 @@ def describe_text(explained: Explanation, now: datetime) -> str:
 
 def _gpu_sum(values: dict[str, int] | dict[str, int | float]) -> float:
     """GPUs of all types; a whole number unless jobs share GPUs (a MIG slice or a fraction counts its share)."""
-    total = sum(v for k, v in values.items() if k.startswith("gpu:"))
+    total = sum(v for k, v in values.items() if is_gpu_resource(k))
     if isinstance(total, int):
         return total
     return round(total) if abs(total - round(total)) < 1e-9 else round(total, 2)
@@ -152,18 +153,18 @@ def queues_table(queues: list[QueueView], *, wide: bool = False) -> Table:
     table = _table(*columns)
     for queue in queues:
         usage = queue.usage
-        gpus = sorted((res, q) for res, q in queue.quotas.items() if res.startswith("gpu:"))
-        gpu_quota = ", ".join(f"{res.removeprefix('gpu:')}={q.nominal}" for res, q in gpus) or "-"
+        gpus = sorted((res, q) for res, q in queue.quotas.items() if is_gpu_resource(res))
+        gpu_quota = ", ".join(f"{gpu_type_of(res)}={q.nominal}" for res, q in gpus) or "-"
         in_use = _gpu_sum(usage.allocated) if usage is not None else queue.gpus_running
         borrowed = _gpu_sum(usage.borrowed) if usage is not None else 0
         running = sum(queue.jobs.get(s, 0) for s in _HOLDING)
         pending = f"{queue.jobs.get('pending', 0)} ({queue.gpus_pending})"
         row = [queue.name, queue.tenant, queue.cohort or "-", gpu_quota]
         if wide:
-            limits = ", ".join(f"{res.removeprefix('gpu:')}={'-' if q.borrowing_limit is None else q.borrowing_limit}"
+            limits = ", ".join(f"{gpu_type_of(res)}={'-' if q.borrowing_limit is None else q.borrowing_limit}"
                                for res, q in gpus) or "-"
             others = ", ".join(f"{res}={q.nominal}" for res, q in sorted(queue.quotas.items())
-                               if not res.startswith("gpu:")) or "-"
+                               if not is_gpu_resource(res)) or "-"
             row += [limits, others, f"{queue.weight:g}"]
         row += [str(in_use), str(borrowed), str(running), pending]
         if wide:

@@ -24,6 +24,7 @@ from .model import (
     SchedulerConfig,
     TopologyMode,
     gpu_resource,
+    is_gpu_resource,
 )
 from .ordering import QueueOrder
 from .placement import Placer
@@ -142,7 +143,7 @@ class Cycle:
         self.moves = 0  # running jobs moved this cycle to consolidate (``consolidation``)
         self.victim_lists: dict[str, list[tuple[int, bool, float, str]]] = {}
         self.admissions = 0
-        total = sum(v for r, v in state.totals.items() if r.startswith("gpu:"))
+        total = sum(v for r, v in state.totals.items() if is_gpu_resource(r))
         self._total_gpus = total
         self._all_types = sorted({t for _, t in state.cap.buckets})
         self._headroom: dict[str, dict[str, Amount]] = {}  # queue -> nominal minus admitted

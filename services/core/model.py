@@ -23,9 +23,19 @@ _EMPTY: Mapping[str, str] = MappingProxyType({})
 _EMPTY_COUNTS: Mapping[str, int] = MappingProxyType({})
 
 
+#: a GPU type's quota resource is this prefix and the type (the wire names them the same way:
+#: ``schemas.config.gpu_resource``; the core imports nothing but the standard library)
+GPU_PREFIX = "gpu:"
+
+
 def gpu_resource(gpu_type: str) -> str:
     """The quota resource name of one GPU type (flavor), e.g. ``gpu:a100``."""
-    return f"gpu:{gpu_type}"
+    return f"{GPU_PREFIX}{gpu_type}"
+
+
+def is_gpu_resource(resource: str) -> bool:
+    """Whether a quota resource name is a GPU type's (not ``cpu`` or ``memory``)."""
+    return resource.startswith(GPU_PREFIX)
 
 
 #: A quota amount: whole units (int) or, for GPU sharing, an exact share of GPUs (Fraction).

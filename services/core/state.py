@@ -29,6 +29,7 @@ from .model import (
     RunningJob,
     Scale,
     gpu_resource,
+    is_gpu_resource,
 )
 from .ordering import QueueOrder
 from .pending import PendingQueues
@@ -521,7 +522,7 @@ class SchedulerState:
 
     def queue_gpus(self, queue: str) -> float:
         """GPUs the queue holds: whole GPUs plus the shares its fractional and MIG jobs are charged."""
-        return float(sum(v for r, v in self.book.alloc.get(queue, {}).items() if r.startswith("gpu:")))
+        return float(sum(v for r, v in self.book.alloc.get(queue, {}).items() if is_gpu_resource(r)))
 
     # ------------------------------------------------------------------ reads
 

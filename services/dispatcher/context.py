@@ -6,7 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any
 
-from schemas.envelope import Envelope, Message, make_envelope
+from schemas.envelope import Envelope, Message, clip_reason, clip_text, make_envelope
 from schemas.runs import DispatchFailed, JobDispatched
 from schemas.topics import DISPATCHES_TOPIC
 from services.dispatcher.book import Run
@@ -82,7 +82,7 @@ class Context:
 
     def failure(self, job_id: str, attempt: int, reason: str, message: str, *, retryable: bool) -> DispatchFailed:
         self.metrics.failures.labels(self.cluster, reason).inc()
-        return DispatchFailed(**self.base(job_id, attempt), reason=reason[:64], message=message[:2048],
+        return DispatchFailed(**self.base(job_id, attempt), reason=clip_reason(reason), message=clip_text(message),
                               retryable=retryable)
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from schemas.api import Action, HistoryItem, JobRow, JobView
 from schemas.capacity import NodeState
-from schemas.config import CohortConfig, QueueConfig
+from schemas.config import CohortConfig, QueueConfig, is_gpu_resource
 from schemas.jobs import JobRecord
 from schemas.jobspec import JobSpec
 from schemas.status import TERMINAL_STATES, JobStatusChanged
@@ -161,7 +161,7 @@ def overview(jobs: Iterable[Listed], nodes: Sequence[NodeState], admissions: lis
 
 def _gpus(resources: dict[str, int] | dict[str, int | float]) -> int:
     """Whole GPUs of all types; shares of GPUs (MIG slices, fractions) round up to the GPUs they touch."""
-    return math.ceil(sum(v for k, v in resources.items() if k.startswith("gpu:")) - 1e-9)
+    return math.ceil(sum(v for k, v in resources.items() if is_gpu_resource(k)) - 1e-9)
 
 
 def queues_page(queues: Sequence[QueueConfig], cohorts: Sequence[CohortConfig],
@@ -215,7 +215,7 @@ def queues_page(queues: Sequence[QueueConfig], cohorts: Sequence[CohortConfig],
 
 
 def _nominal_gpus(queue: QueueConfig) -> int:
-    return sum(quota.nominal for resource, quota in queue.quotas.items() if resource.startswith("gpu:"))
+    return sum(quota.nominal for resource, quota in queue.quotas.items() if is_gpu_resource(resource))
 
 
 def _quota_lines(queue: QueueConfig, report: QueueUsageReported | None, peers: Sequence[QueueConfig],

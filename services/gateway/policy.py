@@ -6,7 +6,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from schemas.config import QueueConfig
+from schemas.config import QueueConfig, gpu_resource, is_gpu_resource
 from schemas.jobspec import DependencySpec, JobSpec, SecuritySpec
 from schemas.status import JobStatusChanged
 from services.gateway.auth import Principal
@@ -136,7 +136,7 @@ def check_nominal_fit(spec: JobSpec, queue: QueueConfig, config: ConfigView) -> 
     if gpus <= 0:
         return
     gpu_type = spec.resources.gpu_type
-    keys = [f"gpu:{gpu_type}"] if gpu_type else [k for k in queue.quotas if k.startswith("gpu:")]
+    keys = [gpu_resource(gpu_type)] if gpu_type else [k for k in queue.quotas if is_gpu_resource(k)]
     nominal = max((queue.quotas[k].nominal for k in keys if k in queue.quotas), default=0)
     if gpus > nominal:
         kind = f"{gpu_type} GPUs" if gpu_type else "GPUs of any one type"

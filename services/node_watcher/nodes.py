@@ -9,6 +9,7 @@ from datetime import datetime
 from typing import Any
 
 from schemas.capacity import NodeState, NodeTopology, Taint
+from schemas.envelope import clip_text
 from schemas.kube import (
     BLOCK,
     GPU_PRODUCT_LABEL,
@@ -130,7 +131,7 @@ def node_state(node: KubeObject, cluster: str, pods: Iterable[KubeObject] = ()) 
         taints=_taints(node),
         healthy=healthy,
         schedulable=not bool((node.get("spec") or {}).get("unschedulable")),
-        health_reason=reason[:2048],
+        health_reason=clip_text(reason),
         unhealthy_since=None if healthy or ready is None else _transition_time(ready),
         gpus_shared=_shared_gpus(labels, gpus, name),
         mig=_mig_slices(allocatable, name),

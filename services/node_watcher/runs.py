@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from schemas.envelope import Message
+from schemas.envelope import Message, clip_reason, clip_text
 from schemas.kube import (
     ATTEMPT,
     CORRELATION,
@@ -162,8 +162,9 @@ def _finish_order(pod: KubeObject) -> tuple[str, str]:
     return str(_terminated(pod).get("finishedAt") or ""), str((pod.get("metadata") or {}).get("name"))
 
 
-def _clip(text: str, limit: int = 64) -> str:
-    return text[:limit] or "Unknown"
+def _clip(text: str) -> str:
+    """A reason for a ``Reason`` field: cut to its length, never empty."""
+    return clip_reason(text) or "Unknown"
 
 
 def _node(pod: KubeObject) -> str | None:
@@ -184,7 +185,7 @@ def _failure(ref: JobRef, job: KubeObject, pods: list[KubeObject], base: dict[st
     job_failed = condition(job, "Failed")
     if job_failed is not None and job_failed.get("reason") in JOB_LEVEL_FAILURES:
         return Observation(key, RunFailed(**failed_base, reason=_clip(str(job_failed["reason"])),
-                                          message=str(job_failed.get("message") or "")[:2048]))
+                                          message=clip_text(str(job_failed.get("message") or ""))))
     if failed:
         # one infrastructure failure explains the gang's others (peers of a lost pod exit with errors too)
         infra = [p for p in failed if classify_pod_failure(p, node_down(_node(p))) == "infrastructure"]
@@ -199,12 +200,12 @@ def _failure(ref: JobRef, job: KubeObject, pods: list[KubeObject], base: dict[st
         if infra:
             nodes = sorted({n for p in infra if (n := _node(p))})[:MAX_FAILED_NODES]
             blame = {"classification": "infrastructure", "nodes": nodes}
-        return Observation(key, RunFailed(**failed_base, reason=_clip(str(reason)), message=str(message)[:2048],
+        return Observation(key, RunFailed(**failed_base, reason=_clip(str(reason)), message=clip_text(str(message)),
                                           exit_code=int(exit_code) if exit_code is not None else None,
                                           pod=str((pod.get("metadata") or {}).get("name")), **blame))
     if job_failed is not None:
         return Observation(key, RunFailed(**failed_base, reason=_clip(str(job_failed.get("reason") or "JobFailed")),
-                                          message=str(job_failed.get("message") or "")[:2048]))
+                                          message=clip_text(str(job_failed.get("message") or ""))))
     return None
 
 

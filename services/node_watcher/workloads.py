@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from schemas.envelope import Message
+from schemas.envelope import Message, clip_reason, clip_text
 from schemas.kube import (
     ATTEMPT,
     DELETED_BY,
@@ -202,8 +202,8 @@ class WorkloadTracker:
         if state.phase == "succeeded":
             out += self._fresh((*attempt, "end"), RunSucceeded(**base))
         elif state.phase == "failed" and not stopping:
-            reason = state.reason.split(":", 1)[0].strip()[:64] or "Failed"
-            out += self._fresh((*attempt, "end"), RunFailed(**base, reason=reason, message=state.reason[:2048]))
+            reason = clip_reason(state.reason.split(":", 1)[0].strip()) or "Failed"
+            out += self._fresh((*attempt, "end"), RunFailed(**base, reason=reason, message=clip_text(state.reason)))
         return out
 
     def _resize(self, kind: WorkloadKind, obj: KubeObject, ref: WorkloadRef, pods: list[KubeObject],

@@ -7,6 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from schemas.decisions import JobRejected
+from schemas.envelope import clip_reason, clip_text
 from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC
 from services.core import Admit, Preempt, Reject, Scale, SchedulerConfig, schedule
 from services.queue_manager.dependencies import expire_unknown, settle
@@ -66,11 +67,12 @@ def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bo
             out.records.append(qs.record(entry))
             out.decisions.append(qs.scaled(entry))
         elif isinstance(decision, Reject):
-            entry.finish("rejected", now, decision.reason[:64], decision.message)
+            entry.finish("rejected", now, clip_reason(decision.reason), decision.message)
             out.records.append(qs.record(entry))
             out.decisions.append(
                 Out(DECISIONS_TOPIC, JobRejected(job_id=entry.job_id, attempt=entry.attempt,
-                                                 reason=decision.reason[:64], message=decision.message[:2048]))
+                                                 reason=clip_reason(decision.reason),
+                                                 message=clip_text(decision.message)))
             )
     out.add(settle(qs, now))  # the jobs this cycle rejected end the jobs that waited for them
     for job_id, info in result.pending.items():

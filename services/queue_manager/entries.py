@@ -7,6 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from schemas.decisions import PlacementPlan
+from schemas.envelope import clip_reason, clip_text
 from schemas.intents import SubmitJob
 from schemas.jobs import MAX_AVOIDED_NODES, JobRecord, JobRecorded
 from schemas.jobspec import JobSpec
@@ -92,8 +93,8 @@ class JobEntry:
             borrowed=self.borrowed,
             admitted_at=self.admitted_at,
             finished_at=self.finished_at,
-            reason=self.reason[:64],
-            message=self.message[:2048],
+            reason=clip_reason(self.reason),
+            message=clip_text(self.message),
         )
 
     def recorded(self) -> JobRecorded:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
+from schemas.envelope import clip_reason, clip_text
 from schemas.status import ActionOutcome, JobStatusChanged, role_statuses
 from services.queue_manager.entries import JobEntry, utc
 
@@ -49,11 +50,11 @@ def entry_key(entry: JobEntry) -> StatusKey:
     replicas = entry.replicas if entry.holding else spec.main_replicas
     if info is None:
         return (entry.state, entry.attempt, replicas, spec.priority_class, _answered(entry), None,
-                entry.reason[:64], entry.message[:2048], None,
+                clip_reason(entry.reason), clip_text(entry.message), None,
                 entry.placement.cluster if entry.placement is not None else None)
     est = None if info.estimated_start is None else utc(info.estimated_start).timestamp()
     return (entry.state, entry.attempt, replicas, spec.priority_class, _answered(entry), info.position,
-            info.reason.value[:64], info.message[:2048], _bucket(est),
+            clip_reason(info.reason.value), clip_text(info.message), _bucket(est),
             entry.placement.cluster if entry.placement is not None else None)
 
 
@@ -75,8 +76,8 @@ def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
         gpus=replicas * res.gpus if spec.template is not None else spec.gpus_for(replicas),
         gpu_share=res.gpu_share(replicas) if res.shares_gpus else None,
         position=info.position if info is not None else None,
-        reason=(info.reason.value if info is not None else entry.reason)[:64],
-        message=(info.message if info is not None else entry.message)[:2048],
+        reason=clip_reason(info.reason.value if info is not None else entry.reason),
+        message=clip_text(info.message if info is not None else entry.message),
         estimated_start=utc(info.estimated_start) if info is not None and info.estimated_start is not None else None,
         cluster=entry.placement.cluster if entry.placement is not None else None,
         submitted_at=entry.submission.submitted_at,

@@ -11,6 +11,8 @@ import math
 from dataclasses import dataclass, field
 from typing import Literal
 
+from schemas.config import gpu_resource
+
 Outcome = Literal["succeeded", "failed", "preempted", "cancelled", "evicted"]
 AttemptKey = tuple[str, int]
 
@@ -35,7 +37,7 @@ class Admission:
 
     @property
     def resource(self) -> str:
-        return f"gpu:{self.gpu_type}"
+        return gpu_resource(self.gpu_type)
 
 
 @dataclass(frozen=True)

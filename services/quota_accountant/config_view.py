@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
-from schemas.config import MusterConfig, QueueConfig, TenantConfig
+from schemas.config import MusterConfig, QueueConfig, TenantConfig, is_gpu_resource
 from schemas.envelope import Envelope
 from services.quota_accountant.windows import WindowKind
 from services.spec.config_items import ConfigItems
@@ -21,7 +21,7 @@ class ConfigView:
         config = self.queues.get(queue)
         if config is None:
             return {}
-        return {res: q.nominal for res, q in config.quotas.items() if res.startswith("gpu:")}
+        return {res: q.nominal for res, q in config.quotas.items() if is_gpu_resource(res)}
 
     def cohort(self, queue: str) -> str | None:
         config = self.queues.get(queue)
