@@ -10,6 +10,7 @@ from .estimate import Pool, gpus_in, running_ends
 from .fairshare import history_share, weighted_share
 from .model import (
     CPU,
+    GPU_PREFIX,
     MEMORY,
     Admit,
     Amount,
@@ -24,7 +25,6 @@ from .model import (
     SchedulerConfig,
     TopologyMode,
     gpu_resource,
-    is_gpu_resource,
 )
 from .ordering import QueueOrder
 from .placement import Placer
@@ -143,7 +143,7 @@ class Cycle:
         self.moves = 0  # running jobs moved this cycle to consolidate (``consolidation``)
         self.victim_lists: dict[str, list[tuple[int, bool, float, str]]] = {}
         self.admissions = 0
-        total = sum(v for r, v in state.totals.items() if is_gpu_resource(r))
+        total = sum(v for r, v in state.totals.items() if r.startswith(GPU_PREFIX))
         self._total_gpus = total
         self._all_types = sorted({t for _, t in state.cap.buckets})
         self._headroom: dict[str, dict[str, Amount]] = {}  # queue -> nominal minus admitted

@@ -34,7 +34,9 @@ def gpu_resource(gpu_type: str) -> str:
 
 
 def is_gpu_resource(resource: str) -> bool:
-    """Whether a quota resource name is a GPU type's (not ``cpu`` or ``memory``)."""
+    """Whether a quota resource name is a GPU type's (not ``cpu`` or ``memory``). The cycle's own loops test
+    ``startswith(GPU_PREFIX)`` inline: a call per resource there shows in the queue manager's call-count
+    guard (``tests/bench/test_queue_manager_cost.py``)."""
     return resource.startswith(GPU_PREFIX)
 
 

@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 
-from .model import CPU, MEMORY, Amount, CohortSpec, Job, PendingReason, QueueSpec, gpu_resource, is_gpu_resource
+from .model import CPU, GPU_PREFIX, MEMORY, Amount, CohortSpec, Job, PendingReason, QueueSpec, gpu_resource
 
 Amounts = dict[str, Amount]
 
@@ -142,14 +142,14 @@ class QuotaBook:
         return out
 
     def is_governed(self, queue: str, resource: str) -> bool:
-        return is_gpu_resource(resource) or resource in self.governed.get(queue, frozenset())
+        return resource.startswith(GPU_PREFIX) or resource in self.governed.get(queue, frozenset())
 
     def rebuild(self) -> None:
         self.root_of = {name: self.root(spec.cohort) for name, spec in self.queues.items()}
         declared: dict[str, set[str]] = {}
         for name, spec in self.queues.items():
             group = self.root_of[name] or f"queue:{name}"
-            declared.setdefault(group, set()).update(r for r in spec.quotas if not is_gpu_resource(r))
+            declared.setdefault(group, set()).update(r for r in spec.quotas if not r.startswith(GPU_PREFIX))
         self.governed = {
             name: frozenset(declared.get(self.root_of[name] or f"queue:{name}", ())) for name in self.queues
         }
@@ -189,7 +189,7 @@ class QuotaBook:
                 g = _guaranteed(spec, res)
                 used = self._own(self.pool_used, origin_pools, root)
                 used[res] = used.get(res, 0) + max(0, after - g) - max(0, before - g)
-        gpus = sum(v for r, v in req.items() if is_gpu_resource(r))
+        gpus = sum(v for r, v in req.items() if r.startswith(GPU_PREFIX))
         if gpus:
             key = (queue, user)
             self.user_gpus[key] = self.user_gpus.get(key, 0) + sign * gpus

@@ -16,6 +16,7 @@ from .capacity import CapacityIndex
 from .fairshare import integrate
 from .model import (
     CPU,
+    GPU_PREFIX,
     MEMORY,
     Admit,
     Amount,
@@ -29,7 +30,6 @@ from .model import (
     RunningJob,
     Scale,
     gpu_resource,
-    is_gpu_resource,
 )
 from .ordering import QueueOrder
 from .pending import PendingQueues
@@ -522,7 +522,7 @@ class SchedulerState:
 
     def queue_gpus(self, queue: str) -> float:
         """GPUs the queue holds: whole GPUs plus the shares its fractional and MIG jobs are charged."""
-        return float(sum(v for r, v in self.book.alloc.get(queue, {}).items() if is_gpu_resource(r)))
+        return float(sum(v for r, v in self.book.alloc.get(queue, {}).items() if r.startswith(GPU_PREFIX)))
 
     # ------------------------------------------------------------------ reads
 

@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass, field
 
 from schemas.decisions import JobRejected
-from schemas.envelope import clip_reason, clip_text
+from schemas.envelope import MAX_REASON, MAX_TEXT
 from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC
 from services.core import Admit, Preempt, Reject, Scale, SchedulerConfig, schedule
 from services.queue_manager.dependencies import expire_unknown, settle
@@ -67,12 +67,12 @@ def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bo
             out.records.append(qs.record(entry))
             out.decisions.append(qs.scaled(entry))
         elif isinstance(decision, Reject):
-            entry.finish("rejected", now, clip_reason(decision.reason), decision.message)
+            entry.finish("rejected", now, decision.reason[:MAX_REASON], decision.message)
             out.records.append(qs.record(entry))
             out.decisions.append(
                 Out(DECISIONS_TOPIC, JobRejected(job_id=entry.job_id, attempt=entry.attempt,
-                                                 reason=clip_reason(decision.reason),
-                                                 message=clip_text(decision.message)))
+                                                 reason=decision.reason[:MAX_REASON],
+                                                 message=decision.message[:MAX_TEXT]))
             )
     out.add(settle(qs, now))  # the jobs this cycle rejected end the jobs that waited for them
     for job_id, info in result.pending.items():

@@ -13,7 +13,7 @@ job is never waited for (it counts as unknown).
 from __future__ import annotations
 
 from schemas.decisions import JobRejected
-from schemas.envelope import clip_text
+from schemas.envelope import MAX_TEXT
 from schemas.topics import DECISIONS_TOPIC
 from services.core.dependencies import After, On, find_cycle, verdict
 from services.queue_manager.entries import JobEntry
@@ -87,7 +87,7 @@ def queue_or_hold(qs: QueueState, entry: JobEntry, now: float | None) -> list[Ou
     text = "waits for " + ", ".join(
         f"{job_id} ({by_id[job_id].on.value}{', not known yet' if job_id in judged.unknown else ''})"
         for job_id in judged.waiting)
-    if (entry.reason, entry.message) == (WAITING, clip_text(text)):
+    if (entry.reason, entry.message) == (WAITING, text[:MAX_TEXT]):
         return []
     entry.reason, entry.message = WAITING, text
     return [qs.record(entry)]

@@ -7,7 +7,7 @@ from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 
 from schemas.decisions import PlacementPlan
-from schemas.envelope import clip_reason, clip_text
+from schemas.envelope import MAX_REASON, MAX_TEXT
 from schemas.intents import SubmitJob
 from schemas.jobs import MAX_AVOIDED_NODES, JobRecord, JobRecorded
 from schemas.jobspec import JobSpec
@@ -93,8 +93,8 @@ class JobEntry:
             borrowed=self.borrowed,
             admitted_at=self.admitted_at,
             finished_at=self.finished_at,
-            reason=clip_reason(self.reason),
-            message=clip_text(self.message),
+            reason=self.reason[:MAX_REASON],
+            message=self.message[:MAX_TEXT],
         )
 
     def recorded(self) -> JobRecorded:

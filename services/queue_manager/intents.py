@@ -7,7 +7,7 @@ import logging
 from dataclasses import dataclass
 
 from schemas.decisions import JobRejected
-from schemas.envelope import MAX_TEXT, Message, clip_reason
+from schemas.envelope import MAX_REASON, MAX_TEXT, Message
 from schemas.intents import ACTION_OF, CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
 from schemas.status import ActionOutcome, OutcomeName
 from schemas.topics import DECISIONS_TOPIC
@@ -86,7 +86,7 @@ def answered(qs: QueueState, entry: JobEntry, message: Message, answer: Answer, 
     if answer.outcome == "refused":
         log.warning("refusing %s of %s: %s", message.TYPE, entry.job_id, answer.message)
     entry.last_action = ActionOutcome(
-        event_id=event_id, action=action, outcome=answer.outcome, reason=clip_reason(answer.reason),
+        event_id=event_id, action=action, outcome=answer.outcome, reason=answer.reason[:MAX_REASON],
         message=answer.message[:MAX_TEXT], requested_by=getattr(message, "requested_by", "?"), at=utc(now))
     qs.dirty[entry.job_id] = None
     return []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 
-from schemas.envelope import clip_reason, clip_text
+from schemas.envelope import MAX_REASON, MAX_TEXT
 from schemas.status import ActionOutcome, JobStatusChanged, role_statuses
 from services.queue_manager.entries import JobEntry, utc
 
@@ -50,11 +50,11 @@ def entry_key(entry: JobEntry) -> StatusKey:
     replicas = entry.replicas if entry.holding else spec.main_replicas
     if info is None:
         return (entry.state, entry.attempt, replicas, spec.priority_class, _answered(entry), None,
-                clip_reason(entry.reason), clip_text(entry.message), None,
+                entry.reason[:MAX_REASON], entry.message[:MAX_TEXT], None,
                 entry.placement.cluster if entry.placement is not None else None)
     est = None if info.estimated_start is None else utc(info.estimated_start).timestamp()
     return (entry.state, entry.attempt, replicas, spec.priority_class, _answered(entry), info.position,
-            clip_reason(info.reason.value), clip_text(info.message), _bucket(est),
+            info.reason.value[:MAX_REASON], info.message[:MAX_TEXT], _bucket(est),
             entry.placement.cluster if entry.placement is not None else None)
 
 
@@ -76,8 +76,8 @@ def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
         gpus=replicas * res.gpus if spec.template is not None else spec.gpus_for(replicas),
         gpu_share=res.gpu_share(replicas) if res.shares_gpus else None,
         position=info.position if info is not None else None,
-        reason=clip_reason(info.reason.value if info is not None else entry.reason),
-        message=clip_text(info.message if info is not None else entry.message),
+        reason=(info.reason.value if info is not None else entry.reason)[:MAX_REASON],
+        message=(info.message if info is not None else entry.message)[:MAX_TEXT],
         estimated_start=utc(info.estimated_start) if info is not None and info.estimated_start is not None else None,
         cluster=entry.placement.cluster if entry.placement is not None else None,
         submitted_at=entry.submission.submitted_at,
