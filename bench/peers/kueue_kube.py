@@ -218,7 +218,8 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
             await manager.start()
             await stack.enter_async_context(kube.dispatcher(broker, backend))
             await stack.enter_async_context(_following(reader))
-            before, cluster_before = _cpu(manager, broker, backend), cluster_cpu(backend)
+            cluster_before = cluster_cpu(backend)
+            before = _cpu(manager, broker, backend, cluster_before)
             started = time.time()
             futures = []
             for arrival in arrivals:
@@ -236,7 +237,8 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
                 f"workloads finished on {backend.name}",
                 lambda: len(ids & (timeline.finished.keys() | reader.rejected.keys())), len(ids),
                 lambda: ids <= timeline.finished.keys() | reader.rejected.keys()), within=DRAIN_S)
-            after, cluster_after = _cpu(manager, broker, backend), cluster_cpu(backend)
+            cluster_after = cluster_cpu(backend)
+            after = _cpu(manager, broker, backend, cluster_after)
         if not done:
             notes.append(f"{backend.name}: NOT all finished within {DRAIN_S:.0f} s of the last submission: "
                          f"{len(ids & timeline.finished.keys()):,} of {len(ids):,}")
@@ -277,18 +279,18 @@ async def _wait(condition: Callable[[], bool], *, within: float) -> bool:
     return True
 
 
-def _cpu(manager: QueueManagerProcess, broker: Broker, backend: kube.Backend) -> dict[str, float]:
+def _cpu(manager: QueueManagerProcess, broker: Broker, backend: kube.Backend,
+         cluster: dict[str, float]) -> dict[str, float]:
     """CPU seconds used so far by each part: the queue manager, the broker, this process (the dispatcher, the
-    node watcher, the submitter, the reader, and kubesim when it is the cluster) and the control plane's
-    processes (a real control plane)."""
+    node watcher, the submitter and the reader) and the cluster's own processes together (``cluster``, as
+    ``cluster_cpu`` read them; left out unless every one of them could be read)."""
     out: dict[str, float] = {}
     for name, value in (("queue manager", manager.cpu_seconds()), ("Kafka broker", broker.cpu_seconds()),
                         ("dispatcher, node watcher, submitter", process_cpu_seconds(os.getpid()))):
         if value is not None:
             out[name] = value
-    used = {name: process_cpu_seconds(pid) for name, pid in backend.processes.items()}
-    if used and None not in used.values():
-        out[CLUSTER_PROCESSES[backend.name]] = sum(u or 0.0 for u in used.values())
+    if cluster and len(cluster) == len(backend.processes):
+        out[CLUSTER_PROCESSES[backend.name]] = sum(cluster.values())
     return out
 
 
