@@ -29,18 +29,18 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bench.controlplane.sizes import BORROWING_LIMIT, NOMINAL, SIZES, per_queue
-from bench.controlplane.workload import CLUSTER, Fleet, QueueLayout, submission
+from bench.system.sizes import BORROWING_LIMIT, NOMINAL, SIZES, per_queue
+from bench.system.workload import CLUSTER, Fleet, QueueLayout, submission
 from schemas.codec import decode, encode
 from schemas.decisions import JobAdmitted
 from schemas.envelope import Envelope, Message, caused_by, make_envelope
 from schemas.runs import DISPATCHES, RUNS, RunStarted, RunSucceeded
 from schemas.topics import INTENTS_TOPIC, RUNS_TOPIC
 from services.core import SchedulerConfig
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
+from services.queue_manager.queue_state import Out, QueueState
 from services.queue_manager.service import PRODUCER
-from services.queue_manager.state import Out, QueueState
 from services.runtime.collector import configure_collector
 
 SUBMITTER = "bench_pipeline"

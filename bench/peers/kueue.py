@@ -28,15 +28,15 @@ from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
 
-from bench.controlplane.machine import process_cpu_seconds, spent
-from bench.controlplane.measure import Table
-from bench.controlplane.observe import counting
-from bench.controlplane.stack import private_broker, running_stack
-from bench.controlplane.workload import Fleet
 from bench.peers import kueue_build, kueue_kube
 from bench.peers.kueue_figures import Figures, muster_figures, read_kueue
 from bench.peers.kueue_scenario import Scenario, ScenarioLayout, load, submission
 from bench.peers.kueue_virtual import replay
+from bench.system.machine import process_cpu_seconds, spent
+from bench.system.measure import Table
+from bench.system.observe import counting
+from bench.system.stack import private_broker, running_stack
+from bench.system.workload import Fleet
 from services.core import SchedulerConfig
 
 SMOKE = Path(__file__).with_name("kueue-smoke.yaml")

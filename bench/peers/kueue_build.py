@@ -1,7 +1,7 @@
 """Kueue's scheduler performance test built from its Go module, once, into
 ``~/.cache/muster/peers/kueue-<version>-<digest>/``, and run as Kueue's ``make run-performance-scheduler`` runs it.
 
-The module ``controlplane/peers/kueue`` pins ``sigs.k8s.io/kueue`` (and everything it needs) by its go.mod and
+The module ``gomodules/peers/kueue`` pins ``sigs.k8s.io/kueue`` (and everything it needs) by its go.mod and
 go.sum. A build holds ``bin/runner`` and ``bin/minimalkueue`` (as Kueue's Makefile builds them), ``bin/checker.test``
 (its checker, ``go test -c``), and from the module: ``crds/`` (``config/components/crd/bases``) and ``configs/``
 (``test/performance/scheduler/configs``: the generator configs and the range specs its CI enforces).
@@ -20,11 +20,11 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from services.kubereal.build import BuildError, cache_root, go_environment, run_go
+from services.kubereal.build import GO_MODULES_ROOT, BuildError, cache_root, go_environment, run_go
 
 MODULE = "sigs.k8s.io/kueue"
 VERSION = "v0.17.0"
-GO_MODULE_DIR = Path(__file__).resolve().parents[2] / "controlplane" / "peers" / "kueue"
+GO_MODULE_DIR = GO_MODULES_ROOT / "peers" / "kueue"
 SCHEDULER = f"{MODULE}/test/performance/scheduler"
 #: what its Makefile passes besides the paths (SCALABILITY_EXTRA_ARGS and SCALABILITY_SCRAPE_ARGS by default)
 MAKE_ARGS = ("--withLogs=true", "--logToFile=true", "--metricsScrapeInterval=5s")

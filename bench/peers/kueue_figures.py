@@ -19,8 +19,8 @@ from typing import Any
 
 import yaml
 
-from bench.controlplane.measure import Timeline
 from bench.peers.kueue_scenario import Arrival, Scenario
+from bench.system.measure import Timeline
 
 
 @dataclass(frozen=True)

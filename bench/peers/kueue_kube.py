@@ -31,14 +31,14 @@ from pathlib import Path
 import yaml
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from bench.controlplane import kube
-from bench.controlplane.machine import process_cpu_seconds
-from bench.controlplane.measure import Timeline
-from bench.controlplane.observe import counting
-from bench.controlplane.stack import SUBMITTER, Broker, QueueManagerProcess, private_broker, publish
-from bench.controlplane.workload import GPU_TYPE, TENANT
 from bench.peers.kueue_figures import Figures, muster_figures
 from bench.peers.kueue_scenario import GPUS_PER_NODE, Arrival, Scenario, ScenarioLayout, priority_class
+from bench.system import kube
+from bench.system.machine import process_cpu_seconds
+from bench.system.measure import Timeline
+from bench.system.observe import counting
+from bench.system.stack import SUBMITTER, Broker, QueueManagerProcess, private_broker, publish
+from bench.system.workload import GPU_TYPE, TENANT
 from schemas.codec import DecodeError, decode
 from schemas.config import ClusterConfig, MusterConfig, NodeGroupConfig, TopologyConfig
 from schemas.decisions import JobAdmitted, JobRejected

@@ -34,7 +34,7 @@ from typing import Any
 
 import yaml
 
-from bench.controlplane.workload import GPU_TYPE, TENANT
+from bench.system.workload import GPU_TYPE, TENANT
 from schemas.config import (
     CohortConfig,
     CohortDefined,

@@ -13,17 +13,17 @@ import heapq
 import itertools
 from datetime import UTC, datetime
 
-from bench.controlplane.measure import Timeline
-from bench.controlplane.workload import CLUSTER, Fleet
 from bench.peers.kueue_figures import Figures, muster_figures
 from bench.peers.kueue_scenario import Scenario, ScenarioLayout, submission
+from bench.system.measure import Timeline
+from bench.system.workload import CLUSTER, Fleet
 from schemas.decisions import JobAdmitted, JobPreemptionRequested
 from schemas.envelope import Message
 from schemas.runs import JobStopped, RunStarted, RunSucceeded
 from services.core import SchedulerConfig
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
-from services.queue_manager.state import QueueState
+from services.queue_manager.queue_state import QueueState
 
 T0 = datetime(2026, 11, 1, tzinfo=UTC).timestamp()
 #: a scenario that has not ended after this much virtual time is reported as it stands

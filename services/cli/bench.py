@@ -1,6 +1,6 @@
-"""``muster bench <name> [--quick]``: the control-plane benchmarks through a real Kafka broker.
+"""``muster bench <name> [--quick]``: benchmarks of Muster's services through a real Kafka broker.
 
-The programs live in ``bench/controlplane`` of the source tree (they are not installed with the
+The programs live in ``bench/system`` of the source tree (they are not installed with the
 package); the command finds them next to ``services/``.
 """
 
@@ -19,25 +19,25 @@ import click
 from services.kubereal.build import BuildError
 from services.simulator.progress import TerminalProgress, progress_wanted
 
-# name -> module of bench.controlplane whose ``main(quick=..., bootstrap=..., **options)`` runs it
+# name -> module of bench.system whose ``main(quick=..., bootstrap=..., **options)`` runs it
 BENCHMARKS: dict[str, str] = {
-    "throughput": "bench.controlplane.run_throughput",
-    "largescale": "bench.controlplane.largescale",
-    "gang": "bench.controlplane.gang",
-    "reclaim": "bench.controlplane.reclaim",
-    "shards": "bench.controlplane.shards",
-    "dispatch": "bench.controlplane.kube",
+    "throughput": "bench.system.run_throughput",
+    "largescale": "bench.system.largescale",
+    "gang": "bench.system.gang",
+    "reclaim": "bench.system.reclaim",
+    "shards": "bench.system.shards",
+    "dispatch": "bench.system.kube",
     "kueue": "bench.peers.kueue",
 }
 #: benchmarks of the Kubernetes side (``--kube real``): kubesim and a real control plane in one run
 KUBE_BENCHMARKS = ("gang", "dispatch", "reclaim", "kueue")
-#: benchmarks that record per-job moments for ``--plot`` (``bench.controlplane.observe``)
+#: benchmarks that record per-job moments for ``--plot`` (``bench.system.observe``)
 PLOTTED = ("throughput", "shards", "largescale")
 
 
 def _load(module: str) -> Any:
     root = Path(__file__).resolve().parents[2]
-    if not (root / "bench" / "controlplane").is_dir() or not (root / "bench" / "peers").is_dir():
+    if not (root / "bench" / "system").is_dir() or not (root / "bench" / "peers").is_dir():
         raise click.ClickException(f"the benchmark programs are not here: {root / 'bench'} (run from a source tree)")
     if str(root) not in sys.path:
         sys.path.insert(0, str(root))
@@ -85,7 +85,7 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
     if not verbose:  # a fresh broker's leader elections and new topics make the client log retried errors
         logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
     # kueue's own module adds Muster on kubesim and a real control plane beside its other columns
-    module = _load("bench.controlplane.kube" if kube == "real" and name != "kueue" else BENCHMARKS[name])
+    module = _load("bench.system.kube" if kube == "real" and name != "kueue" else BENCHMARKS[name])
     from services.runtime.collector import configure_collector
 
     configure_collector()  # the fake cluster stands in for services that `muster serve` would run so
@@ -103,8 +103,8 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
         raise click.UsageError("--debounce applies to the throughput benchmark only")
     # SIGTERM (a time limit, a CI runner) ends the run like Ctrl-C: the private broker is stopped too
     previous = signal.signal(signal.SIGTERM, signal.default_int_handler)
-    machine = _load("bench.controlplane.machine")
-    observer = _load("bench.controlplane.observe").OBSERVER
+    machine = _load("bench.system.machine")
+    observer = _load("bench.system.observe").OBSERVER
     before = machine.CpuTimes.now()
     try:
         with TerminalProgress(progress_wanted(progress)) as bars:
@@ -127,7 +127,7 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
     if plot_path is not None:
         if not observer.series:
             raise click.ClickException(f"{name} recorded no scenarios to plot; {plot_path} not written")
-        _load("bench.controlplane.plots").write_plot(observer.series, plot_path, f"muster bench {name}")
+        _load("bench.system.plots").write_plot(observer.series, plot_path, f"muster bench {name}")
         click.echo(f"  plot: {plot_path}")
     # the figures move with the rest of the machine: say how busy it was and how much the host took
     click.echo("  " + machine.describe(before, machine.CpuTimes.now()))

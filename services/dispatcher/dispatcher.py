@@ -7,7 +7,7 @@ import logging
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled
 from schemas.envelope import Envelope
 from schemas.runs import RunFailed
-from services.dispatcher import admission, preemption, replacement, restarts, workloads
+from services.dispatcher import admission, preemption_handshake, replacement, restarts, workloads
 from services.dispatcher.book import rebuild
 from services.dispatcher.context import Context
 from services.dispatcher.workloads import WorkloadOps
@@ -34,7 +34,7 @@ class Dispatcher:
         for run in current.values():
             ctx.set_run(run)
             if run.preemption is not None:
-                preemption.start(ctx, run)
+                preemption_handshake.start(ctx, run)
             elif run.restart_at is not None:
                 restarts.schedule(ctx, run)
             elif run.replaces:
@@ -55,7 +55,7 @@ class Dispatcher:
                 await admission.admit(self.ctx, envelope, delivery)
         elif isinstance(payload, JobPreemptionRequested):
             if not await workloads.request_stop(self.ctx, self.workload_ops, envelope, delivery):
-                await preemption.request(self.ctx, envelope, delivery)
+                await preemption_handshake.request(self.ctx, envelope, delivery)
         elif isinstance(payload, JobScaled):
             if not await workloads.scale(self.ctx, self.workload_ops, envelope, delivery):
                 await admission.scale(self.ctx, envelope, delivery)

@@ -15,7 +15,7 @@ from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.plans import DispatchSettings
 from services.dispatcher.releaser import Releaser
 from services.dispatcher.reports import Reporter
-from services.runtime.kafka import ConsumerLoop, EnvelopeProducer
+from services.runtime.kafka import ConsumerLoop, EnvelopeProducer, LoopSettings, PerRecord, Topics
 from services.runtime.kube import KubeRest, build_api_client
 from services.runtime.options import ServeOptions
 from services.runtime.service import ServiceMain, ServiceRunner
@@ -62,9 +62,9 @@ class DispatcherMain(ServiceMain):
                 binder = Binder(rest, on_bound=metrics.pods_bound.labels(options.cluster).inc)
                 releaser = Releaser(rest, ctx.workloads, on_released=metrics.pods_bound.labels(options.cluster).inc)
                 metrics.pods_waiting.labels(options.cluster).set_function(lambda: binder.pods_waiting)
-                loop = ConsumerLoop(kafka, [DECISIONS_TOPIC, RUNS_TOPIC], dispatcher.handle, producer,
-                                    group_id=group_id(options.cluster),
-                                    concurrency=self.settings.concurrent_decisions)
+                inputs = LoopSettings(Topics([DECISIONS_TOPIC, RUNS_TOPIC]), group_id=group_id(options.cluster),
+                                      settle=PerRecord(concurrency=self.settings.concurrent_decisions))
+                loop = ConsumerLoop(kafka, inputs, dispatcher.handle, producer)
                 runner = ServiceRunner(SERVICE, loops=[loop], tasks=[binder.run, releaser.run], registry=registry,
                                        http_host=options.http_host, http_port=options.http_port)
                 log.info("dispatcher for cluster %s starting (group %s)", options.cluster, loop.group_id)

@@ -67,7 +67,7 @@ def restart_delay(restarts_done: int, settings: DispatchSettings) -> float:
 def users_job(job_id: str, attempt: int, revision: int, name: str) -> bool:
     """Whether the Job of a run is one its user created (a kube-native Job, released in place) rather than one
     Muster created: Muster names every Job it creates ``object_name(job_id, attempt, revision)``. A user's Job
-    is suspended when its job is stopped, never deleted (see ``preemption``)."""
+    is suspended when its job is stopped, never deleted (see ``preemption_handshake``)."""
     return name != object_name(job_id, attempt, revision)
 
 

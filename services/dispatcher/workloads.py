@@ -50,7 +50,7 @@ from services.dispatcher import cancelled
 from services.dispatcher.book import CANCELLED, Preemption
 from services.dispatcher.context import Context, api_failure, emit, report_failure
 from services.dispatcher.plans import object_name
-from services.dispatcher.preemption import handshake_annotations
+from services.dispatcher.preemption_handshake import handshake_annotations
 from services.dispatcher.workload_book import WorkloadRun, resource_of
 from services.dispatcher.workload_plans import (
     OWNED,

@@ -20,9 +20,9 @@ from services.gateway.configs import defined_message
 from services.gateway.dashboard_state import DashboardFeeds, DashboardState
 from services.gateway.errors import ApiError
 from services.gateway.metrics import GatewayMetrics
-from services.gateway.policy import SubmissionPlan, plan_submission
 from services.gateway.presenters import job_from_status, job_from_submission
 from services.gateway.publisher import Publisher
+from services.gateway.submission_rules import SubmissionPlan, plan_submission
 from services.gateway.submissions import RecentSubmissions
 from services.gateway.tenant_queues import PendingQueues
 from services.gateway.views import ConfigItem, ConfigKind, ConfigView, StatusView, UsageView

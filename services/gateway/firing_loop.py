@@ -21,8 +21,8 @@ from services.gateway.context import GatewayContext
 from services.gateway.cron import firing_submission
 from services.gateway.errors import ApiError
 from services.gateway.firings import DEFAULT_STARTING_DEADLINE, Firing, FiringPlanner
-from services.gateway.policy import check_spec
 from services.gateway.recurring import previous_firing
+from services.gateway.submission_rules import check_spec
 
 log = logging.getLogger(__name__)
 

@@ -8,7 +8,7 @@ manifest says them. So a client may send
                                      "manifest": {...the JobSet...}}}
 
 and the job is queued with the JobSet's roles. A spec that does give roles beside a manifest must give the
-manifest's own (``policy.check_spec``: 422 ``roles_do_not_match_workload``; a role's ``topology`` may be
+manifest's own (``submission_rules.check_spec``: 422 ``roles_do_not_match_workload``; a role's ``topology`` may be
 added): a tenant cannot declare fewer GPUs than its object asks for.
 
 A bare Kubernetes object is not a body of this route: the spec is the one API (its queue, priority, and
@@ -69,7 +69,7 @@ def with_workload_roles(data: Any) -> Any:
         if not data.get("name"):
             data = {**data, "name": object_meta(obj).name}
         if declared:
-            return data  # checked against the manifest after validation (policy.check_spec)
+            return data  # checked against the manifest after validation (submission_rules.check_spec)
         kind = kind_of(obj) if obj.get("kind") == "List" else kind_for(api_version, kind_name)
         references = kind.references(obj)
         if references:

@@ -28,7 +28,7 @@ from services.gateway import kube_feedback
 from services.gateway.auth import Principal
 from services.gateway.context import GatewayContext
 from services.gateway.errors import ApiError
-from services.gateway.policy import check_spec, queue_for_submission
+from services.gateway.submission_rules import check_spec, queue_for_submission
 from services.gateway.views import ConfigView, StatusView
 from services.runtime.clock import Clock
 from services.runtime.kube import ADDED, DELETED, EVENTS, JOBS, MODIFIED, KubeRest, build_api_client, job_cache, update

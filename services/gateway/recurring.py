@@ -13,7 +13,7 @@ from schemas.status import JobStatusChanged
 from services.gateway.auth import Principal
 from services.gateway.cron import firing_time_of, next_firings, valid_schedule
 from services.gateway.errors import ApiError
-from services.gateway.policy import check_env, check_spec, queue_for_submission
+from services.gateway.submission_rules import check_env, check_spec, queue_for_submission
 from services.gateway.views import ConfigView
 
 MAX_NAME = 63

@@ -28,9 +28,9 @@ from services.gateway.context import GatewayContext
 from services.gateway.deps import Caller, Context
 from services.gateway.errors import BODY_NAME_KEY, ApiError
 from services.gateway.job_requests import JobSubmission
-from services.gateway.policy import check_preemptibility
 from services.gateway.presenters import explanation
 from services.gateway.routes_recurring import define_recurring
+from services.gateway.submission_rules import check_preemptibility
 
 router = APIRouter(prefix="/v1/jobs", tags=["jobs"])
 #: the longest a request about a job waits for the queue manager's answer (``?wait=``)

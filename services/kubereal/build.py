@@ -1,7 +1,7 @@
 """Building the control plane's binaries from their Go modules, once, into ``~/.cache/muster/k8s/<key>``.
 
 kube-apiserver, kube-controller-manager, kube-scheduler and kubectl come from ``k8s.io/kubernetes``,
-etcd from the etcd server module Kubernetes pins, all through the Go module in ``controlplane/``
+etcd from the etcd server module Kubernetes pins, all through the Go module at the root of ``gomodules/``
 (pinned by its ``go.sum``). KWOK, which plays the kubelets of the fake GPU nodes, is installed at
 its released version, and the stage files Muster uses from its module are copied beside it. The
 cache key holds the versions and a digest of the Go module's files, so a changed pin builds anew and
@@ -38,7 +38,9 @@ KWOK_STAGES = {
 }
 KUBE_COMMANDS = ("kube-apiserver", "kube-controller-manager", "kube-scheduler", "kubectl")
 BINARIES = ("etcd", *KUBE_COMMANDS, "kwok")
-GO_MODULE_DIR = Path(__file__).resolve().parents[2] / "controlplane"
+#: the Go modules Muster builds from (``gomodules/README.md``); the Kubernetes module is at its root
+GO_MODULES_ROOT = Path(__file__).resolve().parents[2] / "gomodules"
+GO_MODULE_DIR = GO_MODULES_ROOT
 CACHE_ENV = "MUSTER_CACHE_DIR"
 FALLBACK_GO = "/usr/local/go/bin/go"
 

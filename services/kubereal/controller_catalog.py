@@ -1,7 +1,7 @@
 """The workload controllers a local control plane can run beside Kubernetes' own: what each one is
 built from and which of its module's manifests Muster installs.
 
-Each controller is pinned by a small Go module under ``controlplane/controllers/<name>/`` (a
+Each controller is pinned by a small Go module under ``gomodules/controllers/<name>/`` (a
 ``go.mod`` that requires the controller's module at one version and names its manager as a ``tool``,
 and the ``go.sum`` of that build; made with ``go mod tidy``). Its ``go`` line is the controller's own
 (1.24.0), so the binary gets the GODEBUG defaults of the controller's own builds. CRDs, webhook
@@ -15,7 +15,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
 
-CONTROLLERS_DIR = Path(__file__).resolve().parents[2] / "controlplane" / "controllers"
+from services.kubereal.build import GO_MODULES_ROOT
+
+CONTROLLERS_DIR = GO_MODULES_ROOT / "controllers"
 
 
 @dataclass(frozen=True)

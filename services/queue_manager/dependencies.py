@@ -17,7 +17,7 @@ from schemas.envelope import MAX_TEXT
 from schemas.topics import DECISIONS_TOPIC
 from services.core.dependencies import After, On, find_cycle, verdict
 from services.queue_manager.entries import JobEntry
-from services.queue_manager.state import Out, QueueState
+from services.queue_manager.queue_state import Out, QueueState
 
 WAITING = "waiting_for_dependencies"
 DEPENDENCY_FAILED = "dependency_failed"

@@ -8,8 +8,8 @@ from schemas.runs import DISPATCHES, RUNS, RunResized
 from schemas.topics import JOBS_TOPIC, STATUS_TOPIC
 from services.queue_manager.dependencies import settle
 from services.queue_manager.intents import on_intent
+from services.queue_manager.queue_state import Out, QueueState
 from services.queue_manager.runs import on_run
-from services.queue_manager.state import Out, QueueState
 from services.queue_manager.status import build_status
 
 _INTENT_TYPES = frozenset(m.TYPE for m in INTENTS)

@@ -44,7 +44,7 @@ from schemas.config import QueueConfig, TenantConfig
 from schemas.envelope import Message
 from schemas.intents import SubmitJob
 from schemas.topics import intents_topic_tenant
-from services.queue_manager.state import QueueState
+from services.queue_manager.queue_state import QueueState
 from services.spec.config_items import ConfigItems
 from services.spec.ids import id_tenant_tag, job_id_of_tenant, tag_sharers, tenant_tag
 from services.spec.secret_env import spec_plain_secrets

@@ -17,7 +17,7 @@ from schemas.status import JobStatusChanged
 from services.core import Admit, Preempt
 from services.queue_manager.dependencies import WAITING, queue_or_hold
 from services.queue_manager.entries import JobEntry
-from services.queue_manager.state import Out, QueueState
+from services.queue_manager.queue_state import Out, QueueState
 from services.spec.core_types import main_role_name, placement_from_plan
 
 

@@ -26,7 +26,7 @@ import orjson
 
 from schemas.intents import SubmitJob
 from schemas.topics import intents_topic_tenant, is_intents_topic
-from services.queue_manager.state import QueueState
+from services.queue_manager.queue_state import QueueState
 from services.spec.ids import id_tenant_tag, tenant_tag
 
 

@@ -40,7 +40,7 @@ from schemas.runs import (
 )
 from services.core import Preempt, PreemptReason
 from services.queue_manager.entries import JobEntry
-from services.queue_manager.state import Out, QueueState
+from services.queue_manager.queue_state import Out, QueueState
 from services.spec.core_types import main_role_name, placement_plan
 
 log = logging.getLogger(__name__)

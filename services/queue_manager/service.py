@@ -32,7 +32,7 @@ from schemas.topics import (
     USAGE_TOPIC,
 )
 from services.core import SchedulerConfig
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.metrics import QueueMetrics
 from services.queue_manager.pools import Shard
@@ -44,18 +44,21 @@ from services.queue_manager.provenance import (
     plain_secret_refusal,
     unproven,
 )
+from services.queue_manager.queue_state import Out, QueueState
 from services.queue_manager.recovery import rebuild, seed_statuses
 from services.queue_manager.reporting import ReportPacer
 from services.queue_manager.routing import passes_over
-from services.queue_manager.state import Out, QueueState
 from services.runtime.kafka import (
+    Batched,
     BatchFuture,
     ConsumerLoop,
     Delivery,
     EnvelopeProducer,
     KafkaSettings,
+    LoopSettings,
     Outgoing,
     OutputOrder,
+    Pattern,
     Refused,
 )
 from services.runtime.kafka.table import CompactedTable
@@ -316,9 +319,9 @@ class QueueManager:
         # batch settle: a fetched batch's records and statuses are acknowledged together before the
         # commit (one broker round trip per batch); a failed output stops the service, which then
         # recovers from muster.jobs and re-reads the uncommitted batch
-        loop = ConsumerLoop(self.settings, (), self.handle, self.producer, group_id=group_id(self.shard),
-                            settle="batch", max_records=500, order=self._order,
-                            skip=self._passes_over, pattern=INPUT_PATTERN)
+        inputs = LoopSettings(Pattern(INPUT_PATTERN), settle=Batched(order=self._order),
+                              group_id=group_id(self.shard), max_records=500)
+        loop = ConsumerLoop(self.settings, inputs, self.handle, self.producer, skip=self._passes_over)
 
         async def stopper() -> None:
             await stop.wait()

@@ -6,7 +6,7 @@ Recovery (why it works this way, and its limits):
 - **State in tables.** The ledger (open attempts, settled keys, decayed usage per queue, window usage
   per tenant) and the allocation per queue and GPU type live in Faust tables, each backed by a compacted
   changelog topic (names in ``services.quota_accountant.stream``, rows in
-  ``services.quota_accountant.state``). Faust's store is in memory (``memory://``, no RocksDB): on
+  ``services.quota_accountant.ledger_rows``). Faust's store is in memory (``memory://``, no RocksDB): on
   start, and after every rebalance, the tables are read back from their changelogs and the ledger is
   rebuilt from them. An attempt that is still running is in the ``attempts`` table however long ago it
   was admitted and started, so it keeps accruing across restarts whatever the input topics retain.
@@ -51,9 +51,9 @@ from services.quota_accountant.attempts import Charge
 from services.quota_accountant.config_view import ConfigView, build_view
 from services.quota_accountant.handlers import apply, attempt_key_of
 from services.quota_accountant.ledger import DEFAULT_HALF_LIFE_S, DEFAULT_HORIZON_S, Ledger
+from services.quota_accountant.ledger_rows import Change, TableMirror, ledger_of
 from services.quota_accountant.metrics import AccountantMetrics
 from services.quota_accountant.reports import budget_report, chargeback, queue_report_of
-from services.quota_accountant.state import Change, TableMirror, ledger_of
 from services.quota_accountant.stream import AccountantStreams, Ack, Rows
 from services.quota_accountant.windows import to_datetime
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings, topic_replication

@@ -34,7 +34,7 @@ import faust
 from faust import Stream
 from faust.types import StreamT
 
-from services.quota_accountant.state import TABLES, Change, TableName
+from services.quota_accountant.ledger_rows import TABLES, Change, TableName
 from services.runtime.kafka import KafkaSettings
 
 log = logging.getLogger(__name__)

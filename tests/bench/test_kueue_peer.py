@@ -8,12 +8,12 @@ from pathlib import Path
 
 import pytest
 
-from bench.controlplane.measure import Timeline
 from bench.peers.kueue import SMOKE
 from bench.peers.kueue_build import checker_results
 from bench.peers.kueue_figures import muster_figures, read_kueue, usage_percent
 from bench.peers.kueue_scenario import ScenarioError, ScenarioLayout, job_id, load, parse, scaled
 from bench.peers.kueue_virtual import replay
+from bench.system.measure import Timeline
 from schemas.config import CohortDefined, PriorityClassDefined, QueueDefined
 
 CONFIG = {

@@ -5,7 +5,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from bench.controlplane.machine import CpuTimes, describe, process_cpu_seconds, spent
+from bench.system.machine import CpuTimes, describe, process_cpu_seconds, spent
 
 BEFORE = "cpu  100 0 50 800 50 0 0 0 0 0\ncpu0 50 0 25 400 25 0 0 0 0 0\n"
 AFTER = "cpu  700 0 150 1000 50 0 100 100 0 0\ncpu0 350 0 75 500 25 0 50 50 0 0\n"

@@ -14,9 +14,9 @@ import pytest
 from click.testing import CliRunner
 from PIL import Image
 
-from bench.controlplane.measure import Timeline
-from bench.controlplane.observe import OBSERVER, Series
-from bench.controlplane.plots import write_plot
+from bench.system.measure import Timeline
+from bench.system.observe import OBSERVER, Series
+from bench.system.plots import write_plot
 from services.cli import bench as bench_cli
 
 PNG_MAGIC = b"\x89PNG\r\n\x1a\n"

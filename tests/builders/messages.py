@@ -27,7 +27,7 @@ from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected, 
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
 from schemas.jobs import JobRecord, JobRecorded
-from schemas.jobspec import CheckpointSpec, JobSpec, PodTemplate, ResourceRequest, TopologySpec
+from schemas.jobspec import CheckpointSpec, JobSpec, TopologySpec
 from schemas.runs import (
     DispatchFailed,
     JobDispatched,
@@ -45,24 +45,19 @@ from schemas.runs import (
 from schemas.status import JobStatusChanged
 from schemas.topics import TOPIC_OF
 from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from tests.builders.jobspecs import job_spec
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
-def job_spec(name: str = "train-llm", queue: str = "team-a", replicas: int = 4, gpus: int = 8) -> JobSpec:
-    return JobSpec(
-        name=name,
-        queue=queue,
+def example_spec() -> JobSpec:
+    """The job of the example messages: every commonly set field set."""
+    return job_spec(
+        "train-llm", "team-a", replicas=4, gpus=8, gpu_type="a100", cpu="16", memory="128Gi",
+        image="registry.example/train:1.4",
+        pod={"command": ["python", "train.py"], "args": ["--epochs", "10"], "env": {"NCCL_DEBUG": "INFO"}},
         priority_class="normal",
-        replicas=replicas,
-        min_replicas=max(1, replicas // 2),
-        template=PodTemplate(
-            image="registry.example/train:1.4",
-            command=["python", "train.py"],
-            args=["--epochs", "10"],
-            env={"NCCL_DEBUG": "INFO"},
-            resources=ResourceRequest(gpus=gpus, gpu_type="a100", cpu="16", memory="128Gi"),
-        ),
+        min_replicas=2,
         topology=TopologySpec(level="rack", mode="preferred"),
         runtime_estimate_s=6 * 3600,
         checkpoint=CheckpointSpec(enabled=True, grace_period_s=120, directory="/ckpt"),
@@ -85,7 +80,8 @@ def example_messages() -> list[Message]:
         labels={"pool": "training"}, taints=[Taint(key="nvidia.com/gpu")],
     )
     return [
-        SubmitJob(job_id=job, tenant="team-a", user="alice", spec=job_spec(), submitted_at=T0, idempotency_key="k1"),
+        SubmitJob(job_id=job, tenant="team-a", user="alice", spec=example_spec(), submitted_at=T0,
+                  idempotency_key="k1"),
         CancelJob(job_id=job, requested_by="alice", reason="wrong data"),
         SuspendJob(job_id=job, requested_by="alice"),
         ResumeJob(job_id=job, requested_by="alice"),
@@ -94,7 +90,7 @@ def example_messages() -> list[Message]:
         NodeStateObserved(state=node, observed_at=T0),
         NodeRemoved(cluster="east", node="east-a100-3", observed_at=T0),
         JobAdmitted(job_id=job, attempt=1, tenant="team-a", queue="team-a", namespace="team-a", priority=100,
-                    replicas=4, placement=_placement(), spec=job_spec()),
+                    replicas=4, placement=_placement(), spec=example_spec()),
         JobPreemptionRequested(job_id=job, attempt=1, reason="higher_priority", grace_period_s=120,
                                preemptor="j-0002", cluster="east"),
         JobScaled(job_id=job, attempt=1, replicas=4, placement=_placement()),
@@ -128,10 +124,10 @@ def example_messages() -> list[Message]:
         TenantDefined(item=TenantConfig(name="team-a", namespace="team-a", gpu_hour_budget=500)),
         RecurringJobDefined(item=RecurringJobConfig(
             name="team-a.nightly", tenant="team-a", user="alice", created_at=T0,
-            spec=job_spec(name="nightly").model_copy(update={"schedule": "0 2 * * *"}))),
+            spec=example_spec().model_copy(update={"name": "nightly", "schedule": "0 2 * * *"}))),
         ConfigItemDeleted(kind="queue", name="old-queue"),
         JobRecorded(job_id=job, queue="team-a", record=JobRecord(
-            submission=SubmitJob(job_id=job, tenant="team-a", user="alice", spec=job_spec(), submitted_at=T0),
+            submission=SubmitJob(job_id=job, tenant="team-a", user="alice", spec=example_spec(), submitted_at=T0),
             priority=100, state="running", attempt=1, replicas=4, placement=_placement(), admitted_at=T0)),
     ]
 

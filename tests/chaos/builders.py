@@ -6,12 +6,12 @@ from datetime import UTC, datetime, timedelta
 
 from schemas.decisions import JobAdmitted, NodePods, PlacementPlan
 from schemas.envelope import Message, make_envelope
-from schemas.jobspec import JobSpec
 from schemas.runs import JobStopped
 from schemas.status import JobStatusChanged
 from schemas.topics import DECISIONS_TOPIC, DISPATCHES_TOPIC, STATUS_TOPIC
 from services.chaos.eventlog import LoggedEvent
 from services.chaos.pods import PodLife
+from tests.builders.jobspecs import job_spec
 
 T0 = datetime(2026, 1, 1, tzinfo=UTC)
 TOPIC_OF = {JobAdmitted: DECISIONS_TOPIC, JobStatusChanged: STATUS_TOPIC, JobStopped: DISPATCHES_TOPIC}
@@ -32,8 +32,7 @@ class Log:
 
 def admitted(job_id: str, attempt: int = 0, *, node: str = "n1", pods: int = 1, gpus: int = 4,
              queue: str = "team-a") -> JobAdmitted:
-    spec = JobSpec.model_validate({"name": job_id, "queue": queue, "replicas": pods,
-                                   "template": {"image": "img:1", "resources": {"gpus": gpus, "gpu_type": "a100"}}})
+    spec = job_spec(job_id, queue, replicas=pods, gpus=gpus, gpu_type="a100", image="img:1")
     return JobAdmitted(job_id=job_id, attempt=attempt, tenant=queue, queue=queue, namespace=queue, priority=100,
                        replicas=pods, placement=PlacementPlan(cluster="c", nodes=[NodePods(node=node, pods=pods)]),
                        spec=spec)

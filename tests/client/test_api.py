@@ -23,7 +23,8 @@ from schemas.api import Explanation, JobEvents, JobView
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC
 from tests.builders.clock import T0
-from tests.gateway.builders import TOKENS, Harness, answering, feed, job_spec, spec_json, status_changed
+from tests.builders.jobspecs import job_spec
+from tests.gateway.builders import TOKENS, Harness, answering, feed, spec_json, status_changed
 
 
 async def test_submit_a_typed_spec_with_a_key_is_one_job_and_reads_back(alice: AsyncClient, gw: Harness) -> None:

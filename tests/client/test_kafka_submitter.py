@@ -12,7 +12,8 @@ from schemas.intents import SubmitJob
 from schemas.topics import INTENTS_TOPIC
 from services.runtime.kafka import KafkaSettings
 from services.spec.ids import job_id_of_tenant, keyed_job_id, random_job_id, tenant_tag
-from tests.gateway.builders import TOKENS, Harness, harness, job_spec, spec_json
+from tests.builders.jobspecs import job_spec
+from tests.gateway.builders import TOKENS, Harness, harness, spec_json
 from tests.integration.builders import read_all
 
 

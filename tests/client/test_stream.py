@@ -24,7 +24,8 @@ from schemas.topics import INTENTS_TOPIC
 from schemas.usage import QueueUsageReported
 from services.gateway.dashboard_state import DashboardFeeds
 from tests.builders.clock import T0
-from tests.gateway.builders import TOKENS, Harness, feed, job_spec, status_changed
+from tests.builders.jobspecs import job_spec
+from tests.gateway.builders import TOKENS, Harness, feed, status_changed
 
 
 def send(fold: object, message: Message) -> None:

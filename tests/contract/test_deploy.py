@@ -24,7 +24,7 @@ from services.gateway.auth import TokenTable
 from services.gateway.metrics import GatewayMetrics
 from services.node_watcher.metrics import WatcherMetrics
 from services.queue_manager.metrics import QueueMetrics
-from services.queue_manager.state import QueueState
+from services.queue_manager.queue_state import QueueState
 from services.quota_accountant.metrics import AccountantMetrics
 from services.runtime.kafka.settings import KafkaSettings
 from services.runtime.metrics_access import MetricsAccess

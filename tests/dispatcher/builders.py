@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled, NodePods, PlacementPlan
-from schemas.jobspec import CheckpointSpec, JobSpec, PodTemplate, ResourceRequest
+from schemas.jobspec import CheckpointSpec, JobSpec
+from tests.builders import jobspecs
 
 CLUSTER = "east"
 DURATION = "kubesim.muster.dev/duration-seconds"
@@ -15,31 +18,32 @@ def placement(*nodes: str, pods_per_node: int = 1, cluster: str = CLUSTER) -> Pl
     return PlacementPlan(cluster=cluster, nodes=[NodePods(node=n, pods=pods_per_node) for n in chosen])
 
 
-def spec(*, replicas: int = 2, gpus: int = 4, seconds: float | None = 30.0, exit_code: int | None = None,
-         max_restarts: int = 3, annotations: dict[str, str] | None = None, checkpoint_dir: str | None = "/ckpt",
-         grace_s: int = 30) -> JobSpec:
-    extra = dict(annotations or {})
-    if seconds is not None:
-        extra[DURATION] = str(seconds)
+#: what the dispatcher's tests find in the manifests of a job, as ``job_spec(**TRAINING, ...)`` gives it: a
+#: command, an env var and a label of its own, 2 CPUs and 8Gi a pod, a checkpoint directory and 30 s to stop
+TRAINING: dict[str, Any] = {
+    "cpu": "2", "memory": "8Gi",
+    "pod": {"command": ["python", "train.py"], "env": {"EPOCHS": "3"}},
+    "checkpoint": CheckpointSpec(enabled=True, grace_period_s=30, directory="/ckpt"),
+    "labels": {"team": "nlp"},
+}
+
+
+def runs_for(seconds: float, *, exit_code: int | None = None) -> dict[str, str]:
+    """The annotations by which kubesim runs a job's pods ``seconds`` then has them exit (with ``exit_code``)."""
+    annotations = {DURATION: str(seconds)}
     if exit_code is not None:
-        extra[EXIT_CODE] = str(exit_code)
-    return JobSpec(
-        name="train", queue="team-a", replicas=replicas,
-        template=PodTemplate(image="registry.example/train:1", command=["python", "train.py"],
-                             env={"EPOCHS": "3"},
-                             resources=ResourceRequest(gpus=gpus, gpu_type="a100", cpu="2", memory="8Gi")),
-        checkpoint=CheckpointSpec(enabled=checkpoint_dir is not None, grace_period_s=grace_s,
-                                  directory=checkpoint_dir),
-        max_restarts=max_restarts, labels={"team": "nlp"}, annotations=extra,
-    )
+        annotations[EXIT_CODE] = str(exit_code)
+    return annotations
 
 
 def admitted(job_id: str, attempt: int = 0, *, plan: PlacementPlan | None = None, job_spec: JobSpec | None = None,
              namespace: str = "team-a", restarts: int = 0) -> JobAdmitted:
+    """The admission of ``job_id`` onto ``plan`` (two east a100 nodes, a pod each); unless ``job_spec`` says
+    otherwise, the job is the ``TRAINING`` one, a pod for each of the plan's, its pods running 30 s on kubesim."""
     where = plan or placement()
     return JobAdmitted(job_id=job_id, attempt=attempt, tenant="team-a", queue="team-a", namespace=namespace,
-                       priority=100, replicas=where.pods, placement=where, spec=job_spec or spec(replicas=where.pods),
-                       restarts=restarts)
+                       priority=100, replicas=where.pods, placement=where, restarts=restarts,
+                       spec=job_spec or jobspecs.job_spec(replicas=where.pods, **TRAINING, annotations=runs_for(30.0)))
 
 
 def preempt(job_id: str, attempt: int = 0, *, grace_s: float = 1.0, requeue: bool = True,

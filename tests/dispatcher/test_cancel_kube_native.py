@@ -26,12 +26,13 @@ from services.dispatcher.cancelled import LEFT_IN_PLACE
 from services.dispatcher.context import Context
 from services.dispatcher.dispatcher import Dispatcher
 from services.dispatcher.kube_ops import KubeOps
-from services.dispatcher.preemption import handshake_annotations
+from services.dispatcher.preemption_handshake import handshake_annotations
 from services.dispatcher.reports import Reporter
 from services.kubesim import KubeSim
 from services.runtime.kube import EVENTS, JOBS, PODS, KubeObject, KubeRest, Resource, build_api_client, ensure_namespace
 from services.spec.workload_spec import spec_from_workload
-from tests.dispatcher.builders import CLUSTER, DURATION, admitted, placement, spec
+from tests.builders.jobspecs import job_spec
+from tests.dispatcher.builders import CLUSTER, DURATION, TRAINING, admitted, placement, runs_for
 from tests.dispatcher.fakes import RecordingProducer, delivery
 from tests.dispatcher.harness import FAST, TEST_RETRY, eventually_true
 from tests.dispatcher.test_workloads_integration import JOBSETS, jobset
@@ -150,7 +151,7 @@ async def released_users_job(bench: Bench, job_id: str, name: str, attempt: int 
 async def admit_users_job(bench: Bench, job_id: str, name: str, attempt: int) -> None:
     source = {SOURCE_JOB: f"{NAMESPACE}/{name}"}
     await bench.handle(admitted(job_id, attempt, plan=placement("east-a100-0", "east-a100-1"),
-                                job_spec=spec(replicas=2, gpus=4, seconds=None, annotations=source)))
+                                job_spec=job_spec(replicas=2, gpus=4, **TRAINING, annotations=source)))
     await running(bench, f"{JOB_ID}={job_id},{ATTEMPT}={attempt}", 2)
 
 
@@ -186,7 +187,8 @@ async def test_a_cancelled_users_job_is_left_suspended_marked_and_told(bench: Be
 
 
 async def test_a_cancelled_job_muster_created_is_still_deleted(bench: Bench) -> None:
-    await bench.handle(admitted("own-1", 0, plan=placement("east-a100-0"), job_spec=spec(replicas=1, seconds=600)))
+    await bench.handle(admitted("own-1", 0, plan=placement("east-a100-0"),
+                                job_spec=job_spec(replicas=1, **TRAINING, annotations=runs_for(600))))
     await running(bench, f"{JOB_ID}=own-1", 1)
     await bench.handle(cancel("own-1"))
 

@@ -12,8 +12,9 @@ from schemas.runs import JobDispatched, RunAllPodsReady, RunFailed, RunStarted, 
 from services.kubesim.kubelet import KubeletProfile
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import JOBS, create_or_get
+from tests.builders.jobspecs import job_spec
 from tests.builders.realkube import RealKube
-from tests.dispatcher.builders import admitted, placement, scaled, spec
+from tests.dispatcher.builders import TRAINING, admitted, placement, runs_for, scaled
 from tests.dispatcher.harness import eventually_true, running
 
 pytestmark = pytest.mark.integration
@@ -28,7 +29,8 @@ async def test_admission_runs_on_the_planned_nodes_to_success(
     jid = job_id("ok")
     async with running(registry_settings, kube_backend) as cluster:
         plan = placement("east-a100-2", "east-a100-3")
-        await cluster.decide(admitted(jid, 0, plan=plan, job_spec=spec(replicas=2, seconds=1.0)))
+        await cluster.decide(admitted(jid, 0, plan=plan,
+                                      job_spec=job_spec(replicas=2, **TRAINING, annotations=runs_for(1.0))))
         dispatched = (await cluster.outputs.wait_for(JobDispatched, job_id=jid))[0]
         assert (dispatched.namespace, dispatched.object_name) == ("team-a", f"{jid}-a0")
         await cluster.outputs.wait_for(RunSucceeded, job_id=jid)
@@ -51,9 +53,10 @@ async def test_the_same_admission_twice_creates_one_job(
         registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("twice")
     async with running(registry_settings, kube_backend, watcher=False) as cluster:
-        envelope = await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=60)))
+        envelope = await cluster.decide(admitted(jid, 0, job_spec=job_spec(**TRAINING, annotations=runs_for(60))))
         await cluster.decide(envelope.payload, envelope)  # redelivery: the very same envelope
-        await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=60)))  # a repeated decision, new event id
+        # a repeated decision, new event id
+        await cluster.decide(admitted(jid, 0, job_spec=job_spec(**TRAINING, annotations=runs_for(60))))
         await cluster.outputs.wait_for(JobDispatched, job_id=jid)
         assert cluster.dispatcher is not None
         loop = cluster.runners["dispatcher"].loops[0]
@@ -71,7 +74,8 @@ async def test_scaling_recreates_the_gang_on_the_new_placement(
         registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("scale")
     async with running(registry_settings, kube_backend) as cluster:
-        await cluster.decide(admitted(jid, 0, plan=placement("east-a100-0"), job_spec=spec(replicas=3, seconds=60)))
+        await cluster.decide(admitted(jid, 0, plan=placement("east-a100-0"),
+                                      job_spec=job_spec(replicas=3, **TRAINING, annotations=runs_for(60))))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         bigger = placement("east-a100-0", "east-a100-1", "east-a100-2")
         await cluster.decide(scaled(jid, 0, plan=bigger))
@@ -95,7 +99,7 @@ async def test_a_rescale_starts_the_new_revision_only_once_the_old_pods_are_gone
     async with running(registry_settings, kube_backend) as cluster:
         cluster.require_sim().kubelet.profile = KubeletProfile("slow-stop", (0.0, 0.0), 0.0, 1.0)
         await cluster.decide(admitted(jid, 0, plan=placement("east-a100-0", pods_per_node=2),
-                                      job_spec=spec(replicas=2, gpus=4, seconds=60)))
+                                      job_spec=job_spec(replicas=2, gpus=4, **TRAINING, annotations=runs_for(60))))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         await cluster.decide(scaled(jid, 0, plan=placement("east-a100-0", "east-a100-1", pods_per_node=2)))
         await cluster.outputs.wait_for(JobDispatched, job_id=jid, count=2)
@@ -129,7 +133,7 @@ async def test_a_suspended_user_job_is_released_onto_its_placement(
         await create_or_get(cluster.rest, JOBS, user_job)
         source = {"muster.dev/source-job": "team-b/my-notebook"}
         decision = admitted(jid, 0, plan=placement("east-t4-1"), namespace="team-b",
-                            job_spec=spec(replicas=1, gpus=1, annotations=source))
+                            job_spec=job_spec(replicas=1, gpus=1, **TRAINING, annotations={**source, **runs_for(30.0)}))
         await cluster.decide(decision)
         dispatched = (await cluster.outputs.wait_for(JobDispatched, job_id=jid))[0]
         assert dispatched.object_name == "my-notebook"
@@ -145,7 +149,7 @@ async def test_a_job_reading_secrets_runs_with_the_references_in_its_pods(
     """The spec names a Secret's key and a whole Secret; the dispatcher's Job is accepted, its pods carry the
     references (never a value: Muster does not read Secrets) and the gang runs to success."""
     jid = job_id("secrets")
-    base = spec(replicas=2, seconds=1.0)
+    base = job_spec(replicas=2, **TRAINING, annotations=runs_for(1.0))
     with_secrets = base.model_copy(update={"template": base.template.model_copy(update={
         "env": {**base.template.env, "HF_TOKEN": EnvVar(secret_ref=SecretKeyRef(name="hf", key="token"))},
         "env_from": [EnvFromSecret(secret_ref=SecretRef(name="wandb"), prefix="WANDB_")]})})

@@ -20,7 +20,8 @@ from services.dispatcher.plans import admission_manifest, clone_manifest
 from services.dispatcher.reports import Reporter
 from services.kubesim import KubeSim
 from services.runtime.kube import JOBS, KubeRest, build_api_client, create_or_get
-from tests.dispatcher.builders import CLUSTER, admitted, placement, preempt, scaled, spec
+from tests.builders.jobspecs import job_spec
+from tests.dispatcher.builders import CLUSTER, TRAINING, admitted, placement, preempt, runs_for, scaled
 from tests.dispatcher.fakes import RecordingProducer, delivery
 from tests.dispatcher.harness import FAST, TEST_RETRY, eventually_true
 from tests.node_watcher.builders import CLUSTER_FILE
@@ -65,14 +66,14 @@ async def test_decisions_for_other_clusters_are_ignored(bench: Bench) -> None:
 
 
 async def test_a_newer_attempt_replaces_the_older_and_stale_ones_are_ignored(bench: Bench) -> None:
-    await bench.handle(admitted("job-1", 0, job_spec=spec(seconds=60)))
-    await bench.handle(admitted("job-1", 1, job_spec=spec(seconds=60)))
+    await bench.handle(admitted("job-1", 0, job_spec=job_spec(**TRAINING, annotations=runs_for(60))))
+    await bench.handle(admitted("job-1", 1, job_spec=job_spec(**TRAINING, annotations=runs_for(60))))
 
     async def only_new() -> bool:
         return await bench.job_names() == ["job-1-a1"]
 
     await eventually_true(only_new)
-    await bench.handle(admitted("job-1", 0, job_spec=spec(seconds=60)))
+    await bench.handle(admitted("job-1", 0, job_spec=job_spec(**TRAINING, annotations=runs_for(60))))
     assert await bench.job_names() == ["job-1-a1"]
     assert [d.attempt for d in bench.producer.payloads(JobDispatched)] == [0, 1]
 
@@ -98,7 +99,7 @@ async def test_an_unavailable_api_is_reported_as_retryable(bench: Bench) -> None
 
 
 async def test_failures_of_other_revisions_or_clusters_do_not_restart(bench: Bench) -> None:
-    await bench.handle(admitted("job-2", 0, job_spec=spec(seconds=60)))
+    await bench.handle(admitted("job-2", 0, job_spec=job_spec(**TRAINING, annotations=runs_for(60))))
     now = datetime.now(UTC)
     for pod, cluster in (("job-2-a0-r1-0-abcde", CLUSTER), ("job-2-a0-0-abcde", "west")):
         await bench.handle(RunFailed(job_id="job-2", attempt=0, cluster=cluster, observed_at=now, reason="Error",
@@ -108,7 +109,7 @@ async def test_failures_of_other_revisions_or_clusters_do_not_restart(bench: Ben
 
 
 async def test_a_pending_restart_resumes_after_recovery(bench: Bench) -> None:
-    decision = admitted("job-3", 0, job_spec=spec(seconds=60, max_restarts=2))
+    decision = admitted("job-3", 0, job_spec=job_spec(max_restarts=2, **TRAINING, annotations=runs_for(60)))
     manifest = admission_manifest(decision, "evt-3", "evt-3", FAST)
     due = datetime.now(UTC) - timedelta(seconds=1)
     manifest["metadata"]["annotations"]["muster.dev/restart-at"] = due.isoformat()
@@ -125,14 +126,14 @@ async def test_a_pending_restart_resumes_after_recovery(bench: Bench) -> None:
 
 
 async def test_a_job_out_of_time_is_not_restarted(bench: Bench) -> None:
-    await bench.handle(admitted("job-4", 0, job_spec=spec(seconds=60)))
+    await bench.handle(admitted("job-4", 0, job_spec=job_spec(**TRAINING, annotations=runs_for(60))))
     await bench.handle(RunFailed(job_id="job-4", attempt=0, cluster=CLUSTER, observed_at=datetime.now(UTC),
                                  reason="DeadlineExceeded"), topic=RUNS_TOPIC)
     assert bench.dispatcher.ctx.runs["job-4"].restart_at is None and "job-4" not in bench.dispatcher.ctx.tasks
 
 
 async def test_an_infrastructure_failure_is_not_restarted_in_place_but_handed_back(bench: Bench) -> None:
-    await bench.handle(admitted("job-9", 0, job_spec=spec(seconds=60, max_restarts=3)))
+    await bench.handle(admitted("job-9", 0, job_spec=job_spec(max_restarts=3, **TRAINING, annotations=runs_for(60))))
     [name] = await bench.job_names()
     await bench.handle(RunFailed(job_id="job-9", attempt=0, cluster=CLUSTER, observed_at=datetime.now(UTC),
                                  reason="UnexpectedAdmissionError", pod=f"{name}-0-abcde",
@@ -146,7 +147,8 @@ async def test_an_infrastructure_failure_is_not_restarted_in_place_but_handed_ba
 
     await eventually_true(deleted)
     # the requeued attempt starts with the restarts the job already spent on its own failures
-    await bench.handle(admitted("job-9", 1, job_spec=spec(seconds=60, max_restarts=3), restarts=2))
+    await bench.handle(admitted("job-9", 1,
+                                job_spec=job_spec(max_restarts=3, **TRAINING, annotations=runs_for(60)), restarts=2))
     assert await bench.job_names() == ["job-9-a1"]
     run = bench.dispatcher.ctx.runs["job-9"]
     assert (run.attempt, run.restarts, run.max_restarts) == (1, 2, 3)
@@ -154,7 +156,8 @@ async def test_an_infrastructure_failure_is_not_restarted_in_place_but_handed_ba
 
 async def test_a_replacement_interrupted_before_the_delete_resumes_after_recovery(bench: Bench) -> None:
     """The dispatcher stopped between creating revision 1 (suspended) and deleting revision 0."""
-    decision = admitted("job-5", 0, plan=placement("east-a100-0"), job_spec=spec(replicas=1, seconds=60))
+    decision = admitted("job-5", 0, plan=placement("east-a100-0"),
+                        job_spec=job_spec(replicas=1, **TRAINING, annotations=runs_for(60)))
     old = admission_manifest(decision, "evt-5", "evt-5", FAST)
     created, _ = await create_or_get(bench.rest, JOBS, old)
     new = clone_manifest(created, name="job-5-a0-r1", revision=1, restarts=0, decision_event="evt-6",
@@ -174,7 +177,8 @@ async def test_a_replacement_interrupted_before_the_delete_resumes_after_recover
 
 
 async def test_a_rescale_during_a_pending_release_supersedes_it(bench: Bench) -> None:
-    await bench.handle(admitted("job-6", 0, plan=placement("east-a100-0"), job_spec=spec(replicas=1, seconds=60)))
+    await bench.handle(admitted("job-6", 0, plan=placement("east-a100-0"),
+                                job_spec=job_spec(replicas=1, **TRAINING, annotations=runs_for(60))))
     await bench.handle(scaled("job-6", 0, plan=placement("east-a100-0", "east-a100-1")))
     await bench.handle(scaled("job-6", 0, plan=placement("east-a100-0", "east-a100-1", "east-a100-2")))
 
@@ -208,7 +212,8 @@ class _HeldCreate:
 
 async def _restart_mid_replacement(bench: Bench, job_id: str) -> _HeldCreate:
     """``job_id`` admitted, its pod failed, and its restart has created revision 1 but not yet heard back."""
-    await bench.handle(admitted(job_id, 0, plan=placement("east-a100-0"), job_spec=spec(replicas=1, seconds=60)))
+    await bench.handle(admitted(job_id, 0, plan=placement("east-a100-0"),
+                                job_spec=job_spec(replicas=1, **TRAINING, annotations=runs_for(60))))
     held = _HeldCreate(bench)
     held.install()
     await bench.handle(RunFailed(job_id=job_id, attempt=0, cluster=CLUSTER, observed_at=datetime.now(UTC),
@@ -240,8 +245,8 @@ async def test_a_cancel_during_a_restarts_replacement_stops_the_new_revision(ben
 
 async def test_a_new_attempt_during_a_restarts_replacement_supersedes_every_revision(bench: Bench) -> None:
     held = await _restart_mid_replacement(bench, "job-8")
-    await _answer_while(held, bench.handle(admitted("job-8", 1, plan=placement("east-a100-1"),
-                                                    job_spec=spec(replicas=1, seconds=60))))
+    one_pod = job_spec(replicas=1, **TRAINING, annotations=runs_for(60))
+    await _answer_while(held, bench.handle(admitted("job-8", 1, plan=placement("east-a100-1"), job_spec=one_pod)))
 
     async def only_new() -> bool:
         return await bench.job_names() == ["job-8-a1"]

@@ -19,8 +19,9 @@ from schemas.runs import (
 )
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import JOBS, patch
+from tests.builders.jobspecs import job_spec
 from tests.builders.realkube import RealKube
-from tests.dispatcher.builders import admitted, placement, preempt, spec
+from tests.dispatcher.builders import TRAINING, admitted, placement, preempt, runs_for
 from tests.dispatcher.harness import Cluster, eventually_true, running
 
 pytestmark = pytest.mark.integration
@@ -43,7 +44,7 @@ async def test_preemption_without_acknowledgement_waits_the_grace_period(
         registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("victim")
     async with running(registry_settings, kube_backend) as cluster:
-        await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=120)))
+        await cluster.decide(admitted(jid, 0, job_spec=job_spec(**TRAINING, annotations=runs_for(120))))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         requested = time.monotonic()
         await cluster.decide(preempt(jid, 0, grace_s=1.5))
@@ -63,7 +64,7 @@ async def test_preemption_ends_early_once_the_job_has_checkpointed(
         registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("ckpt")
     async with running(registry_settings, kube_backend) as cluster:
-        await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=120)))
+        await cluster.decide(admitted(jid, 0, job_spec=job_spec(**TRAINING, annotations=runs_for(120))))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         requested = time.monotonic()
         await cluster.decide(preempt(jid, 0, grace_s=60, requeue=False))
@@ -80,7 +81,7 @@ async def test_a_handshake_resumes_after_a_dispatcher_restart(
         registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("resume")
     async with running(registry_settings, kube_backend) as cluster:
-        await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=120)))
+        await cluster.decide(admitted(jid, 0, job_spec=job_spec(**TRAINING, annotations=runs_for(120))))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         await cluster.decide(preempt(jid, 0, grace_s=3))
         await eventually_true(lambda: signalled(cluster, jid), within=5)
@@ -105,7 +106,8 @@ async def test_a_failing_gang_restarts_whole_then_gives_up(
         registry_settings: KafkaSettings, kube_backend: RealKube | None) -> None:
     jid = job_id("crash")
     async with running(registry_settings, kube_backend) as cluster:
-        await cluster.decide(admitted(jid, 0, job_spec=spec(seconds=0.3, exit_code=3, max_restarts=2)))
+        crashing = job_spec(max_restarts=2, **TRAINING, annotations=runs_for(0.3, exit_code=3))
+        await cluster.decide(admitted(jid, 0, job_spec=crashing))
         failed = (await cluster.outputs.wait_for(DispatchFailed, job_id=jid, within=40))[0]
         assert failed.reason == "restarts_exhausted" and not failed.retryable
         failures = cluster.outputs.messages(RunFailed, job_id=jid)
@@ -124,7 +126,7 @@ async def test_a_lost_node_evicts_the_run_and_reports_the_node(
     jid = job_id("lost")
     async with running(registry_settings, kube_backend) as cluster:
         await cluster.decide(admitted(jid, 0, plan=placement("east-a100-1", "east-a100-2"),
-                                      job_spec=spec(seconds=120)))
+                                      job_spec=job_spec(**TRAINING, annotations=runs_for(120))))
         await cluster.outputs.wait_for(RunAllPodsReady, job_id=jid)
         cluster.require_sim().set_node_ready("east-a100-2", False)
         evicted = (await cluster.outputs.wait_for(RunEvicted, job_id=jid))[0]

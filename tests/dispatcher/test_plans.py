@@ -6,6 +6,7 @@ import json
 
 import kubernetes_validate
 
+from schemas.jobspec import CheckpointSpec
 from services.dispatcher.binder import binding, binding_target
 from services.dispatcher.plans import (
     DispatchSettings,
@@ -16,7 +17,8 @@ from services.dispatcher.plans import (
     source_job,
     source_job_patch,
 )
-from tests.dispatcher.builders import DURATION, admitted, placement, spec
+from tests.builders.jobspecs import job_spec
+from tests.dispatcher.builders import DURATION, TRAINING, admitted, placement, runs_for
 
 SETTINGS = DispatchSettings()
 K8S_VERSION = "1.30"
@@ -64,16 +66,18 @@ def test_admission_manifest() -> None:
 
 
 def test_default_checkpoint_directory() -> None:
-    decision = admitted("train-8", job_spec=spec(checkpoint_dir=None).model_copy(
-        update={"checkpoint": spec().checkpoint.model_copy(update={"directory": None})}))
+    own = {**TRAINING, "checkpoint": CheckpointSpec(enabled=True, grace_period_s=30)}  # no directory of its own
+    decision = admitted("train-8", job_spec=job_spec(**own, annotations=runs_for(30.0)))
     manifest = admission_manifest(decision, "e", "c", DispatchSettings(checkpoint_root="/data/ckpt/"))
     assert env_of(manifest)["MUSTER_CHECKPOINT_DIR"] == "/data/ckpt/train-8"
 
 
 def test_source_job_reference() -> None:
-    ours = admitted("a", job_spec=spec(annotations={"muster.dev/source-job": "team-b/my-job"}))
+    ours = admitted("a", job_spec=job_spec(**TRAINING, annotations={"muster.dev/source-job": "team-b/my-job",
+                                                                    **runs_for(30.0)}))
     assert source_job(ours) == ("team-b", "my-job")
-    bare = admitted("b", job_spec=spec(annotations={"muster.dev/source-job": "my-job"}))
+    bare = admitted("b", job_spec=job_spec(**TRAINING, annotations={"muster.dev/source-job": "my-job",
+                                                                    **runs_for(30.0)}))
     assert source_job(bare) == ("team-a", "my-job")
     assert source_job(admitted("c")) is None
 

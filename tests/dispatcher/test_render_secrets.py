@@ -11,7 +11,8 @@ import orjson
 from schemas.jobspec import EnvFromSecret, JobSpec, SecretKeyRef
 from services.dispatcher.plans import DispatchSettings, admission_manifest, clone_manifest
 from services.dispatcher.render import render_job
-from tests.dispatcher.builders import admitted, spec
+from tests.builders.jobspecs import job_spec
+from tests.dispatcher.builders import TRAINING, admitted, runs_for
 from tests.kube.builders import placement, template
 
 K8S_VERSION = "1.30"
@@ -53,13 +54,13 @@ def test_a_reference_cannot_override_musters_own_entries() -> None:
 
 
 def test_an_admitted_spec_with_references_becomes_a_valid_job_without_secret_values() -> None:
-    base = spec()
-    job_spec = JobSpec.model_validate({**base.model_dump(mode="json"), "template": {
+    base = job_spec(**TRAINING, annotations=runs_for(30.0))
+    spec = JobSpec.model_validate({**base.model_dump(mode="json"), "template": {
         **base.template.model_dump(mode="json"),
         "env": {"EPOCHS": "3", "SORT_KEY": {"value": "date", "not_secret": True},
                 "HF_TOKEN": {"secret_ref": {"name": "hf", "key": "token"}}},
         "env_from": [{"secret_ref": {"name": "wandb"}}]}})
-    manifest = admission_manifest(admitted("train-21", job_spec=job_spec), "evt-1", "c", DispatchSettings())
+    manifest = admission_manifest(admitted("train-21", job_spec=spec), "evt-1", "c", DispatchSettings())
     kubernetes_validate.validate(manifest, K8S_VERSION, strict=True)
     container = _container(manifest)
     env = {e["name"]: e for e in container["env"]}

@@ -17,6 +17,7 @@ from services.dispatcher.workload_plans import (
     roles_changed,
 )
 from services.spec.pod_resources import holds_node
+from tests.builders.jobspecs import job_spec
 
 PLAN = PlacementPlan(cluster="east", nodes=[
     NodePods(node="n1", pods=2, role="workers"), NodePods(node="n2", pods=1, role="workers"),
@@ -30,8 +31,9 @@ def role(name: str, replicas: int, gpus: int) -> RoleSpec:
 
 
 def spec(*roles: RoleSpec) -> JobSpec:
-    return JobSpec(name="js", queue="team-a", roles=list(roles),
-                   workload=WorkloadObject(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet", name="js"))
+    """The JobSet ``js`` of ``roles``."""
+    return job_spec("js", roles=list(roles),
+                    workload=WorkloadObject(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet", name="js"))
 
 
 def test_each_role_fills_its_planned_nodes_in_the_plans_order() -> None:

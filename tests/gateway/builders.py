@@ -2,14 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
+from collections import defaultdict
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
 from itertools import count
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
+import httpx
+import pytest
 from fastapi import FastAPI
 from prometheus_client import CollectorRegistry
 
@@ -24,7 +28,6 @@ from schemas.config import (
 )
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.intents import ACTION_OF
-from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
 from schemas.status import ActionOutcome, JobStatusChanged, OutcomeName
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC, STATUS_TOPIC, USAGE_TOPIC
 from services.gateway.app import create_app
@@ -33,7 +36,12 @@ from services.gateway.configs import defined_message, file_items
 from services.gateway.context import GatewayContext
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.views import ConfigView, StatusView, UsageView
+from services.runtime.options import ServeOptions
 from tests.builders.clock import T0
+from tests.builders.jobspecs import job_spec
+
+if TYPE_CHECKING:
+    from services.gateway.main import GatewayMain
 
 TOKENS = {
     "alice": "token-alice-team-a",  # member of team-a
@@ -68,14 +76,9 @@ def muster_config() -> MusterConfig:
     )
 
 
-def job_spec(name: str = "train", queue: str = "team-a", **changes: Any) -> JobSpec:
-    spec = JobSpec(name=name, queue=queue, replicas=2,
-                   template=PodTemplate(image="registry.example/train:1",
-                                        resources=ResourceRequest(gpus=4, gpu_type="a100")))
-    return spec.model_copy(update=changes) if changes else spec
-
-
 def spec_json(name: str = "train", queue: str = "team-a", **changes: Any) -> dict[str, Any]:
+    """The JSON body of ``job_spec(name, queue)`` with ``changes`` set on it as they are (a test may send
+    what the gateway must refuse)."""
     body = job_spec(name, queue).model_dump(mode="json")
     body.update(changes)
     return body
@@ -166,6 +169,67 @@ def recurring_job(name: str = "nightly", schedule: str = "* * * * *", *, tenant:
                   queue: str = "team-a", created_at: datetime = T0, suspended: bool = False) -> RecurringJobConfig:
     return RecurringJobConfig(name=f"{tenant}.{name}", tenant=tenant, user="alice", suspended=suspended,
                               spec=job_spec(name, queue, schedule=schedule), created_at=created_at)
+
+
+class KubeJobsHandled:
+    """Which versions of which labelled Jobs each gateway replica's watch (its ``KubeJobSubmitter``) has
+    finished handling: what a test waits on to know the replicas have acted on a Job as it now is, after
+    which nothing more happens to it until it changes."""
+
+    def __init__(self, monkeypatch: pytest.MonkeyPatch) -> None:
+        from services.gateway.kube_jobs import KubeJobSubmitter
+
+        #: (namespace/name, resourceVersion) -> the replicas (submitters) that handled that version
+        self.handled: dict[tuple[str, str], set[int]] = defaultdict(set)
+        handle = KubeJobSubmitter.handle
+
+        async def recording(submitter: KubeJobSubmitter, event: str, obj: dict[str, Any]) -> None:
+            await handle(submitter, event, obj)
+            meta = obj.get("metadata") or {}
+            version = (f"{meta.get('namespace')}/{meta.get('name')}", str(meta.get("resourceVersion", "")))
+            self.handled[version].add(id(submitter))
+
+        monkeypatch.setattr(KubeJobSubmitter, "handle", recording)
+
+    async def settled(self, rest: Any, namespace: str, name: str, replicas: int = 1) -> bool:
+        """Whether the suspended Job ``namespace/name`` has its last change, the Job controller's
+        ``Suspended`` condition, and ``replicas`` replicas have handled it at that version."""
+        from services.runtime.kube import JOBS
+
+        job = await rest.get(JOBS, name, namespace)
+        conditions = (job.get("status") or {}).get("conditions") or []
+        if not any(c.get("type") == "Suspended" and c.get("status") == "True" for c in conditions):
+            return False
+        return len(self.handled[(f"{namespace}/{name}", job["metadata"]["resourceVersion"])]) >= replicas
+
+
+@asynccontextmanager
+async def running_gateway(options: ServeOptions, clock: Callable[[], datetime] | None = None
+                          ) -> AsyncIterator[GatewayMain]:
+    """A whole gateway (``GatewayMain``) run with ``options`` (on ``clock``) until the block ends, from the
+    moment it is ready (its errors while starting are raised)."""
+    from services.gateway.main import GatewayMain
+
+    server = GatewayMain(options) if clock is None else GatewayMain(options, clock=clock)
+    task = asyncio.create_task(server.run(handle_signals=False))
+    try:
+        async with asyncio.timeout(60):
+            ready = asyncio.create_task(server.ready.wait())
+            await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
+            ready.cancel()
+            if task.done():
+                task.result()
+        yield server
+    finally:
+        server.stop()
+        async with asyncio.timeout(30):
+            await task
+
+
+def client_of(server: GatewayMain) -> httpx.AsyncClient:
+    """An HTTP client of a running gateway (to use in ``async with``)."""
+    assert server.url is not None
+    return httpx.AsyncClient(base_url=server.url, timeout=10)
 
 
 SMALL_CLUSTER = Path(__file__).resolve().parents[2] / "examples" / "cluster-small.yaml"

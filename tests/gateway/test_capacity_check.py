@@ -8,7 +8,8 @@ import pytest
 from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.topics import INTENTS_TOPIC
-from tests.gateway.builders import T0, Harness, auth, spec_json
+from tests.builders.jobspecs import job_spec
+from tests.gateway.builders import T0, Harness, auth
 
 
 def add_node(gw: Harness, name: str, gpus: int, gpu_type: str = "a100", cluster: str = "east") -> None:
@@ -21,12 +22,9 @@ def _envelope(msg: Message) -> Envelope:
     return make_envelope(msg, "test")
 
 
-def spec(gpus: int, replicas: int = 1, gpu_type: str = "a100", **extra: object) -> dict[str, object]:
-    body = spec_json()
-    body["replicas"] = replicas
-    body["template"]["resources"].update(gpus=gpus, gpu_type=gpu_type)
-    body.update(extra)
-    return body
+def sized(gpus: int, replicas: int, **fields: object) -> dict[str, object]:
+    """The JSON body of a job of ``replicas`` pods of ``gpus`` GPUs (a100 unless ``gpu_type`` says) each."""
+    return job_spec(replicas=replicas, gpus=gpus, **fields).model_dump(mode="json")
 
 
 @pytest.fixture
@@ -38,8 +36,8 @@ def two_nodes(gw: Harness) -> Harness:
 
 
 @pytest.mark.parametrize(("body", "field", "detail"), [
-    (spec(8, replicas=3), "spec.replicas", "no cluster can ever host 3 pods of 8 GPU(s) a100: at most 2 fit"),
-    (spec(4, gpu_type="h100"), "spec.template.resources.gpu_type", "no node has GPU type 'h100' (known: a100)"),
+    (sized(8, 3), "spec.replicas", "no cluster can ever host 3 pods of 8 GPU(s) a100: at most 2 fit"),
+    (sized(4, 1, gpu_type="h100"), "spec.template.resources.gpu_type", "no node has GPU type 'h100' (known: a100)"),
 ])
 async def test_impossible_jobs_are_422(client: httpx.AsyncClient, two_nodes: Harness, body: dict[str, object],
                                        field: str, detail: str) -> None:
@@ -52,17 +50,17 @@ async def test_impossible_jobs_are_422(client: httpx.AsyncClient, two_nodes: Har
 
 
 async def test_what_fits_or_is_elastic_is_accepted(client: httpx.AsyncClient, two_nodes: Harness) -> None:
-    for body in (spec(8, replicas=2), spec(4, replicas=4), spec(8, replicas=3, min_replicas=2), spec(0)):
+    for body in (sized(8, 2), sized(4, 4), sized(8, 3, min_replicas=2), sized(0, 1)):
         r = await client.post("/v1/jobs", json=body, headers=auth("alice"))
         assert r.status_code == 202, (body, r.text)
 
 
 async def test_no_nodes_known_means_no_check(client: httpx.AsyncClient, gw: Harness) -> None:
-    assert (await client.post("/v1/jobs", json=spec(8, replicas=50), headers=auth("alice"))).status_code == 202
+    assert (await client.post("/v1/jobs", json=sized(8, 50), headers=auth("alice"))).status_code == 202
 
 
 async def test_removed_nodes_no_longer_count(client: httpx.AsyncClient, two_nodes: Harness) -> None:
     gone = NodeRemoved(cluster="east", node="n2", observed_at=T0)
     two_nodes.ctx.dashboard_feeds().capacity(gone.key(), _envelope(gone))
-    r = await client.post("/v1/jobs", json=spec(8, replicas=2), headers=auth("alice"))
+    r = await client.post("/v1/jobs", json=sized(8, 2), headers=auth("alice"))
     assert r.status_code == 422

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import contextlib
+from collections.abc import AsyncIterator, Iterator
 from datetime import timedelta
 
 import httpx
@@ -16,11 +17,13 @@ from schemas.envelope import Message, make_envelope
 from schemas.intents import SubmitJob
 from schemas.jobs import JobRecord, JobRecorded
 from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
-from services.gateway.auth import TokenEntry, TokenTable
+from services.gateway.auth import Principal, TokenEntry, TokenTable
 from services.gateway.dashboard_state import DashboardFeeds
 from services.gateway.http import EmbeddedServer, bind, socket_url
-from services.gateway.live import Change, LiveHub, StreamFilter
-from tests.gateway.builders import T0, TOKENS, Harness, auth, job_spec, status_changed
+from services.gateway.live import Change, LiveHub, StreamFilter, Subscription
+from tests.builders.jobspecs import job_spec
+from tests.gateway.builders import T0, TOKENS, Harness, auth, status_changed
+from tests.integration.builders import eventually
 
 VIEWER = "token-vera-viewer-team-a"
 
@@ -259,7 +262,8 @@ async def test_filters_and_close() -> None:
         hub.publish(Change("job", "b", "{}", "team-b", {"queue": "q1"}))
         assert [c.key for c in await sub.next_batch(window_s=0)] == ["b"]
         waiting = asyncio.create_task(sub.next_batch())
-        await asyncio.sleep(0)
+        await asyncio.sleep(0)  # one turn of the loop, no time: the task runs until it waits for a change
+        assert not waiting.done()
         hub.close()
         assert await waiting == []
 
@@ -305,6 +309,36 @@ async def served_dashboard(gw: Harness, feeds: DashboardFeeds) -> AsyncIterator[
         sock.close()
 
 
+#: the CLI's read of one job (``muster get``), as the gateway counts requests
+READ_JOB = {"method": "GET", "route": "/v1/jobs/{job_id}", "code": "200"}
+
+
+async def cli_has_read_the_job(gw: Harness) -> None:
+    """Return once the CLI's stream is open and the CLI has read the job, which it does on the stream's
+    ``ready`` event: a change sent from then on reaches it as a change, never in that first read."""
+    hub = gw.ctx.dashboard.hub
+
+    def read() -> bool:
+        return len(hub) == 1 and (gw.registry.get_sample_value("muster_gateway_requests_total", READ_JOB) or 0) >= 1
+
+    await eventually(read, within=10, what="the CLI's stream open and its read of the job answered")
+
+
+def opened_streams(hub: LiveHub, monkeypatch: pytest.MonkeyPatch) -> list[Subscription]:
+    """Every stream opened on ``hub`` from now on: what each has yet to send (``backlog``) is in sight."""
+    streams: list[Subscription] = []
+    subscribe = hub.subscribe
+
+    @contextlib.contextmanager
+    def recording(principal: Principal, wanted: StreamFilter) -> Iterator[Subscription]:
+        with subscribe(principal, wanted) as subscription:
+            streams.append(subscription)
+            yield subscription
+
+    monkeypatch.setattr(hub, "subscribe", recording)
+    return streams
+
+
 async def test_cli_get_and_list_watch(served_dashboard: tuple[Harness, DashboardFeeds, str]) -> None:
     from click.testing import CliRunner
 
@@ -316,11 +350,7 @@ async def test_cli_get_and_list_watch(served_dashboard: tuple[Harness, Dashboard
     env = {"MUSTER_URL": url, "MUSTER_TOKEN": TOKENS["alice"], "MUSTER_CLI_CONFIG": ""}
 
     async def changes() -> None:
-        for _ in range(500):
-            if len(hub):
-                break
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.3)  # the CLI has read the job by now
+        await cli_has_read_the_job(served_dashboard[0])
         send(feeds.status, status_changed("b-1", tenant="team-b", queue="team-b", state="running"))  # not alice's
         send(feeds.status, status_changed("a-1", state="running", minutes=1))
         send(feeds.status, status_changed("a-1", state="succeeded", minutes=2))
@@ -340,7 +370,7 @@ async def test_cli_get_and_list_watch(served_dashboard: tuple[Harness, Dashboard
 
 @pytest.mark.parametrize("output", ["yaml", "json", "wide"])
 async def test_cli_watch_prints_each_change_in_the_chosen_format(
-    served_dashboard: tuple[Harness, DashboardFeeds, str], output: str
+    served_dashboard: tuple[Harness, DashboardFeeds, str], output: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     import json
 
@@ -349,19 +379,16 @@ async def test_cli_watch_prints_each_change_in_the_chosen_format(
 
     from services.cli.jobs import get
 
-    _, feeds, url = served_dashboard
-    hub = served_dashboard[0].ctx.dashboard.hub
+    gw, feeds, url = served_dashboard
+    streams = opened_streams(gw.ctx.dashboard.hub, monkeypatch)
     send(feeds.status, status_changed("a-1", state="pending", position=0))
     env = {"MUSTER_URL": url, "MUSTER_TOKEN": TOKENS["alice"], "MUSTER_CLI_CONFIG": "", "COLUMNS": "250"}
 
     async def changes() -> None:
-        for _ in range(500):
-            if len(hub):
-                break
-            await asyncio.sleep(0.02)
-        await asyncio.sleep(0.3)
+        await cli_has_read_the_job(gw)
         send(feeds.status, status_changed("a-1", state="running", cluster="east", minutes=1))
-        await asyncio.sleep(0.3)
+        # the stream keeps only the latest change of a job: the next one waits until this one is taken
+        await eventually(lambda: streams[0].backlog == 0, within=10, what="the stream took the change to running")
         send(feeds.status, status_changed("a-1", state="succeeded", cluster="east", message="exit 0", minutes=2))
 
     feeding = asyncio.create_task(changes())

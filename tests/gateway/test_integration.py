@@ -3,24 +3,19 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from dataclasses import replace
 from pathlib import Path
 
-import httpx
 import pytest
-import yaml
 
 from schemas.codec import decode
 from schemas.config import CohortDefined, PriorityClassDefined, QueueDefined, TenantDefined
 from schemas.envelope import make_envelope
 from schemas.intents import SubmitJob
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC, STATUS_TOPIC
-from services.gateway.main import GatewayMain
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
 from services.runtime.options import ServeOptions
-from tests.gateway.builders import TOKENS, auth, muster_config, spec_json, status_changed
+from tests.gateway.builders import TOKENS, auth, client_of, running_gateway, spec_json, status_changed
 from tests.integration.builders import eventually, read_all
 
 pytestmark = pytest.mark.integration
@@ -28,44 +23,13 @@ pytestmark = pytest.mark.integration
 EXAMPLE_CONFIG = Path(__file__).resolve().parents[2] / "examples" / "config" / "team-c.yaml"
 
 
-@pytest.fixture
-def options(registry_settings: KafkaSettings, tmp_path: Path) -> ServeOptions:
-    config_file = tmp_path / "cluster.yaml"
-    config_file.write_text(yaml.safe_dump(muster_config().model_dump(mode="json")), encoding="utf-8")
-    tokens_file = tmp_path / "tokens.yaml"
-    tokens_file.write_text(yaml.safe_dump([
-        {"token": TOKENS["alice"], "tenant": "team-a", "user": "alice"},
-        {"token": TOKENS["root"], "tenant": "platform", "user": "root", "role": "admin"},
-    ]), encoding="utf-8")
-    return ServeOptions(kafka=registry_settings, config_file=config_file, tokens_file=tokens_file)
-
-
-@asynccontextmanager
-async def running(options: ServeOptions) -> AsyncIterator[tuple[GatewayMain, httpx.AsyncClient]]:
-    server = GatewayMain(options)
-    task = asyncio.create_task(server.run(handle_signals=False))
-    try:
-        async with asyncio.timeout(60):
-            ready = asyncio.create_task(server.ready.wait())
-            await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-            ready.cancel()
-            if task.done():
-                task.result()
-        assert server.url is not None
-        async with httpx.AsyncClient(base_url=server.url, timeout=10) as client:
-            yield server, client
-    finally:
-        server.stop()
-        async with asyncio.timeout(30):
-            await task
-
-
 async def config_messages(settings: KafkaSettings) -> list[object]:
     return [decode(r.value, topic=CONFIG_TOPIC).payload for r in await read_all(settings, CONFIG_TOPIC)]
 
 
-async def test_gateway_end_to_end_on_kafka(options: ServeOptions) -> None:
-    async with running(options) as (server, client):
+async def test_gateway_end_to_end_on_kafka(gateway_options: ServeOptions) -> None:
+    options = gateway_options
+    async with running_gateway(options) as server, client_of(server) as client:
         # seeding: every item of the file is on the config topic, and the gateway reads it back
         seeded = await config_messages(options.kafka)
         assert sum(isinstance(m, QueueDefined) for m in seeded) == 3
@@ -103,7 +67,7 @@ async def test_gateway_end_to_end_on_kafka(options: ServeOptions) -> None:
 
     # a restart re-reads the status view and seeds nothing new
     before = len(await config_messages(options.kafka))
-    async with running(replace(options)) as (server, client):
+    async with running_gateway(replace(options)) as server, client_of(server) as client:
         job = (await client.get(f"/v1/jobs/{job_id}", headers=auth("alice"))).json()
         assert job["state"] == "pending"
         again = await client.post("/v1/jobs", json=spec_json(), headers={**auth("alice"), "Idempotency-Key": "it-1"})
@@ -111,14 +75,14 @@ async def test_gateway_end_to_end_on_kafka(options: ServeOptions) -> None:
     assert len(await config_messages(options.kafka)) == before
 
 
-async def test_apply_on_kafka_sends_a_cohort_before_the_queue_that_names_it(options: ServeOptions) -> None:
+async def test_apply_on_kafka_sends_a_cohort_before_the_queue_that_names_it(gateway_options: ServeOptions) -> None:
     """The gateway checks a queue's cohort against the configuration it has read back from the config topic:
     ``muster apply`` waits for the new cohort to show there before it sends the queue."""
     from click.testing import CliRunner
 
     from services.cli.configure import apply, delete
 
-    example = EXAMPLE_CONFIG
+    example, options = EXAMPLE_CONFIG, gateway_options
     assert options.config_file is not None
 
     def write(text: str, n: int) -> Path:
@@ -126,7 +90,7 @@ async def test_apply_on_kafka_sends_a_cohort_before_the_queue_that_names_it(opti
         path.write_text(text, encoding="utf-8")
         return path
 
-    async with running(options) as (server, _):
+    async with running_gateway(options) as server:
         env = {"MUSTER_URL": server.url or "", "MUSTER_TOKEN": TOKENS["root"], "MUSTER_CLI_CONFIG": ""}
 
         def cli(command: object, args: list[str]) -> tuple[int, str]:

@@ -21,7 +21,7 @@ from services.gateway.kube_jobs import (
     submission_from_job,
     watch_kube_jobs,
 )
-from tests.gateway.builders import T0, Harness, feed, simulated_cluster, status_changed
+from tests.gateway.builders import T0, Harness, KubeJobsHandled, feed, simulated_cluster, status_changed
 from tests.integration.builders import eventually
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -136,20 +136,27 @@ async def test_refused_jobs_are_counted_once_per_version(gw: Harness) -> None:
     assert metric == 1.0 and gw.publisher.sent == []
 
 
-async def test_watch_submits_jobs_created_on_a_simulated_cluster(gw: Harness) -> None:
+async def test_watch_submits_jobs_created_on_a_simulated_cluster(gw: Harness,
+                                                                 monkeypatch: pytest.MonkeyPatch) -> None:
     from services.runtime.kube import JOBS, create_or_get
+    from tests.kubesim.builders import eventually as eventually_async
 
+    seen = KubeJobsHandled(monkeypatch)
     async with simulated_cluster() as (url, rest):
         stop = asyncio.Event()
         watcher = asyncio.create_task(watch_kube_jobs(gw.ctx, url, stop))
         try:
             job = yaml.safe_load(EXAMPLE.read_text(encoding="utf-8"))
-            await create_or_get(rest, JOBS, job)
             unlabelled = copy.deepcopy(job)
             unlabelled["metadata"].update(name="plain-job", labels={})
-            await create_or_get(rest, JOBS, unlabelled)
-            await eventually(lambda: len(gw.publisher.on(INTENTS_TOPIC)) >= 1, within=15)
-            await asyncio.sleep(0.3)
+            await create_or_get(rest, JOBS, unlabelled)  # first: the watch has gone past it once it has the other
+            await create_or_get(rest, JOBS, job)
+            await eventually(lambda: len(gw.publisher.on(INTENTS_TOPIC)) >= 1, within=15, what="a submission")
+            # the watch has handled the labelled Job's last version (the Job controller's status): no more
+            # submissions can come of it, nor of the unlabelled Job created before it
+            namespace, name = job["metadata"]["namespace"], job["metadata"]["name"]
+            await eventually_async(lambda: seen.settled(rest, namespace, name), within=15,
+                                   what="the watch handled the Job as it now is")
         finally:
             stop.set()
             await watcher

@@ -2,60 +2,25 @@
 
 from __future__ import annotations
 
-import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from datetime import timedelta
-from pathlib import Path
 
-import httpx
 import pytest
-import yaml
 
 from schemas.codec import decode
 from schemas.config import RecurringJobDefined
 from schemas.intents import SubmitJob
 from schemas.topics import CONFIG_TOPIC, INTENTS_TOPIC
 from services.gateway.cron import RECURRING_LABEL, firing_job_id
-from services.gateway.main import GatewayMain
 from services.runtime.kafka import KafkaSettings
 from services.runtime.options import ServeOptions
 from tests.builders.clock import T0, FakeClock
-from tests.gateway.builders import TOKENS, auth, muster_config, spec_json
+from tests.gateway.builders import auth, client_of, running_gateway, spec_json
 from tests.integration.builders import eventually, read_all
 
 pytestmark = pytest.mark.integration
 
 NAME = "team-a.every-minute"
-
-
-@pytest.fixture
-def options(registry_settings: KafkaSettings, tmp_path: Path) -> ServeOptions:
-    config_file = tmp_path / "cluster.yaml"
-    config_file.write_text(yaml.safe_dump(muster_config().model_dump(mode="json")), encoding="utf-8")
-    tokens_file = tmp_path / "tokens.yaml"
-    tokens_file.write_text(yaml.safe_dump([{"token": TOKENS["alice"], "tenant": "team-a", "user": "alice"}]),
-                           encoding="utf-8")
-    return ServeOptions(kafka=registry_settings, config_file=config_file, tokens_file=tokens_file)
-
-
-@asynccontextmanager
-async def replica(options: ServeOptions, clock: FakeClock) -> AsyncIterator[GatewayMain]:
-    server = GatewayMain(options, clock=clock)
-    task = asyncio.create_task(server.run(handle_signals=False))
-    try:
-        async with asyncio.timeout(60):
-            ready = asyncio.create_task(server.ready.wait())
-            await asyncio.wait({task, ready}, return_when=asyncio.FIRST_COMPLETED)
-            ready.cancel()
-            if task.done():
-                task.result()
-        yield server
-    finally:
-        server.stop()
-        async with asyncio.timeout(30):
-            await task
 
 
 async def fired_ids(settings: KafkaSettings) -> Counter[str]:
@@ -67,12 +32,12 @@ async def fired_ids(settings: KafkaSettings) -> Counter[str]:
     return Counter(s.job_id for s in ours)
 
 
-async def test_two_replicas_fire_every_minute_with_the_same_ids(options: ServeOptions) -> None:
+async def test_two_replicas_fire_every_minute_with_the_same_ids(gateway_options: ServeOptions) -> None:
+    options = gateway_options
     clock = FakeClock(T0 + timedelta(seconds=10))
-    async with replica(options, clock) as a, replica(options, clock) as b:
+    async with running_gateway(options, clock) as a, running_gateway(options, clock) as b:
         replicas = (a, b)
-        assert a.url is not None
-        async with httpx.AsyncClient(base_url=a.url, timeout=10) as client:
+        async with client_of(a) as client:
             r = await client.post("/v1/jobs", json=spec_json("every-minute", schedule="* * * * *"),
                                   headers=auth("alice"))
         assert (r.status_code, r.json()["name"]) == (201, NAME)

@@ -16,12 +16,12 @@ from schemas.topics import INTENTS_TOPIC
 from services.gateway.cron import firing_job_id
 from services.gateway.firing_loop import FiringLoop
 from tests.builders.clock import T0, FakeClock
+from tests.builders.jobspecs import job_spec
 from tests.gateway.builders import (
     Harness,
     auth,
     feed,
     harness,
-    job_spec,
     recurring_job,
     spec_json,
     status_changed,

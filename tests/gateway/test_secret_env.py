@@ -14,7 +14,7 @@ from schemas.intents import SubmitJob
 from schemas.jobspec import EnvFromSecret, EnvVar, SecretKeyRef
 from schemas.topics import INTENTS_TOPIC
 from services.gateway.kube_jobs import NotSubmittable, spec_from_job, submission_from_job
-from tests.gateway.builders import T0, Harness, auth, simulated_cluster, spec_json
+from tests.gateway.builders import T0, Harness, KubeJobsHandled, auth, simulated_cluster, spec_json
 
 ROOT = Path(__file__).resolve().parents[2]
 SECRET_VALUE = "hf_s3cr3t-value-1234"
@@ -151,7 +151,8 @@ def test_the_cli_refuses_a_plain_secret_with_what_to_do(tmp_path: Path, served: 
     assert gw.publisher.sent == []
 
 
-async def test_a_refused_kube_native_job_tells_its_owner_why_on_the_job(gw: Harness) -> None:
+async def test_a_refused_kube_native_job_tells_its_owner_why_on_the_job(gw: Harness,
+                                                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """On a simulated cluster: a labelled Job with a plain HF_TOKEN is not submitted, and a Warning Event
     ``NotSubmitted`` on it (one per generation of the Job, however many replicas see it and however often its
     status changes) says to use a secretKeyRef."""
@@ -159,33 +160,29 @@ async def test_a_refused_kube_native_job_tells_its_owner_why_on_the_job(gw: Harn
 
     from services.gateway.kube_jobs import watch_kube_jobs
     from services.runtime.kube import EVENTS, JOBS, create_or_get
-    from tests.integration.builders import eventually
+    from tests.kubesim.builders import eventually
 
+    seen = KubeJobsHandled(monkeypatch)
     async with simulated_cluster() as (url, rest):
         job = kube_job([{"name": "HF_TOKEN", "value": SECRET_VALUE}])
         for key in ("uid", "resourceVersion"):
             del job["metadata"][key]
         stop = asyncio.Event()
         watchers = [asyncio.create_task(watch_kube_jobs(gw.ctx, url, stop)) for _ in range(2)]  # two replicas
-
-        async def warnings() -> list[dict[str, Any]]:
-            items, _ = await rest.list(EVENTS, "team-a")
-            return [e for e in items if e.get("reason") == "NotSubmitted"]
-
         try:
             await create_or_get(rest, JOBS, job)
-            await eventually(lambda: (gw.registry.get_sample_value(
-                "muster_gateway_submissions_total", {"source": "kube", "outcome": "refused"}) or 0) >= 2, within=30)
-            for _ in range(300):
-                if await warnings():
-                    break
-                await asyncio.sleep(0.1)
-            await asyncio.sleep(1.0)  # both replicas' writes, and those after the Job's status changes, are done
-            events = await warnings()
+            # both replicas have handled the Job as it now is, after the Job controller's status change, and
+            # so have written (or found already written) every refusal they will write
+            name = job["metadata"]["name"]
+            await eventually(lambda: seen.settled(rest, "team-a", name, replicas=2), within=30,
+                             what="both replicas handled the Job as it now is")
         finally:
             stop.set()
             await asyncio.gather(*watchers)
-    [event] = events
+        items, _ = await rest.list(EVENTS, "team-a")
+    refused = gw.registry.get_sample_value("muster_gateway_submissions_total", {"source": "kube", "outcome": "refused"})
+    assert (refused or 0) >= 2  # each replica refused it
+    [event] = [e for e in items if e.get("reason") == "NotSubmitted"]
     assert event["type"] == "Warning" and event["involvedObject"]["name"] == "resnet-sweep-7"
     assert "HF_TOKEN" in event["message"] and "valueFrom.secretKeyRef" in event["message"]
     assert SECRET_VALUE not in event["message"]

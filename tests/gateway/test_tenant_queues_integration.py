@@ -13,13 +13,11 @@ from click.testing import CliRunner
 
 from services.cli.configure import apply, delete
 from services.runtime.options import ServeOptions
-from tests.gateway.builders import TOKENS
-from tests.gateway.test_integration import EXAMPLE_CONFIG, options, running
+from tests.gateway.builders import TOKENS, running_gateway
+from tests.gateway.test_integration import EXAMPLE_CONFIG
 from tests.integration.builders import eventually
 
 pytestmark = pytest.mark.integration
-
-__all__ = ["options"]
 
 CORA = "token-cora-team-c-admin"
 
@@ -30,13 +28,13 @@ def _cli(command: object, args: list[str], token: str, url: str) -> tuple[int, s
     return result.exit_code, result.output
 
 
-async def test_a_tenant_admin_stays_within_its_quota_on_kafka(options: ServeOptions, tmp_path: Path) -> None:
+async def test_a_tenant_admin_stays_within_its_quota_on_kafka(gateway_options: ServeOptions, tmp_path: Path) -> None:
     tokens = tmp_path / "tokens-with-tenant-admin.yaml"
     tokens.write_text(yaml.safe_dump([
         {"token": TOKENS["root"], "tenant": "platform", "user": "root", "role": "admin"},
         {"token": CORA, "tenant": "team-c", "user": "cora", "role": "tenant-admin"},
     ]), encoding="utf-8")
-    async with running(replace(options, tokens_file=tokens)) as (server, _):
+    async with running_gateway(replace(gateway_options, tokens_file=tokens)) as server:
         url = server.url or ""
         code, out = await asyncio.to_thread(_cli, apply, ["-f", str(EXAMPLE_CONFIG)], TOKENS["root"], url)
         assert code == 0, out

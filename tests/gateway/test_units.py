@@ -14,7 +14,8 @@ from services.gateway.auth import Principal, TokenTable, token_digest
 from services.gateway.submissions import RecentSubmissions
 from services.gateway.views import ConfigView, StatusView
 from services.spec.ids import keyed_job_id, kube_job_id, name_prefix, random_job_id, tenant_tag
-from tests.gateway.builders import T0, feed, job_spec, status_changed
+from tests.builders.jobspecs import job_spec
+from tests.gateway.builders import T0, feed, status_changed
 
 _JOB_ID = TypeAdapter(JobId)
 

@@ -123,13 +123,18 @@ async def committed(settings: KafkaSettings, group_id: str, tp: TopicPartition) 
         await reader.stop()
 
 
-async def eventually(condition: Callable[[], bool], *, within: float = 30.0, interval: float = 0.05) -> None:
-    """Wait until ``condition()`` holds (fails after ``within`` seconds)."""
-    async with asyncio.timeout(within):
-        while True:
-            if condition():
-                return
-            await asyncio.sleep(interval)
+async def eventually(condition: Callable[[], bool], *, within: float = 30.0, interval: float = 0.05,
+                     what: str = "") -> None:
+    """Wait until ``condition()`` holds, checking every ``interval`` s; returns as soon as it does. After
+    ``within`` seconds the test fails, saying ``what`` it waited for."""
+    try:
+        async with asyncio.timeout(within):
+            while True:
+                if condition():
+                    return
+                await asyncio.sleep(interval)
+    except TimeoutError:
+        raise AssertionError(f"not within {within:g}s: {what or 'the condition'}") from None
 
 
 Seen: TypeAlias = list[tuple[Envelope, Delivery]]

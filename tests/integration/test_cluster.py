@@ -23,7 +23,9 @@ from services.runtime.kafka import (
     Delivery,
     EnvelopeProducer,
     KafkaSettings,
+    LoopSettings,
     Replication,
+    Topics,
     cluster_size,
     partition_leaders,
     topic_replication,
@@ -143,7 +145,8 @@ async def test_the_kit_keeps_working_after_a_broker_is_killed(
         seen.add(envelope.event_id)
 
     async with EnvelopeProducer(settings) as producer:
-        loop = ConsumerLoop(settings, [INTENTS_TOPIC], handle, producer, group_id=f"g-{uuid.uuid4().hex[:8]}")
+        loop = ConsumerLoop(settings, LoopSettings(Topics([INTENTS_TOPIC]), group_id=f"g-{uuid.uuid4().hex[:8]}"),
+                            handle, producer)
         task = asyncio.create_task(loop.run())
         try:
             await asyncio.wait_for(loop.wait_assigned(), 60)

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 
 from schemas.envelope import Envelope, make_envelope
 from schemas.status import JobStatusChanged
-from services.runtime.kafka import ConsumerLoop, Delivery, EnvelopeProducer, KafkaSettings
+from services.runtime.kafka import ConsumerLoop, Delivery, EnvelopeProducer, KafkaSettings, LoopSettings, Topics
 from services.runtime.service import ServiceRunner
 from tests.builders.messages import example_messages
 from tests.integration.builders import TopicFactory, eventually
@@ -38,7 +38,7 @@ async def test_lag_follows_a_stalled_handler_and_drops_to_zero(kafka_settings: K
     async with EnvelopeProducer(kafka_settings) as producer:
         for i in range(10):
             await producer.send_and_wait(topic, make_envelope(_status(f"j-{i}"), "t"))
-        loop = ConsumerLoop(kafka_settings, [topic], slow, producer, group_id=f"{topic}-group")
+        loop = ConsumerLoop(kafka_settings, LoopSettings(Topics([topic]), group_id=f"{topic}-group"), slow, producer)
 
         async def run_loop(stop: asyncio.Event) -> None:
             await loop.run()  # started from a task of the runner: the lag gauge finds it

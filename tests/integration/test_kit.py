@@ -6,6 +6,7 @@ import asyncio
 import os
 import signal
 import uuid
+from dataclasses import dataclass
 
 import orjson
 import pytest
@@ -17,13 +18,16 @@ from schemas.codec import encode
 from schemas.envelope import Envelope
 from schemas.topics import STATUS_TOPIC, TOPICS, dlq_topic
 from services.runtime.kafka import (
+    Batched,
     ConsumerLoop,
     Delivery,
     EnvelopeProducer,
     KafkaSettings,
+    LoopSettings,
     Outgoing,
     OutputOrder,
     RetryPolicy,
+    Topics,
     ensure_registry_topics,
 )
 from services.runtime.kafka.headers import TYPE_HEADER, VERSION_HEADER, header_value
@@ -43,6 +47,37 @@ from tests.integration.builders import (
 )
 
 pytestmark = pytest.mark.integration
+
+#: how long the loop goes on polling with the service's turn held before the test looks: nothing signals
+#: "no commit", so its absence is shown over this bounded time, several of the loop's polls
+TURN_HELD_S = 0.5
+
+
+@dataclass
+class Pipe:
+    """A source and a sink topic of the test's own, and ``forward``: a handler emitting each input onto the sink."""
+
+    settings: KafkaSettings
+    source: str
+    sink: str
+
+    async def forward(self, envelope: Envelope, delivery: Delivery) -> None:
+        await delivery.emit(self.sink, envelope)
+
+    async def feed(self, producer: EnvelopeProducer, envelopes: list[Envelope]) -> None:
+        """Put ``envelopes`` on the source topic, in order, and wait until the broker has them all."""
+        for envelope in envelopes:
+            await producer.send(self.source, envelope)
+        await producer.flush()
+
+    async def forwarded(self) -> list[bytes | None]:
+        """The values on the sink topic, in order."""
+        return [record.value for record in await read_all(self.settings, self.sink, idle_s=0.4)]
+
+
+@pytest.fixture
+async def pipe(kafka_settings: KafkaSettings, topics: TopicFactory) -> Pipe:
+    return Pipe(kafka_settings, await topics.create("source"), await topics.create("sink"))
 
 async def test_registry_topics_are_created_once_with_their_settings(kafka_settings: KafkaSettings) -> None:
     await ensure_registry_topics(kafka_settings)
@@ -66,7 +101,8 @@ async def test_every_message_type_round_trips_through_its_topic(kafka_settings: 
     examples = example_envelopes()
     seen: Seen = []
     async with EnvelopeProducer(kafka_settings) as producer:
-        loop = ConsumerLoop(kafka_settings, sorted(TOPICS), collector(seen), producer, group_id=group())
+        every_topic = LoopSettings(Topics(sorted(TOPICS)), group_id=group())
+        loop = ConsumerLoop(kafka_settings, every_topic, collector(seen), producer)
         async with running(loop):
             for topic, envelope in examples:
                 await producer.send(topic, envelope)
@@ -111,7 +147,7 @@ async def test_undecodable_messages_go_to_the_dlq_and_the_consumer_continues(
     seen: Seen = []
     group_id = group()
     async with EnvelopeProducer(kafka_settings) as producer:
-        loop = ConsumerLoop(kafka_settings, [topic], collector(seen), producer, group_id=group_id)
+        loop = ConsumerLoop(kafka_settings, LoopSettings(Topics([topic]), group_id=group_id), collector(seen), producer)
         async with running(loop):
             await eventually(lambda: len(seen) == 1)
     assert seen[0][0] == valid and seen[0][1].offset == 2
@@ -141,8 +177,8 @@ async def test_records_skip_passes_over_are_committed_without_decoding(
         return key == b"other"
 
     async with EnvelopeProducer(kafka_settings) as producer:
-        loop = ConsumerLoop(kafka_settings, [topic], collector(seen), producer, group_id=group_id, skip=skip,
-                            settle="batch")
+        loop = ConsumerLoop(kafka_settings, LoopSettings(Topics([topic]), settle=Batched(), group_id=group_id),
+                            collector(seen), producer, skip=skip)
         async with running(loop):
             await eventually(lambda: len(seen) == 1)
     assert seen[0][0] == valid and looked_at == [(topic, b"other"), (topic, valid.key().encode())]
@@ -172,7 +208,8 @@ async def test_failing_handler_is_retried_then_dead_lettered(
         for envelope in envelopes:
             await producer.send_and_wait(topic, envelope)
         retry = RetryPolicy(attempts=3, initial_backoff_s=0.01)
-        loop = ConsumerLoop(kafka_settings, [topic], handle, producer, group_id=group(), retry=retry)
+        config = LoopSettings(Topics([topic]), group_id=group(), retry=retry)
+        loop = ConsumerLoop(kafka_settings, config, handle, producer)
         async with running(loop):
             await eventually(lambda: fine in done)
     assert calls == {poison: 3, flaky: 2, fine: 1}
@@ -185,26 +222,18 @@ async def test_failing_handler_is_retried_then_dead_lettered(
 
 
 async def test_emitted_messages_are_acknowledged_before_the_input_is_committed(
-    kafka_settings: KafkaSettings, topics: TopicFactory
+    kafka_settings: KafkaSettings, pipe: Pipe
 ) -> None:
-    source = await topics.create("source")
-    sink = await topics.create("sink")
     examples = [envelope for _, envelope in example_envelopes()[:5]]
     group_id = group()
-
-    async def forward(envelope: Envelope, delivery: Delivery) -> None:
-        await delivery.emit(sink, envelope)
-
     async with EnvelopeProducer(kafka_settings) as producer:
-        for envelope in examples:
-            await producer.send(source, envelope)
-        await producer.flush()
-        loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id)
+        await pipe.feed(producer, examples)
+        config = LoopSettings(Topics([pipe.source]), group_id=group_id)
+        loop = ConsumerLoop(kafka_settings, config, pipe.forward, producer)
         async with running(loop):
             await eventually(lambda: loop.stats.handled == len(examples))
-    assert await committed(kafka_settings, group_id, TopicPartition(source, 0)) == len(examples)
-    forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
-    assert [record.value for record in forwarded] == [encode(envelope) for envelope in examples]
+    assert await committed(kafka_settings, group_id, TopicPartition(pipe.source, 0)) == len(examples)
+    assert await pipe.forwarded() == [encode(envelope) for envelope in examples]
 
 
 async def test_sigterm_stops_the_loop_gracefully_and_commits(
@@ -216,7 +245,7 @@ async def test_sigterm_stops_the_loop_gracefully_and_commits(
     async with EnvelopeProducer(kafka_settings) as producer:
         _, envelope = example_envelopes()[0]
         await producer.send_and_wait(topic, envelope)
-        loop = ConsumerLoop(kafka_settings, [topic], collector(seen), producer, group_id=group_id)
+        loop = ConsumerLoop(kafka_settings, LoopSettings(Topics([topic]), group_id=group_id), collector(seen), producer)
         task = asyncio.create_task(loop.run(handle_signals=True))
         await eventually(lambda: len(seen) == 1)
         os.kill(os.getpid(), signal.SIGTERM)
@@ -232,8 +261,9 @@ async def test_two_loops_share_partitions_and_hand_over_on_leave(
     seen: Seen = []
     examples = [envelope for _, envelope in example_envelopes()]
     async with EnvelopeProducer(kafka_settings) as producer:
-        first = ConsumerLoop(kafka_settings, [topic], collector(seen), producer, group_id=group_id)
-        second = ConsumerLoop(kafka_settings, [topic], collector(seen), producer, group_id=group_id)
+        member = LoopSettings(Topics([topic]), group_id=group_id)
+        first = ConsumerLoop(kafka_settings, member, collector(seen), producer)
+        second = ConsumerLoop(kafka_settings, member, collector(seen), producer)
         async with running(first):
             async with running(second):
                 await eventually(lambda: len(first.assignment) == 2 and len(second.assignment) == 2)
@@ -261,11 +291,12 @@ async def test_tombstones_reach_the_tombstone_handler_or_the_dlq(
 
     async with EnvelopeProducer(kafka_settings) as producer:
         with_handler = ConsumerLoop(
-            kafka_settings, [topic], collector([]), producer, group_id=group(), on_tombstone=on_tombstone
+            kafka_settings, LoopSettings(Topics([topic]), group_id=group()), collector([]), producer,
+            on_tombstone=on_tombstone,
         )
         async with running(with_handler):
             await eventually(lambda: deleted == [b"job-1"])
-        without = ConsumerLoop(kafka_settings, [topic], collector([]), producer, group_id=group())
+        without = ConsumerLoop(kafka_settings, LoopSettings(Topics([topic]), group_id=group()), collector([]), producer)
         async with running(without):
             await eventually(lambda: without.stats.dead_lettered == 1)
     (dead,) = await read_all(kafka_settings, dlq, idle_s=0.4)
@@ -273,32 +304,23 @@ async def test_tombstones_reach_the_tombstone_handler_or_the_dlq(
 
 
 async def test_batch_settle_forwards_everything_and_commits_after_the_outputs(
-    kafka_settings: KafkaSettings, topics: TopicFactory
+    kafka_settings: KafkaSettings, pipe: Pipe
 ) -> None:
-    source = await topics.create("source")
-    sink = await topics.create("sink")
     examples = [envelope for _, envelope in example_envelopes()[:20]]
     group_id = group()
-
-    async def forward(envelope: Envelope, delivery: Delivery) -> None:
-        await delivery.emit(sink, envelope)
-
     async with EnvelopeProducer(kafka_settings) as producer:
-        for envelope in examples:
-            await producer.send(source, envelope)
-        await producer.flush()
-        loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id, settle="batch")
+        await pipe.feed(producer, examples)
+        config = LoopSettings(Topics([pipe.source]), settle=Batched(), group_id=group_id)
+        loop = ConsumerLoop(kafka_settings, config, pipe.forward, producer)
         async with running(loop):
             await eventually(lambda: loop.stats.handled == len(examples) and loop.stats.commits > 0)
-    assert await committed(kafka_settings, group_id, TopicPartition(source, 0)) == len(examples)
-    forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
-    assert [record.value for record in forwarded] == [encode(envelope) for envelope in examples]
+    assert await committed(kafka_settings, group_id, TopicPartition(pipe.source, 0)) == len(examples)
+    assert await pipe.forwarded() == [encode(envelope) for envelope in examples]
 
 
 async def test_batch_settle_never_commits_a_batch_whose_outputs_failed(
-    kafka_settings: KafkaSettings, topics: TopicFactory
+    kafka_settings: KafkaSettings, pipe: Pipe
 ) -> None:
-    source = await topics.create("source")
     examples = [envelope for _, envelope in example_envelopes()[:3]]
     group_id = group()
 
@@ -308,13 +330,12 @@ async def test_batch_settle_never_commits_a_batch_whose_outputs_failed(
         delivery._pending.append(failed)  # type: ignore[arg-type]  # an output the broker did not take
 
     async with EnvelopeProducer(kafka_settings) as producer:
-        for envelope in examples:
-            await producer.send(source, envelope)
-        await producer.flush()
-        loop = ConsumerLoop(kafka_settings, [source], emit_to_nowhere, producer, group_id=group_id, settle="batch")
+        await pipe.feed(producer, examples)
+        loop = ConsumerLoop(kafka_settings, LoopSettings(Topics([pipe.source]), settle=Batched(), group_id=group_id),
+                            emit_to_nowhere, producer)
         with pytest.raises(RuntimeError, match="broker refused"):
             await asyncio.wait_for(loop.run(), 30)
-    assert await committed(kafka_settings, group_id, TopicPartition(source, 0)) in (None, 0)
+    assert await committed(kafka_settings, group_id, TopicPartition(pipe.source, 0)) in (None, 0)
 
 
 async def test_send_many_lands_where_send_would_and_keeps_the_order_per_partition(
@@ -344,13 +365,11 @@ async def test_send_many_lands_where_send_would_and_keeps_the_order_per_partitio
 
 
 async def test_batch_settle_produces_deferred_outputs_before_what_the_service_sends_itself(
-    kafka_settings: KafkaSettings, topics: TopicFactory
+    kafka_settings: KafkaSettings, pipe: Pipe
 ) -> None:
     """A service producing outside the loop (a cycle) mid-batch catches up first, during its turn of the
     output order: on the topic, the outputs of the inputs handled before it come first, those handled
     after it follow."""
-    source = await topics.create("source")
-    sink = await topics.create("sink")
     examples = [envelope for _, envelope in example_envelopes()[:6]]
     marker = examples[-1]
     group_id = group()
@@ -362,48 +381,36 @@ async def test_batch_settle_produces_deferred_outputs_before_what_the_service_se
             if envelope.event_id == examples[2].event_id:  # the service's own output, between two inputs
                 async with order.turn():
                     await order.catch_up()
-                    await producer.send(sink, marker)
-            await delivery.emit(sink, envelope)
+                    await producer.send(pipe.sink, marker)
+            await pipe.forward(envelope, delivery)
 
-        for envelope in examples[:5]:
-            await producer.send(source, envelope)
-        await producer.flush()
-        loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id, settle="batch",
-                            order=order)
+        await pipe.feed(producer, examples[:5])
+        config = LoopSettings(Topics([pipe.source]), settle=Batched(order=order), group_id=group_id)
+        loop = ConsumerLoop(kafka_settings, config, forward, producer)
         async with running(loop):
             await eventually(lambda: loop.stats.handled == 5 and loop.stats.commits > 0)
-    forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
-    order = [*examples[:2], marker, *examples[2:5]]
-    assert [record.value for record in forwarded] == [encode(envelope) for envelope in order]
+    expected = [*examples[:2], marker, *examples[2:5]]
+    assert await pipe.forwarded() == [encode(envelope) for envelope in expected]
 
 
 async def test_batch_settle_keeps_handling_while_the_service_has_its_turn_at_the_producer(
-    kafka_settings: KafkaSettings, topics: TopicFactory
+    kafka_settings: KafkaSettings, pipe: Pipe
 ) -> None:
     """Inputs go on being handled while the service produces (has its turn of the output order); their
     outputs and commits wait for the turn, and nothing is committed ahead of its outputs."""
-    source = await topics.create("source")
-    sink = await topics.create("sink")
     examples = [envelope for _, envelope in example_envelopes()[:8]]
     group_id = group()
     order = OutputOrder()
-
-    async def forward(envelope: Envelope, delivery: Delivery) -> None:
-        await delivery.emit(sink, envelope)
-
     async with EnvelopeProducer(kafka_settings) as producer:
-        loop = ConsumerLoop(kafka_settings, [source], forward, producer, group_id=group_id, settle="batch",
-                            order=order)
+        config = LoopSettings(Topics([pipe.source]), settle=Batched(order=order), group_id=group_id)
+        loop = ConsumerLoop(kafka_settings, config, pipe.forward, producer)
         async with running(loop):
             async with order.turn():
-                for envelope in examples:
-                    await producer.send(source, envelope)
-                await producer.flush()
+                await pipe.feed(producer, examples)
                 await eventually(lambda: loop.stats.handled == len(examples))
-                await asyncio.sleep(0.5)  # several polls with the lock held
+                await asyncio.sleep(TURN_HELD_S)
                 assert loop.stats.commits == 0
-                assert await read_all(kafka_settings, sink, idle_s=0.2) == []
+                assert await read_all(kafka_settings, pipe.sink, idle_s=0.2) == []
             await eventually(lambda: loop.stats.commits > 0)
-    assert await committed(kafka_settings, group_id, TopicPartition(source, 0)) == len(examples)
-    forwarded = await read_all(kafka_settings, sink, idle_s=0.4)
-    assert [record.value for record in forwarded] == [encode(envelope) for envelope in examples]
+    assert await committed(kafka_settings, group_id, TopicPartition(pipe.source, 0)) == len(examples)
+    assert await pipe.forwarded() == [encode(envelope) for envelope in examples]

@@ -9,11 +9,19 @@ import pytest
 from aiokafka.structs import TopicPartition
 
 from schemas.envelope import Envelope
-from services.runtime.kafka import ConsumerLoop, Delivery, EnvelopeProducer, KafkaSettings, RetryPolicy
+from services.runtime.kafka import (
+    ConsumerLoop,
+    Delivery,
+    EnvelopeProducer,
+    KafkaSettings,
+    LoopSettings,
+    PerRecord,
+    RetryPolicy,
+    Topics,
+)
 from tests.builders.messages import example_envelopes
 from tests.integration.builders import (
     TopicFactory,
-    collector,
     committed,
     eventually,
     group,
@@ -50,7 +58,8 @@ async def test_concurrent_mode_overlaps_keys_keeps_each_keys_order_and_commits_e
             for key in keys:
                 await producer.send(topic, sent[key][n], key=key)
         await producer.flush()
-        loop = ConsumerLoop(kafka_settings, [topic], slow, producer, group_id=group_id, concurrency=3)
+        config = LoopSettings(Topics([topic]), settle=PerRecord(concurrency=3), group_id=group_id)
+        loop = ConsumerLoop(kafka_settings, config, slow, producer)
         async with running(loop):
             await eventually(lambda: loop.stats.handled == 24)
     assert order == {key: [e.event_id for e in sent[key]] for key in keys}
@@ -74,19 +83,12 @@ async def test_concurrent_mode_dead_letters_one_keys_failure_and_handles_the_oth
         for n, key in enumerate(["a", "bad", "b", "c"]):
             await producer.send(topic, envelope.model_copy(update={"event_id": f"e{n}"}), key=key)
         await producer.flush()
-        loop = ConsumerLoop(kafka_settings, [topic], handle, producer, group_id=group(), concurrency=4,
-                            retry=RetryPolicy(attempts=2, initial_backoff_s=0.01))
+        config = LoopSettings(Topics([topic]), settle=PerRecord(concurrency=4), group_id=group(),
+                              retry=RetryPolicy(attempts=2, initial_backoff_s=0.01))
+        loop = ConsumerLoop(kafka_settings, config, handle, producer)
         async with running(loop):
             await eventually(lambda: loop.stats.handled == 3 and loop.stats.dead_lettered == 1)
     assert sorted(handled) == ["e0", "e2", "e3"]
     dead = await read_all(kafka_settings, dlq, idle_s=0.4)
     assert [record.key for record in dead] == [b"bad"]
 
-
-def test_concurrent_mode_needs_record_settling(kafka_settings: KafkaSettings) -> None:
-    with pytest.raises(ValueError, match="record settle mode"):
-        ConsumerLoop(kafka_settings, ["t"], collector([]), EnvelopeProducer(kafka_settings), group_id="g",
-                     settle="batch", concurrency=2)
-    with pytest.raises(ValueError, match="at least 1"):
-        ConsumerLoop(kafka_settings, ["t"], collector([]), EnvelopeProducer(kafka_settings), group_id="g",
-                     concurrency=0)

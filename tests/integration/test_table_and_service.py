@@ -10,7 +10,7 @@ import pytest
 from schemas.envelope import make_envelope
 from schemas.status import JobStatusChanged
 from schemas.topics import STATUS_TOPIC
-from services.runtime.kafka import ConsumerLoop, EnvelopeProducer, KafkaSettings
+from services.runtime.kafka import ConsumerLoop, EnvelopeProducer, KafkaSettings, LoopSettings, Topics
 from services.runtime.kafka.table import CompactedTable
 from services.runtime.service import ServiceRunner
 from tests.builders.messages import example_messages
@@ -74,7 +74,7 @@ async def test_service_runner_serves_metrics_and_stops(kafka_settings: KafkaSett
         seen.append(envelope.type)
 
     async with EnvelopeProducer(kafka_settings) as producer:
-        loop = ConsumerLoop(kafka_settings, [topic], handler, producer, group_id=topics.name("g"))
+        loop = ConsumerLoop(kafka_settings, LoopSettings(Topics([topic]), group_id=topics.name("g")), handler, producer)
         ticks: list[int] = []
 
         async def ticker(stop: asyncio.Event) -> None:

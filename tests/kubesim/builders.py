@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable
+import inspect
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +59,20 @@ def job(name: str, namespace: str = "team-a", completions: int = 1, parallelism:
             "spec": body}
 
 
-async def eventually(check: Callable[[], Awaitable[Any]], within: float = 5.0, interval: float = 0.02) -> Any:
-    """Poll ``check`` until it returns a truthy value; fails the test on timeout."""
+async def eventually(check: Callable[[], Any], within: float = 5.0, interval: float = 0.02, what: str = "") -> Any:
+    """Poll ``check`` (a function or a coroutine function) every ``interval`` s until it returns a truthy
+    value, and return that as soon as it does; fails the test after ``within`` s, saying ``what`` it
+    waited for."""
     loop = asyncio.get_running_loop()
     deadline = loop.time() + within
     while True:
-        result = await check()
+        result = check()
+        if inspect.isawaitable(result):
+            result = await result
         if result:
             return result
         if loop.time() > deadline:
-            raise AssertionError(f"condition not met within {within}s; last result: {result!r}")
+            raise AssertionError(f"{what or 'condition'} not met within {within}s; last result: {result!r}")
         await asyncio.sleep(interval)
 
 

@@ -7,7 +7,7 @@ import asyncio
 import aiohttp
 
 from services.kubesim import KubeSim
-from tests.kubesim.builders import Api, pod
+from tests.kubesim.builders import Api, eventually, pod
 
 PODS = "/api/v1/namespaces/team-a/pods"
 HOLD = [{"name": "hold"}]
@@ -27,11 +27,11 @@ async def test_watch_replays_history_and_streams_changes(api: Api) -> None:
     assert rvs == sorted(rvs) and rvs[0] > int(rv)
 
 
-async def test_watch_live_events_with_label_selector(api: Api) -> None:
+async def test_watch_live_events_with_label_selector(api: Api, sim: KubeSim) -> None:
     _, listed = await api.get(PODS)
     task = asyncio.create_task(api.watch(PODS, 50, resourceVersion=listed["metadata"]["resourceVersion"],
                                          labelSelector="app=web", timeoutSeconds="1"))
-    await asyncio.sleep(0.1)
+    await eventually(lambda: sim.store.watch_count == 1, what="the watch open")  # the changes come live
     await api.post(PODS, pod("other", schedulingGates=HOLD))
     await api.post(PODS, pod("web", labels={"app": "web"}, schedulingGates=HOLD))
     await api.patch(f"{PODS}/other", {"metadata": {"labels": {"app": "web"}}}, "application/merge-patch+json")
@@ -73,7 +73,7 @@ async def test_compact_makes_old_watches_gone(api: Api, sim: KubeSim) -> None:
     assert (status["kind"], status["code"], status["reason"]) == ("Status", 410, "Expired")
     fresh = str(sim.store.resource_version)
     task = asyncio.create_task(api.watch(PODS, 1, resourceVersion=fresh))
-    await asyncio.sleep(0.05)
+    await eventually(lambda: sim.store.watch_count == 1, what="the watch open")
     await api.post(PODS, pod("q", schedulingGates=HOLD))
     assert (await task)[0]["object"]["metadata"]["name"] == "q"
 
@@ -94,8 +94,7 @@ async def test_drop_watches_ends_streams(api: Api, sim: KubeSim) -> None:
     _, listed = await api.get(PODS)
     tasks = [asyncio.create_task(api.watch(PODS, 5, resourceVersion=listed["metadata"]["resourceVersion"]))
              for _ in range(3)]
-    await asyncio.sleep(0.1)
-    assert sim.store.watch_count == 3
+    await eventually(lambda: sim.store.watch_count == 3, what="three watches open")
     status, body = await api.post("/kubesim/watches/drop", {})
     assert status == 200 and body["dropped"] == 3
     results = await asyncio.wait_for(asyncio.gather(*tasks), 3)
@@ -104,17 +103,24 @@ async def test_drop_watches_ends_streams(api: Api, sim: KubeSim) -> None:
 
 
 async def test_api_failure_injection(api: Api, sim: KubeSim) -> None:
+    loop = asyncio.get_running_loop()
+    start = loop.time()
     sim.fail_api(503, 0.3)
     status, body = await api.get(PODS)
     assert (status, body["code"]) == (503, 503)
     assert (await api.get("/kubesim/state"))[0] == 200
-    await asyncio.sleep(0.35)
-    assert (await api.get(PODS))[0] == 200
+    await eventually(lambda: answers(api, PODS, 200), what="the API answering again")
+    assert loop.time() - start >= 0.3  # not before the failure's time was up
+    start = loop.time()
     status, _ = await api.post("/kubesim/api-failure", {"status": 500, "seconds": 0.2})
     assert status == 200
     assert (await api.get("/api/v1/nodes"))[0] == 500
-    await asyncio.sleep(0.25)
-    assert (await api.get("/api/v1/nodes"))[0] == 200
+    await eventually(lambda: answers(api, "/api/v1/nodes", 200), what="the API answering again")
+    assert loop.time() - start >= 0.2
+
+
+async def answers(api: Api, path: str, status: int) -> bool:
+    return (await api.get(path))[0] == status
 
 
 async def test_admin_compact_and_state(api: Api, sim: KubeSim) -> None:

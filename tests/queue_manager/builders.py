@@ -19,8 +19,9 @@ from schemas.config import (
 )
 from schemas.envelope import Message
 from schemas.intents import SubmitJob
-from schemas.jobspec import CheckpointSpec, JobSpec, PodTemplate, ResourceRequest
-from services.queue_manager.state import Out, QueueState
+from schemas.jobspec import CheckpointSpec
+from services.queue_manager.queue_state import Out, QueueState
+from tests.builders.jobspecs import job_spec
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 NOW = T0.timestamp() + 10.0
@@ -49,14 +50,11 @@ def node(name: str = "east-a100-0", gpus: int = 8, *, healthy: bool = True,
 
 def submit(job_id: str, *, gpus: int = 8, replicas: int = 1, priority_class: str = "normal",
            queue: str = "team-a", offset_s: float = 0.0, **spec: Any) -> SubmitJob:
-    job_spec = JobSpec(
-        name=job_id, queue=queue, priority_class=priority_class, replicas=replicas,
-        template=PodTemplate(image="registry.example/train:1",
-                             resources=ResourceRequest(gpus=gpus, gpu_type="a100", cpu="1", memory="1Gi")),
-        checkpoint=CheckpointSpec(enabled=True, grace_period_s=5),
-        **spec,
-    )
-    return SubmitJob(job_id=job_id, tenant="team-a", user="alice", spec=job_spec,
+    """alice's submission of job ``job_id`` (also its name), ``offset_s`` after T0: ``replicas`` pods of
+    ``gpus`` a100 GPUs, 1 CPU and 1Gi each, checkpointing with a 5 s grace period; ``spec``: other fields."""
+    job = job_spec(job_id, queue, replicas=replicas, gpus=gpus, cpu="1", memory="1Gi", priority_class=priority_class,
+                   checkpoint=CheckpointSpec(enabled=True, grace_period_s=5), **spec)
+    return SubmitJob(job_id=job_id, tenant="team-a", user="alice", spec=job,
                      submitted_at=datetime.fromtimestamp(T0.timestamp() + offset_s, UTC))
 
 

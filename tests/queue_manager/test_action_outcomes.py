@@ -10,10 +10,10 @@ from schemas.jobs import JobRecorded
 from schemas.runs import RunStarted, RunSucceeded
 from schemas.status import ActionOutcome, JobStatusChanged
 from services.core import SchedulerConfig
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
+from services.queue_manager.queue_state import Out, QueueState
 from services.queue_manager.recovery import rebuild, seed_statuses
-from services.queue_manager.state import Out, QueueState
 from tests.queue_manager.builders import NOW, folded_state, of_type, run_fields, submit
 from tests.queue_manager.test_non_preemptible import INFERENCE
 

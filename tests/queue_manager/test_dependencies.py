@@ -7,7 +7,7 @@ from schemas.intents import CancelJob, ResumeJob, SubmitJob, SuspendJob
 from schemas.jobspec import DependencySpec
 from schemas.runs import JobStopped, RunStarted, RunSucceeded
 from schemas.status import JobStatusChanged
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.dependencies import UNKNOWN_WAIT_S
 from services.queue_manager.recovery import rebuild
 from tests.queue_manager.builders import folded_state, of_type, run_fields, submit

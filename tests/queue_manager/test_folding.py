@@ -12,9 +12,9 @@ from schemas.jobs import JobRecorded
 from schemas.runs import DispatchFailed, JobStopped, RunEvicted, RunFailed, RunStarted, RunSucceeded
 from schemas.status import JobStatusChanged
 from services.core import SchedulerConfig
-from services.queue_manager.cycle import CycleOutcome, run_cycle
+from services.queue_manager.cycle_outcome import CycleOutcome, run_cycle
 from services.queue_manager.inputs import on_input
-from services.queue_manager.state import Out, QueueState
+from services.queue_manager.queue_state import Out, QueueState
 from services.queue_manager.status import WAITING_REFRESH_S
 from tests.queue_manager.builders import NOW, T0, folded_state, node, of_type, run_fields, submit
 

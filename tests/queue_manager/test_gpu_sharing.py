@@ -16,10 +16,10 @@ from schemas.status import JobStatusChanged
 from services.cli.render import gpus_text
 from services.core import SchedulerConfig
 from services.gateway.presenters import job_from_status
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
+from services.queue_manager.queue_state import QueueState
 from services.queue_manager.recovery import rebuild
-from services.queue_manager.state import QueueState
 from tests.queue_manager.builders import CLUSTER, NOW, T0, config_messages, of_type, run_fields, submit
 
 CFG = SchedulerConfig(min_runtime_s=0.0)

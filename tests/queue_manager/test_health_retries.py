@@ -7,8 +7,8 @@ from schemas.decisions import JobAdmitted, JobPreemptionRequested
 from schemas.jobs import JobRecorded
 from schemas.runs import DispatchFailed, JobStopped, RunEvicted, RunFailed, RunStarted
 from services.core import SchedulerConfig
+from services.queue_manager.queue_state import QueueState
 from services.queue_manager.recovery import rebuild
-from services.queue_manager.state import QueueState
 from tests.queue_manager.builders import T0, folded_state, node, of_type, run_fields, submit
 from tests.queue_manager.test_folding import admitted_running, cycle, feed
 

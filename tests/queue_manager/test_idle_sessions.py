@@ -12,9 +12,9 @@ from schemas.decisions import JobAdmitted, JobPreemptionRequested
 from schemas.intents import ResumeJob, SubmitJob
 from schemas.runs import JobStopped, RunIdle, RunStarted
 from services.core import SchedulerConfig
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
-from services.queue_manager.state import QueueState
+from services.queue_manager.queue_state import QueueState
 from services.spec.workload_spec import spec_from_workload
 from tests.queue_manager.builders import NOW, T0, folded_state, of_type, run_fields
 

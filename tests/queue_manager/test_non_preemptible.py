@@ -11,9 +11,9 @@ from schemas.intents import ChangePriority
 from schemas.jobs import JobRecorded
 from schemas.status import JobStatusChanged
 from services.core import SchedulerConfig
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
-from services.queue_manager.state import Out, QueueState
+from services.queue_manager.queue_state import Out, QueueState
 from tests.queue_manager.builders import NOW, folded_state, of_type, submit
 
 CFG = SchedulerConfig(min_runtime_s=0.0)

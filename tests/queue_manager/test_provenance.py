@@ -21,9 +21,9 @@ from services.queue_manager.provenance import (
     plain_secret_refusal,
     unproven,
 )
+from services.queue_manager.queue_state import QueueState
 from services.queue_manager.routing import passes_over
 from services.queue_manager.service import INPUT_PATTERN, QueueManager
-from services.queue_manager.state import QueueState
 from services.runtime.kafka import Delivery, EnvelopeProducer, Refused
 from services.spec.ids import keyed_job_id, kube_job_id, random_job_id, tenant_tag, untagged_keyed_job_id
 from tests.builders.tenants import COLLIDING

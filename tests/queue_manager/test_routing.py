@@ -11,10 +11,10 @@ from schemas.envelope import Message, make_envelope
 from schemas.intents import CancelJob
 from schemas.runs import RunStarted
 from schemas.topics import DISPATCHES_TOPIC, INTENTS_TOPIC, RUNS_TOPIC, tenant_intents_topic
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
+from services.queue_manager.queue_state import QueueState
 from services.queue_manager.routing import passes_over
-from services.queue_manager.state import QueueState
 from services.spec.ids import keyed_job_id
 from tests.queue_manager.builders import NOW, run_fields, submit
 from tests.queue_manager.test_shards import CFG, feed, shard_state

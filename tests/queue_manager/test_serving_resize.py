@@ -13,9 +13,9 @@ from schemas.intents import SubmitJob
 from schemas.jobs import JobRecorded
 from schemas.runs import PodBound, RunResized, RunStarted
 from services.core import SchedulerConfig
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
-from services.queue_manager.state import QueueState
+from services.queue_manager.queue_state import QueueState
 from services.spec.workload_spec import spec_from_workload
 from tests.queue_manager.builders import NOW, T0, folded_state, of_type, run_fields, submit
 

@@ -25,11 +25,11 @@ from schemas.decisions import JobAdmitted
 from schemas.envelope import Message
 from schemas.jobs import JobRecorded
 from services.core import SchedulerConfig
-from services.queue_manager.cycle import run_cycle
+from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.pools import DEFAULT_POOL, Shard, node_pool, queue_pool
+from services.queue_manager.queue_state import QueueState
 from services.queue_manager.recovery import rebuild
-from services.queue_manager.state import QueueState
 from tests.queue_manager.builders import CLUSTER, NOW, T0, of_type, submit
 
 CFG = SchedulerConfig(min_runtime_s=0.0)

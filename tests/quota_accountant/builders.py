@@ -7,24 +7,15 @@ from datetime import UTC, datetime, timedelta
 from schemas.config import QueueConfig, QueueDefined, ResourceQuotaConfig, TenantConfig, TenantDefined
 from schemas.decisions import JobAdmitted, JobScaled, NodePods, PlacementPlan
 from schemas.envelope import Envelope, Message, make_envelope
-from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
 from schemas.runs import DispatchFailed, JobStopped, RunFailed, RunStarted, RunSucceeded
 from services.quota_accountant.windows import WindowKind
+from tests.builders.jobspecs import job_spec
 
 T0 = datetime(2026, 11, 10, 12, 0, tzinfo=UTC)
 
 
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
-
-
-def spec(queue: str = "team-a", replicas: int = 4, gpus: int = 8, gpu_type: str | None = "a100") -> JobSpec:
-    return JobSpec(
-        name="train",
-        queue=queue,
-        replicas=replicas,
-        template=PodTemplate(image="registry.example/train:1", resources=ResourceRequest(gpus=gpus, gpu_type=gpu_type)),
-    )
 
 
 def placement(pods: int, cluster: str = "east", node: str = "east-a100-0") -> PlacementPlan:
@@ -37,7 +28,8 @@ def admitted(
 ) -> Envelope:
     msg = JobAdmitted(
         job_id=job, attempt=attempt, tenant=tenant, queue=queue, namespace=tenant, priority=0, replicas=replicas,
-        placement=placement(replicas), spec=spec(queue, replicas, gpus, gpu_type),
+        placement=placement(replicas),
+        spec=job_spec("train", queue, replicas=replicas, gpus=gpus, gpu_type=gpu_type),
     )
     return wrap(msg, when)
 

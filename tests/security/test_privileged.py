@@ -15,7 +15,7 @@ from schemas.jobspec import SecuritySpec
 from services.dispatcher.render import JobTemplate, PodSecurity, render_job
 from services.gateway.kube_jobs import NotSubmittable, submission_from_job
 from services.queue_manager.intents import on_intent
-from services.queue_manager.state import QueueState
+from services.queue_manager.queue_state import QueueState
 from tests.gateway.builders import T0, harness
 from tests.gateway.test_kube_jobs import EXAMPLE
 from tests.kube.builders import placement

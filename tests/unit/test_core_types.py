@@ -10,6 +10,7 @@ from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest, RoleSpec, TopologySpec, WorkloadObject
 from services.core.model import ANY_GPU, NodeAssignment, Placement, TopologyMode
 from services.spec.core_types import job_from_submit, node_from_state, placement_from_plan, placement_plan
+from tests.builders.jobspecs import job_spec
 from tests.builders.messages import T0, example_messages
 
 
@@ -60,15 +61,14 @@ def _roles_spec(**extra: object) -> JobSpec:
         return PodTemplate(image="registry.example/train:1",
                            resources=ResourceRequest(gpus=gpus, gpu_type="a100" if gpus else None, cpu=cpu))
 
-    data: dict[str, object] = {
-        "name": "mpi", "queue": "team-a",
+    fields: dict[str, object] = {
         "roles": [RoleSpec(name="launcher", template=template(0, "2")),
                   RoleSpec(name="worker", replicas=4, min_replicas=2, template=template(8)),
                   RoleSpec(name="head", template=template(1), topology=TopologySpec(level="rack"))],
         "workload": WorkloadObject(api_version="jobset.x-k8s.io/v1alpha2", kind="JobSet", name="mpi"),
         **extra,
     }
-    return JobSpec.model_validate(data)
+    return job_spec("mpi", "team-a", **fields)
 
 
 def test_a_job_of_several_roles_becomes_a_main_role_and_companions() -> None:

@@ -1,7 +1,17 @@
 """The Kafka kit on aiokafka: settings, envelope producer, consumer loop with DLQ, topic creation."""
 
 from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, Refused, TombstoneHandler
-from services.runtime.kafka.loop import ConsumerLoop, LoopStats, RetryPolicy
+from services.runtime.kafka.loop import ConsumerLoop, LoopStats
+from services.runtime.kafka.loop_settings import (
+    Batched,
+    LoopSettings,
+    Pattern,
+    PerRecord,
+    RetryPolicy,
+    SettleMode,
+    Subscription,
+    Topics,
+)
 from services.runtime.kafka.producer import BatchFuture, DeliveryFuture, EnvelopeProducer, Outgoing
 from services.runtime.kafka.replication import Replication, ReplicationError
 from services.runtime.kafka.settings import KafkaSettings
@@ -19,22 +29,29 @@ from services.runtime.kafka.topics import (
 __all__ = [
     "BatchFuture",
     "BatchSettler",
+    "Batched",
     "ConsumerLoop",
     "Delivery",
     "DeliveryFuture",
     "EnvelopeProducer",
     "Handler",
     "KafkaSettings",
+    "LoopSettings",
     "LoopStats",
     "Outgoing",
     "OutputOrder",
     "PartitionsCallback",
+    "Pattern",
+    "PerRecord",
     "Refused",
     "Replication",
     "ReplicationError",
     "RetryPolicy",
+    "SettleMode",
+    "Subscription",
     "TombstoneHandler",
     "TopicPlan",
+    "Topics",
     "cluster_size",
     "create_topics",
     "ensure_registry_topics",

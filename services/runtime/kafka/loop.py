@@ -7,9 +7,9 @@ import contextlib
 import contextvars
 import logging
 import signal
-from collections.abc import Awaitable, Callable, Collection, Sequence
+from collections.abc import Awaitable, Callable, Collection
 from dataclasses import dataclass
-from typing import Literal, TypeAlias
+from typing import TypeAlias
 
 from aiokafka import AIOKafkaConsumer, ConsumerRebalanceListener
 from aiokafka.structs import ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -19,9 +19,10 @@ from schemas.topics import dlq_topic
 from services.runtime import tracing
 from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, Refused, TombstoneHandler
 from services.runtime.kafka.headers import dead_letter_headers, dead_letter_key, dead_letter_value
+from services.runtime.kafka.loop_settings import Batched, LoopSettings, Pattern, PerRecord, RetryPolicy, Topics
 from services.runtime.kafka.producer import EnvelopeProducer
 from services.runtime.kafka.settings import KafkaSettings
-from services.runtime.kafka.settle import BatchSettler, OutputOrder
+from services.runtime.kafka.settle import BatchSettler
 from services.runtime.logs import enter_message, leave_message
 
 log = logging.getLogger(__name__)
@@ -41,18 +42,6 @@ def collect_loops() -> set[ConsumerLoop]:
     loops: set[ConsumerLoop] = set()
     _LOOPS.set(loops)
     return loops
-
-
-@dataclass(frozen=True)
-class RetryPolicy:
-    """Bounded retries of a failing handler: ``attempts`` tries in all, exponential backoff between."""
-
-    attempts: int = 3
-    initial_backoff_s: float = 0.1
-    max_backoff_s: float = 5.0
-
-    def backoff(self, failed_attempt: int) -> float:
-        return float(min(self.max_backoff_s, self.initial_backoff_s * 2 ** (failed_attempt - 1)))
 
 
 @dataclass
@@ -87,18 +76,14 @@ class ConsumerLoop:
     cannot be written the loop stops with the error, the record uncommitted. On revocation the handled
     offsets of the revoked partitions are committed.
 
-    ``settle``: ``"record"`` waits for each record's outputs before the next record (and retries the
-    handler when they fail); ``"batch"`` hands a whole fetched batch's outputs to a ``BatchSettler``
-    (``settle.py``), sharing ``order`` with a service that also produces from another task.
-    ``concurrency`` > 1 (record mode only): the records of a fetched batch are handled up to that many
-    at once, those with the same key (or, unkeyed, of the same partition) one after the other in
-    offset order; a partition's offsets are committed up to its first record not yet handled. For
-    handlers whose work on different keys is independent and waits on I/O (the dispatcher's API calls).
+    ``config`` (``LoopSettings``, ``loop_settings.py``) says what the loop reads (``Topics`` or a
+    ``Pattern``), how it settles (``PerRecord(concurrency=N)``: each record's outputs before the next
+    record, the handler retried when they fail; ``Batched(order=...)``: a whole fetched batch's outputs
+    handed to a ``BatchSettler``, ``settle.py``), its group, batch size and retries. With ``concurrency`` > 1
+    a partition's offsets are committed up to its first record not yet handled (the dispatcher's API calls).
     ``on_tombstone`` receives null values (deletes on compacted topics) with their key; without it
     they are dead-lettered as ``malformed``. ``skip(topic, key, value)`` may pass a record over before
-    it is decoded (committed like a handled one). ``pattern`` (a regular expression) subscribes to every
-    topic whose name matches it, now and as topics are created, instead of ``topics``; those a principal
-    may not describe stay out of sight.
+    it is decoded (committed like a handled one).
     """
 
     #: how often a pattern subscription looks for new matching topics (aiokafka's default is 5 minutes)
@@ -111,52 +96,42 @@ class ConsumerLoop:
     def __init__(
         self,
         settings: KafkaSettings,
-        topics: Sequence[str],
+        config: LoopSettings,
         handler: Handler,
         producer: EnvelopeProducer,
         *,
-        group_id: str | None = None,
-        retry: RetryPolicy | None = None,
         on_assigned: PartitionsCallback | None = None,
         on_revoked: PartitionsCallback | None = None,
         on_tombstone: TombstoneHandler | None = None,
-        max_records: int = 100,
-        settle: Literal["record", "batch"] = "record",
-        order: OutputOrder | None = None,
         skip: Callable[[str, bytes | None, bytes | None], bool] | None = None,
-        concurrency: int = 1,
-        pattern: str | None = None,
     ) -> None:
-        group = group_id or settings.group_id
+        if not isinstance(config, LoopSettings):
+            raise TypeError(f"ConsumerLoop takes a LoopSettings, not {type(config).__name__}")
+        group = config.group_id or settings.group_id
         if not group:
-            raise ValueError("ConsumerLoop needs a consumer group (group_id or MUSTER_KAFKA_GROUP_ID)")
-        if order is not None and settle != "batch":
-            raise ValueError("an output order is shared with the batch settle mode only")
-        if concurrency < 1:
-            raise ValueError(f"concurrency must be at least 1, not {concurrency}")
-        if concurrency > 1 and settle != "record":
-            raise ValueError("concurrent handling needs the record settle mode")
-        self._concurrency = concurrency
+            raise ValueError("ConsumerLoop needs a consumer group (LoopSettings.group_id or MUSTER_KAFKA_GROUP_ID)")
+        self.config = config
         self.group_id = group
         self._settings = settings
-        self._topics = tuple(topics)
-        self._pattern = pattern
-        if pattern is not None and self._topics:
-            raise ValueError("subscribe to topics or to a pattern, not both")
+        subscription, settle = config.subscription, config.settle
+        self._topics = tuple(subscription.names) if isinstance(subscription, Topics) else ()
+        self._pattern = subscription.regex if isinstance(subscription, Pattern) else None
+        self._concurrency = settle.concurrency if isinstance(settle, PerRecord) else 1
+        batched = settle if isinstance(settle, Batched) else None
         self._handler = handler
         self._producer = producer
-        self._retry = retry or RetryPolicy()
+        self._retry: RetryPolicy = config.retry
         self._on_assigned_cb = on_assigned
         self._on_revoked_cb = on_revoked
         self._on_tombstone = on_tombstone
-        self._max_records = max_records
+        self._max_records = config.max_records
         self._skip = skip
         self._consumer: AIOKafkaConsumer | None = None
         self._owned: set[TopicPartition] = set()
         self._processed: dict[TopicPartition, int] = {}
         self._committed: dict[TopicPartition, int] = {}  # what this member last committed (for the lag)
-        self._batch = (BatchSettler(producer, self._processed, self._commit, order, name=group)
-                       if settle == "batch" else None)
+        self._batch = (BatchSettler(producer, self._processed, self._commit, batched.order, name=group)
+                       if batched is not None else None)
         self._work_lock = asyncio.Lock()
         self._stopping = asyncio.Event()
         self._ready = asyncio.Event()

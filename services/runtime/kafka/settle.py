@@ -1,4 +1,4 @@
-"""Batch settling for ``ConsumerLoop(settle="batch")``, and the ``OutputOrder`` a service shares with it.
+"""Batch settling for a ``ConsumerLoop`` set up with ``Batched()``, and the ``OutputOrder`` a service shares with it.
 
 ``BatchSettler``: the outputs of a whole fetched batch are collected, handed to the producer together
 as record batches, and the batch's offsets committed once they are acknowledged, while the next

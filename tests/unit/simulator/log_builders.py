@@ -17,23 +17,17 @@ from schemas.config import (
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected, NodePods, PlacementPlan
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.intents import SubmitJob
-from schemas.jobspec import CheckpointSpec, JobSpec, PodTemplate, ResourceRequest
+from schemas.jobspec import CheckpointSpec, JobSpec
 from schemas.kube import NODE_GROUP
 from schemas.runs import JobStopped, RunDeleted, RunFailed, RunStarted, RunSucceeded
 from schemas.status import JobState, JobStatusChanged
+from tests.builders.jobspecs import job_spec
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
 
 
 def at(seconds: float) -> datetime:
     return T0 + timedelta(seconds=seconds)
-
-
-def spec(name: str, queue: str, *, pods: int = 1, gpus: int = 8, checkpoint: bool = False,
-         estimate: float | None = None, priority_class: str = "normal") -> JobSpec:
-    return JobSpec(name=name, queue=queue, replicas=pods, priority_class=priority_class,
-                   template=PodTemplate(image="img", resources=ResourceRequest(gpus=gpus, gpu_type="a100")),
-                   checkpoint=CheckpointSpec(enabled=checkpoint), runtime_estimate_s=estimate)
 
 
 @dataclass
@@ -65,8 +59,14 @@ class Log:
                                                    quotas={"gpu:a100": {"nominal": quota}})), t)  # type: ignore[dict-item]
         return self
 
-    def submit(self, job_id: str, queue: str, t: float, **kw: object) -> Log:
-        return self.submit_spec(job_id, spec(job_id, queue, **kw), t)  # type: ignore[arg-type]
+    def submit(self, job_id: str, queue: str, t: float, *, pods: int = 1, gpus: int = 8, checkpoint: bool = False,
+               estimate: float | None = None, priority_class: str = "normal") -> Log:
+        """A submission of job ``job_id`` (also its name) at ``t``: ``pods`` pods of ``gpus`` a100 GPUs (one
+        whole node of ``cluster``'s each, by default), checkpointing or not, with a runtime ``estimate``."""
+        spec = job_spec(job_id, queue, replicas=pods, gpus=gpus, gpu_type="a100", image="img",
+                        priority_class=priority_class, checkpoint=CheckpointSpec(enabled=checkpoint),
+                        runtime_estimate_s=estimate)
+        return self.submit_spec(job_id, spec, t)
 
     def submit_spec(self, job_id: str, s: JobSpec, t: float, user: str = "u") -> Log:
         """A submission of ``s`` by ``user`` of the tenant named like its queue."""

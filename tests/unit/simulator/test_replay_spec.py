@@ -9,7 +9,7 @@ import pytest
 
 from schemas.decisions import JobPreemptionRequested
 from schemas.intents import SubmitJob
-from schemas.jobspec import CheckpointSpec, DependencySpec, JobSpec, PodTemplate, ResourceRequest, TopologySpec
+from schemas.jobspec import CheckpointSpec, DependencySpec, PodTemplate, ResourceRequest, TopologySpec
 from schemas.kube import GPU_RESOURCE, NODE_GROUP, POOL
 from schemas.runs import DispatchFailed, JobStopped, RunIdle
 from services.core.model import SchedulerConfig
@@ -17,15 +17,10 @@ from services.simulator.engine import SimOptions, Simulator
 from services.simulator.replay import node_groups, reconstruct
 from services.simulator.whatif import compare, render_text
 from services.spec.core_types import configured_job, job_from_submit
+from tests.builders.jobspecs import job_spec
 from tests.unit.simulator.log_builders import Log, at
 
 SCHED = SchedulerConfig()
-
-
-def _spec(name: str, queue: str = "team-a", gpus: int = 8, **fields: object) -> JobSpec:
-    resources = fields.pop("resources", None) or ResourceRequest(gpus=gpus, gpu_type="a100")
-    return JobSpec.model_validate({"name": name, "queue": queue,
-                                   "template": PodTemplate(image="img", resources=resources), **fields})
 
 
 def _stopped_for_max_runtime(log: Log, job_id: str, t: float) -> Log:
@@ -38,10 +33,10 @@ def _stopped_for_max_runtime(log: Log, job_id: str, t: float) -> Log:
 
 def test_a_job_replays_with_its_node_selector_and_its_max_runtime() -> None:
     log = Log().cluster(nodes=2).node("east-ssd-0", labels={NODE_GROUP: "ssd", "disk": "ssd"})
-    log.submit_spec("long", _spec("long", node_selector={"disk": "ssd"}, max_runtime_s=300), 0)
+    log.submit_spec("long", job_spec("long", replicas=1, gpus=8, node_selector={"disk": "ssd"}, max_runtime_s=300), 0)
     log.admit("long", 0).start("long", 0)
     _stopped_for_max_runtime(log, "long", 300)
-    log.submit_spec("next", _spec("next", node_selector={"disk": "ssd"}), 0)
+    log.submit_spec("next", job_spec("next", replicas=1, gpus=8, node_selector={"disk": "ssd"}), 0)
     log.admit("next", 310).start("next", 310).succeed("next", 410)
     recon = reconstruct(log.envelopes, as_of=at(1000), since=at(0))
     replayed = {w.job_id: w for w in recon.workload.jobs}
@@ -59,10 +54,10 @@ def test_a_job_replays_with_its_node_selector_and_its_max_runtime() -> None:
 
 def test_the_replay_builds_the_core_job_the_queue_manager_builds() -> None:
     pooled = Log().cluster()
-    spec = _spec("train-resnet-7", gpus=0, resources=ResourceRequest(gpu_fraction=0.5, gpu_type="a100", cpu="6",
-                                                                      memory="40Gi"),
-                 replicas=2, topology=TopologySpec(level="block"), cluster="east", max_wait_s=900,
-                 checkpoint=CheckpointSpec(enabled=True, grace_period_s=45), runtime_estimate_s=600)
+    shared = ResourceRequest(gpu_fraction=0.5, gpu_type="a100", cpu="6", memory="40Gi")
+    spec = job_spec("train-resnet-7", replicas=2, template=PodTemplate(image="img", resources=shared),
+                    topology=TopologySpec(level="block"), cluster="east", max_wait_s=900,
+                    checkpoint=CheckpointSpec(enabled=True, grace_period_s=45), runtime_estimate_s=600)
     pooled.node("east-shared-0", labels={NODE_GROUP: "shared"}, gpus_shared=4)
     pooled.submit_spec("j", spec, 0, user="alice").admit("j", 0).start("j", 0).succeed("j", 100)
     recon = reconstruct(pooled.envelopes, as_of=at(200), since=at(0))
@@ -96,7 +91,7 @@ def test_a_queues_pool_and_a_priority_class_apply_as_in_the_queue_manager() -> N
     log.add(QueueDefined(item=QueueConfig(name="team-a", cohort="research", tenant="team-a", pool="training",
                                           quotas={"gpu:a100": {"nominal": 8}})), -100)
     log.add(PriorityClassDefined(item=PriorityClassConfig(name="serving", value=500, preemptible=False)), -100)
-    log.submit_spec("j", _spec("j", priority_class="serving", node_selector={"disk": "any"}), 0)
+    log.submit_spec("j", job_spec("j", replicas=1, gpus=8, priority_class="serving", node_selector={"disk": "any"}), 0)
     recon = reconstruct(log.envelopes, as_of=at(10), since=at(0))
     record = Simulator(recon.workload, recon.cluster, SCHED).run().records["j"]
     job = record.job
@@ -121,8 +116,9 @@ def test_a_retryable_dispatch_failure_ends_an_attempt_only_before_it_started() -
 
 def test_a_dependency_named_by_job_name_is_replayed() -> None:
     log = Log().cluster(nodes=4)
-    log.submit_spec("prep-1", _spec("prep"), 0).admit("prep-1", 0).start("prep-1", 0).succeed("prep-1", 100)
-    log.submit_spec("train-1", _spec("train", after=[DependencySpec(job="prep")]), 5)
+    log.submit_spec("prep-1", job_spec("prep", replicas=1, gpus=8), 0)
+    log.admit("prep-1", 0).start("prep-1", 0).succeed("prep-1", 100)
+    log.submit_spec("train-1", job_spec("train", replicas=1, gpus=8, after=[DependencySpec(job="prep")]), 5)
     log.admit("train-1", 100).start("train-1", 100).succeed("train-1", 150)
     recon = reconstruct(log.envelopes, as_of=at(400), since=at(0))
     train = next(w for w in recon.workload.jobs if w.job_id == "train-1")
@@ -135,7 +131,8 @@ def test_what_the_replay_cannot_replay_is_in_its_output() -> None:
     log = Log().cluster().submit("idle", "team-a", 0).admit("idle", 0).start("idle", 0)
     log.add(RunIdle(job_id="idle", attempt=0, cluster="east", observed_at=log.at(50), idle_since=log.at(0), pods=1),
             50)
-    log.submit_spec("pinned", _spec("pinned", node_selector={"kubernetes.io/hostname": "east-a100-1"}), 0)
+    pinned = job_spec("pinned", replicas=1, gpus=8, node_selector={"kubernetes.io/hostname": "east-a100-1"})
+    log.submit_spec("pinned", pinned, 0)
     recon = reconstruct(log.envelopes, as_of=at(100), since=at(0))
     lines = recon.not_replayed
     assert any(line.startswith("1 job(s) released for idleness") for line in lines)
@@ -176,9 +173,9 @@ def test_a_trace_job_is_built_as_before() -> None:
 
 def test_a_job_that_failed_ends_failed_in_the_replay_too() -> None:
     log = Log().cluster(nodes=4).submit("f", "team-a", 0).admit("f", 0).start("f", 0).fail("f", 50)
-    log.submit_spec("on-success", _spec("on-success", after=[DependencySpec(job="f")]), 1)
+    log.submit_spec("on-success", job_spec("on-success", replicas=1, gpus=8, after=[DependencySpec(job="f")]), 1)
     log.cancel("on-success", 50)  # it could never run
-    log.submit_spec("on-end", _spec("on-end", after=[DependencySpec(job="f", on="finished")]), 1)
+    log.submit_spec("on-end", job_spec("on-end", replicas=1, gpus=8, after=[DependencySpec(job="f", on="finished")]), 1)
     log.admit("on-end", 50).start("on-end", 50).succeed("on-end", 80)
     recon = reconstruct(log.envelopes, as_of=at(200), since=at(0))
     assert [(w.job_id, w.fails) for w in recon.workload.jobs] == [("f", True), ("on-end", False)]

@@ -31,6 +31,7 @@ from services.simulator.workload import (
 )
 from services.spec.cluster_file import parse_cluster_yaml
 from services.spec.core_types import job_from_submit
+from tests.builders.jobspecs import job_spec
 from tests.unit.simulator.builders import job, workload
 from tests.unit.simulator.log_builders import Log, at
 
@@ -227,8 +228,8 @@ def _template(gpus: int, cpu: str) -> PodTemplate:
 
 
 def _mpi_spec(name: str, queue: str, workers: int = 2, low: int | None = None) -> JobSpec:
-    return JobSpec(
-        name=name, queue=queue,
+    return job_spec(
+        name, queue,
         roles=[RoleSpec(name="launcher", replicas=1, template=_template(0, "2")),
                RoleSpec(name="worker", replicas=workers, min_replicas=low, template=_template(8, "16")),
                RoleSpec(name="ps", replicas=1, template=_template(1, "4"))],

@@ -11,8 +11,8 @@ import math
 from collections.abc import Sequence
 from pathlib import Path
 
-from bench.controlplane.measure import percentile
-from bench.controlplane.observe import Series
+from bench.system.measure import percentile
+from bench.system.observe import Series
 
 SLICES = 40  # time slices of the latency-over-time panel
 

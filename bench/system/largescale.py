@@ -9,14 +9,14 @@ import statistics
 import time
 from datetime import UTC, datetime
 
-from bench.controlplane.baseline import round_trip
-from bench.controlplane.machine import spent
-from bench.controlplane.measure import Spread, Table, rate
-from bench.controlplane.observe import OBSERVER, Series, counting
-from bench.controlplane.pacing import paced
-from bench.controlplane.sizes import BORROWING_LIMIT, NOMINAL, SIZES, per_queue
-from bench.controlplane.stack import SUBMITTER, private_broker, running_stack
-from bench.controlplane.workload import Fleet, QueueLayout, submission
+from bench.system.baseline import round_trip
+from bench.system.machine import spent
+from bench.system.measure import Spread, Table, rate
+from bench.system.observe import OBSERVER, Series, counting
+from bench.system.pacing import paced
+from bench.system.sizes import BORROWING_LIMIT, NOMINAL, SIZES, per_queue
+from bench.system.stack import SUBMITTER, private_broker, running_stack
+from bench.system.workload import Fleet, QueueLayout, submission
 from schemas.codec import encode
 from schemas.envelope import make_envelope
 from services.core import SchedulerConfig

@@ -2,7 +2,7 @@
 
 It wraps the core's ``SchedulerState`` with the per-job entries that become ``muster.jobs`` records,
 the configuration view, the inputs already applied (for at-least-once redelivery) and the status
-book. Handlers (``intents``, ``runs``, ``cycle``, ``recovery``) change it and return ``Out`` values:
+book. Handlers (``intents``, ``runs``, ``cycle_outcome``, ``recovery``) change it and return ``Out`` values:
 the messages the shell must produce, records always before the decisions they explain.
 """
 

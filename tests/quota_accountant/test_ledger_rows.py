@@ -13,7 +13,7 @@ from pydantic import SecretStr
 
 from services.quota_accountant.attempts import Admission
 from services.quota_accountant.ledger import Ledger
-from services.quota_accountant.state import TableMirror, attempt_key, ledger_of, rows_of
+from services.quota_accountant.ledger_rows import TableMirror, attempt_key, ledger_of, rows_of
 from services.quota_accountant.stream import (
     CHANGELOG_TOPICS,
     CONSUMER_GROUP,

@@ -14,10 +14,10 @@ from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
-from bench.controlplane.cluster import FakeCluster, RuntimeOf
-from bench.controlplane.machine import process_cpu_seconds
-from bench.controlplane.measure import Timeline
-from bench.controlplane.workload import Fleet
+from bench.system.cluster import FakeCluster, RuntimeOf
+from bench.system.machine import process_cpu_seconds
+from bench.system.measure import Timeline
+from bench.system.workload import Fleet
 from schemas.envelope import Message, make_envelope
 from schemas.intents import SubmitJob
 from schemas.topics import CAPACITY_TOPIC, CONFIG_TOPIC, INTENTS_TOPIC

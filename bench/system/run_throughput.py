@@ -3,9 +3,9 @@ cost of replication instead (``replication.py``)."""
 
 from __future__ import annotations
 
-from bench.controlplane import replication
-from bench.controlplane.stack import private_broker
-from bench.controlplane.throughput import throughput
+from bench.system import replication
+from bench.system.stack import private_broker
+from bench.system.throughput import throughput
 
 
 async def main(*, quick: bool, bootstrap: str | None, debounce_s: float | None = None, brokers: int = 1) -> str:

@@ -5,11 +5,11 @@ the same submissions on the same cluster and replication (acks=all, idempotent, 
 
 from __future__ import annotations
 
-from bench.controlplane.baseline import round_trip
-from bench.controlplane.measure import Table, rate
-from bench.controlplane.stack import SUBMITTER, Broker, private_broker
-from bench.controlplane.throughput import QUEUES, RUNTIME_S, Measured, Scenario, measure, per_second, vs_raw
-from bench.controlplane.workload import queue_name, submission
+from bench.system.baseline import round_trip
+from bench.system.measure import Table, rate
+from bench.system.stack import SUBMITTER, Broker, private_broker
+from bench.system.throughput import QUEUES, RUNTIME_S, Measured, Scenario, measure, per_second, vs_raw
+from bench.system.workload import queue_name, submission
 from schemas.codec import encode
 from schemas.envelope import make_envelope
 

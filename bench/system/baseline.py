@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 from aiokafka import AIOKafkaConsumer, AIOKafkaProducer, TopicPartition
 
-from bench.controlplane.measure import Spread
-from bench.controlplane.pacing import paced
+from bench.system.measure import Spread
+from bench.system.pacing import paced
 from services.runtime.kafka import KafkaSettings, TopicPlan, create_topics
 
 PARTITIONS = 12  # as many as muster.intents

@@ -1,6 +1,6 @@
 """What a benchmark run tells the command around it besides its table: how far it is (a progress callback the
 command sets, e.g. ``muster bench``'s rich bars) and the per-job moments of each measured scenario (which
-``muster bench ... --plot`` draws, ``bench/controlplane/plots.py``). Both default to nothing; the benchmarks
+``muster bench ... --plot`` draws, ``bench/system/plots.py``). Both default to nothing; the benchmarks
 work the same without them."""
 
 from __future__ import annotations
@@ -9,7 +9,7 @@ import math
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
-from bench.controlplane.measure import Timeline
+from bench.system.measure import Timeline
 
 Progress = Callable[[str, float, float | None], None]
 """``(description, done, total)``."""

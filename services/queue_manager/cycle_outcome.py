@@ -12,7 +12,7 @@ from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC
 from services.core import Admit, Preempt, Reject, Scale, SchedulerConfig, schedule
 from services.queue_manager.dependencies import expire_unknown, settle
 from services.queue_manager.entries import utc
-from services.queue_manager.state import Out, QueueState
+from services.queue_manager.queue_state import Out, QueueState
 from services.spec.core_types import main_role_name, placement_plan
 
 log = logging.getLogger(__name__)

@@ -11,10 +11,10 @@ the busiest shard's CPU per job: with a core per shard, that is what bounds the 
 
 from __future__ import annotations
 
-from bench.controlplane.measure import Table, rate
-from bench.controlplane.stack import private_broker, running_stack
-from bench.controlplane.throughput import RUNTIME_S, Outcome, Scenario, run_scenario
-from bench.controlplane.workload import Fleet, QueueLayout, pool_name, queue_name
+from bench.system.measure import Table, rate
+from bench.system.stack import private_broker, running_stack
+from bench.system.throughput import RUNTIME_S, Outcome, Scenario, run_scenario
+from bench.system.workload import Fleet, QueueLayout, pool_name, queue_name
 from services.core import SchedulerConfig
 
 SHARDS = (1, 2, 4)

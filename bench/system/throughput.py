@@ -15,13 +15,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from datetime import UTC, datetime
 
-from bench.controlplane.baseline import round_trip
-from bench.controlplane.machine import spent
-from bench.controlplane.measure import Spread, Table, rate
-from bench.controlplane.observe import OBSERVER, Series, counting
-from bench.controlplane.pacing import paced
-from bench.controlplane.stack import SUBMITTER, Broker, Stack, running_stack
-from bench.controlplane.workload import Fleet, QueueLayout, queue_name, submission
+from bench.system.baseline import round_trip
+from bench.system.machine import spent
+from bench.system.measure import Spread, Table, rate
+from bench.system.observe import OBSERVER, Series, counting
+from bench.system.pacing import paced
+from bench.system.stack import SUBMITTER, Broker, Stack, running_stack
+from bench.system.workload import Fleet, QueueLayout, queue_name, submission
 from schemas.codec import encode
 from schemas.envelope import make_envelope
 from services.core import SchedulerConfig

@@ -19,7 +19,7 @@ from typing import Any
 
 from aiokafka import AIOKafkaConsumer, TopicPartition
 
-from bench.controlplane.measure import Timeline
+from bench.system.measure import Timeline
 from schemas.codec import DecodeError, decode
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected, PlacementPlan
 from schemas.envelope import Message, make_envelope

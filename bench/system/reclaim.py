@@ -8,12 +8,12 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from bench.controlplane.baseline import round_trip
-from bench.controlplane.measure import Spread, Table
-from bench.controlplane.observe import OBSERVER, counting
-from bench.controlplane.pacing import paced
-from bench.controlplane.stack import SUBMITTER, private_broker, running_stack
-from bench.controlplane.workload import Fleet, QueueLayout, submission
+from bench.system.baseline import round_trip
+from bench.system.measure import Spread, Table
+from bench.system.observe import OBSERVER, counting
+from bench.system.pacing import paced
+from bench.system.stack import SUBMITTER, private_broker, running_stack
+from bench.system.workload import Fleet, QueueLayout, submission
 from schemas.codec import encode
 from schemas.envelope import make_envelope
 from services.core import SchedulerConfig

@@ -28,9 +28,9 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from bench.controlplane.measure import Spread, Table, rate
-from bench.controlplane.stack import SUBMITTER, Broker, QueueManagerProcess, private_broker, publish
-from bench.controlplane.workload import GPU_TYPE, QueueLayout, submission
+from bench.system.measure import Spread, Table, rate
+from bench.system.stack import SUBMITTER, Broker, QueueManagerProcess, private_broker, publish
+from bench.system.workload import GPU_TYPE, QueueLayout, submission
 from schemas.config import ClusterConfig, MusterConfig, NodeGroupConfig, TopologyConfig
 from schemas.decisions import JobAdmitted, NodePods, PlacementPlan
 from schemas.envelope import make_envelope
