@@ -37,7 +37,7 @@ def _ends(cycle: Cycle, gpu_type: str, scope: frozenset[str] | None) -> Iterator
     only those with a pod on one of its nodes."""
     cfg = cycle.cfg
     state_side = running_ends(cycle.st, gpu_type, cycle.now, cfg.default_runtime_estimate_s, scope)
-    fresh = cycle.admitted_runs.get(gpu_type, [])
+    fresh = cycle.forecast.admitted_runs.get(gpu_type, [])
     if scope is not None:
         fresh = [e for e in fresh if touches(e[1], scope)]
     ordered = sorted(fresh, key=lambda e: (e[0], e[1].job.job_id))

@@ -33,17 +33,18 @@ from .preemption import Candidate, Plan, release, whole_candidate
 from .quota import job_request
 
 if TYPE_CHECKING:
-    from .cycle import Cycle, Excluded
+    from .cycle import Cycle
+    from .reservations import Excluded
 
 
 def find_moves(cycle: Cycle, job: Job) -> Plan | None:
     """Jobs to move so that ``job`` fits, with its placement once they are gone; None if not worth it."""
     cfg = cycle.cfg
-    if not job.gpus_per_pod or cycle.moves >= cfg.consolidation_max_moves:
+    if not job.gpus_per_pod or cycle.out.moves >= cfg.consolidation_max_moves:
         return None
     pods = max(job.min_size, 1)
     need = job.gpus_at(pods)
-    excluded = cycle.exclusion_for(job)
+    excluded = cycle.reservations.exclusion_for(job)
     for gpu_type in candidate_gpu_types(cycle.cap, job):
         reason, _ = cycle.book.check(job.queue, job_request(job, gpu_type, pods), may_borrow=job.preemptible)
         if reason is not None or _free_for(cycle, job, gpu_type, excluded) < need:
@@ -103,7 +104,7 @@ def _movable(cycle: Cycle, rj: RunningJob, job: Job, gpu_type: str, need: int) -
     v = rj.job
     jid = v.job_id
     return not (
-        jid in cycle.taken
+        jid in cycle.out.taken
         or rj.terminating
         or not (v.preemptible and v.checkpointable)
         or v.priority > job.priority
@@ -120,7 +121,7 @@ def _plan(
     cycle: Cycle, job: Job, gpu_type: str, pods: int, movers: list[RunningJob], excluded: Excluded
 ) -> Plan | None:
     """The fewest movers, tried in order, after whose moving ``job`` fits and they fit again."""
-    limit = cycle.cfg.consolidation_max_moves - cycle.moves
+    limit = cycle.cfg.consolidation_max_moves - cycle.out.moves
     chosen: list[Candidate] = []
     found: Placement | None = None
     for rj in movers:
@@ -169,7 +170,7 @@ def _placed_with_room(
     try:
         for c in sorted(moved, key=lambda m: (-m.run.gpus, m.run.job.job_id)):  # biggest first: best fit
             v = c.run.job
-            again = Placer(cap, v, cycle.exclusion_for(v)).place(gpu_type, c.run.replicas, c.run.replicas)
+            again = Placer(cap, v, cycle.reservations.exclusion_for(v)).place(gpu_type, c.run.replicas, c.run.replicas)
             if again is None:
                 return None
             take(v, again.nodes)

@@ -11,7 +11,8 @@ from .placement import Placer
 from .quota import job_request
 
 if TYPE_CHECKING:
-    from .cycle import Cycle, Excluded
+    from .cycle import Cycle
+    from .reservations import Excluded
 
 
 def merge(placement: Placement, extra: Iterable[NodeAssignment]) -> Placement:
@@ -56,18 +57,18 @@ def _place_in_order(cycle: Cycle, job: Job, attained: float) -> tuple[int, float
 def _growers(cycle: Cycle) -> dict[str, list[tuple[tuple[int, float], str]]]:
     """Per queue, its running elastic jobs below full size by their place in its order (the furthest
     ahead last); built once per cycle."""
-    if cycle.growers is None:
+    if cycle.memo.growers is None:
         st = cycle.st
-        cycle.growers = {}
+        cycle.memo.growers = {}
         for jid in st.elastic_running:
             rj = st.running[jid]
             if rj.terminating or rj.replicas >= rj.job.replicas:
                 continue
             place = _place_in_order(cycle, rj.job, rj.attained(cycle.now))
-            cycle.growers.setdefault(rj.job.queue, []).append((place, jid))
-        for waiting_list in cycle.growers.values():
+            cycle.memo.growers.setdefault(rj.job.queue, []).append((place, jid))
+        for waiting_list in cycle.memo.growers.values():
             waiting_list.sort(reverse=True)
-    return cycle.growers
+    return cycle.memo.growers
 
 
 def may_grow_in_walk(cycle: Cycle) -> bool:
@@ -87,10 +88,10 @@ def grow_ahead_of(cycle: Cycle, waiting: Job) -> None:
     while entries and entries[-1][0] < place:
         _, jid = entries.pop()
         rj = st.running[jid]
-        if jid in cycle.taken:
+        if jid in cycle.out.taken:
             continue
         _grow_one(cycle, (jid, rj.job, rj.replicas, rj.placement, st.run_type.get(jid, "")),
-                  cycle.exclusion_for_growth())
+                  cycle.reservations.exclusion_for_growth())
 
 
 def _worth_growing(cycle: Cycle, rj: RunningJob, current: int, target: int) -> bool:
@@ -111,24 +112,24 @@ def _worth_growing(cycle: Cycle, rj: RunningJob, current: int, target: int) -> b
 
 def grow(cycle: Cycle) -> None:
     """Scale elastic jobs up (or enlarge this cycle's admissions) where capacity is idle."""
-    if "" in cycle.wanted:
+    if "" in cycle.wants.wanted:
         return
     st = cycle.st
     entries: list[tuple[int, float, Entry]] = []
     for jid in st.elastic_running:
         rj = st.running[jid]
-        if jid in cycle.taken or rj.terminating or rj.replicas >= rj.job.replicas:
+        if jid in cycle.out.taken or rj.terminating or rj.replicas >= rj.job.replicas:
             continue
         entry = (jid, rj.job, rj.replicas, rj.placement, st.run_type.get(jid, ""))
         entries.append((-rj.job.priority, rj.start_time, entry))
-    for jid, (idx, job, gpu_type) in cycle.admitted.items():
-        d = cycle.decisions[idx]
+    for jid, (idx, job, gpu_type) in cycle.out.admitted.items():
+        d = cycle.out.decisions[idx]
         if job.elastic and isinstance(d, Admit) and d.replicas < job.replicas:
             entries.append((-job.priority, cycle.now, (jid, job, d.replicas, d.placement, gpu_type)))
     entries.sort(key=lambda e: (e[0], e[1], e[2][0]))
-    excluded = cycle.exclusion_for_growth()
+    excluded = cycle.reservations.exclusion_for_growth()
     for _, _, entry in entries[: cycle.cfg.max_growth_per_cycle]:
-        if entry[4] not in cycle.wanted:
+        if entry[4] not in cycle.wants.wanted:
             _grow_one(cycle, entry, excluded)
 
 
@@ -136,13 +137,13 @@ def _grow_one(cycle: Cycle, entry: Entry, excluded: Excluded) -> None:
     """Add as many of the job's missing pods as its quota and the free capacity allow."""
     jid, job, current, placement, gpu_type = entry
     book = cycle.book
-    root = book.root_of.get(job.queue)
-    if job.queue in cycle.quota_wanted or f"cohort:{root}" in cycle.quota_wanted:
+    wants = cycle.wants
+    if job.queue in wants.quota_queues or book.root_of.get(job.queue) in wants.quota_cohorts:
         return
     k = book.most_pods(job, gpu_type, job.replicas - current, companions=False)
     if k <= 0:
         return
-    running = cycle.st.running.get(jid) if jid not in cycle.admitted else None
+    running = cycle.st.running.get(jid) if jid not in cycle.out.admitted else None
     if running is not None and not _worth_growing(cycle, running, current, current + k):
         return
     placer = Placer(cycle.cap, job, excluded)
@@ -155,12 +156,12 @@ def _grow_one(cycle: Cycle, entry: Entry, excluded: Excluded) -> None:
         cycle.cap.take_for(job, a)
     book.add(job.queue, job_request(job, gpu_type, added, companions=False), job.user, +1)
     new_placement = merge(placement, found)
-    if jid in cycle.admitted:
-        idx = cycle.admitted[jid][0]
-        d = cycle.decisions[idx]
+    if jid in cycle.out.admitted:
+        idx = cycle.out.admitted[jid][0]
+        d = cycle.out.decisions[idx]
         assert isinstance(d, Admit)
         borrowed = d.borrowed or book.over_nominal(job.queue)
-        cycle.decisions[idx] = Admit(jid, d.attempt, new_placement, current + added, borrowed)
+        cycle.out.decisions[idx] = Admit(jid, d.attempt, new_placement, current + added, borrowed)
     else:
-        cycle.taken.add(jid)
-        cycle.decisions.append(Scale(jid, job.attempt, current + added, new_placement))
+        cycle.out.taken.add(jid)
+        cycle.out.decisions.append(Scale(jid, job.attempt, current + added, new_placement))

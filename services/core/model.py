@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
-from enum import Enum
+from enum import Enum, StrEnum
 from fractions import Fraction
 from types import MappingProxyType
 
@@ -528,12 +528,44 @@ class CycleResult:
     pending: Mapping[str, PendingInfo]  # only jobs whose status was (re)computed this cycle
 
 
+class Policy(StrEnum):
+    """The named presets of ``policy.PRESETS``: each fixes some flags of ``SchedulerConfig``."""
+
+    MUSTER = "muster"  # every mechanism on
+    FIFO = "fifo"  # first come, first served inside each queue: a blocked head blocks its own queue only
+    FIFO_GLOBAL = "fifo-global"  # strict global FIFO: one blocked head blocks every queue
+    TIRESIAS = "tiresias"  # Tiresias' 2D-LAS: least attained GPU-service first, preemptive, no estimates
+    PRIORITY = "priority"  # priority, then submit time; everything else as muster
+    MUSTER_NO_BACKFILL = "muster-no-backfill"  # muster without backfill reservations
+
+    @classmethod
+    def _missing_(cls, value: object) -> Policy | None:
+        # ``drf``, this preset's first name, said what it did not do (fair share is in muster too)
+        return cls.MUSTER_NO_BACKFILL if value == "drf" else None
+
+
+class QueueOrderKind(StrEnum):
+    """The order of equal-priority jobs inside a queue (``ordering``)."""
+
+    REMAINING = "remaining"  # least estimated remaining GPU-time first
+    SUBMIT = "submit"  # first come, first served
+    LAS = "las"  # least attained GPU-service, in two levels, as Tiresias
+
+
+def _known(kind: type[StrEnum], value: object, field_name: str) -> StrEnum:
+    try:
+        return kind(value)  # type: ignore[arg-type]  # a plain string given for the enum, or anything wrong
+    except ValueError:
+        raise ValueError(f"unknown {field_name} {value!r}; known: {', '.join(k.value for k in kind)}") from None
+
+
 @dataclass(frozen=True, slots=True)
 class SchedulerConfig:
     """Policy knobs. ``policy`` names a preset (``policy.PRESETS``), which fixes some flags; a flag named in
-    ``explicit`` keeps its own value over the preset's (``policy.resolve``)."""
+    ``explicit`` keeps its own value over the preset's (``policy.resolve``). ``policy`` and ``queue_order``
+    also take their names as plain strings (``"tiresias"``), and an unknown name is refused here."""
 
-    policy: str = "muster"  # a preset of ``policy.PRESETS``: muster, fifo, fifo-global, tiresias, priority, drf
+    policy: Policy = Policy.MUSTER
     fair_share: bool = True
     fair_share_half_life_s: float = 7 * 24 * 3600.0
     # a queue under its fair share may preempt borrowed work of a queue over it (whole gangs, cheapest first)
@@ -558,7 +590,7 @@ class SchedulerConfig:
     resize_cost_s: float = 300.0
     # order of equal-priority jobs inside a queue: "remaining" (least estimated remaining GPU-time first),
     # "submit" (first come, first served) or "las" (least attained GPU-service, in two levels, as Tiresias)
-    queue_order: str = "remaining"
+    queue_order: QueueOrderKind = QueueOrderKind.REMAINING
     learn_runtimes: bool = True  # estimate runtimes from finished jobs of the same name stem (``runtimes``)
     # a job waiting longer than this many times its estimated runtime goes to the front of its queue
     # ("remaining" order; at most starvation_age_s either way): it bounds how much a short job may delay it
@@ -582,3 +614,9 @@ class SchedulerConfig:
     consolidation_move_cost_s: float = 300.0  # a checkpoint and a restart
     # the flags an operator set explicitly (``MUSTER_SCHEDULER_<FLAG>``): a preset never overrides them
     explicit: frozenset[str] = frozenset()
+
+    def __post_init__(self) -> None:
+        if type(self.policy) is not Policy:
+            object.__setattr__(self, "policy", _known(Policy, self.policy, "scheduling policy"))
+        if type(self.queue_order) is not QueueOrderKind:
+            object.__setattr__(self, "queue_order", _known(QueueOrderKind, self.queue_order, "queue_order"))

@@ -25,9 +25,9 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from .model import Job, SchedulerConfig
+from .model import Job, QueueOrderKind, SchedulerConfig
 
-ORDERS = ("remaining", "submit", "las")
+REMAINING, SUBMIT, LAS = QueueOrderKind.REMAINING, QueueOrderKind.SUBMIT, QueueOrderKind.LAS
 NEVER = math.inf
 
 
@@ -35,7 +35,7 @@ NEVER = math.inf
 class QueueOrder:
     """What a queue's ranking depends on: derived from a ``SchedulerConfig``, kept by the state."""
 
-    kind: str = "remaining"
+    kind: QueueOrderKind = REMAINING
     learned: bool = True
     default_estimate_s: float = 3600.0
     slowdown_limit: float = 3.0
@@ -45,8 +45,6 @@ class QueueOrder:
 
     @classmethod
     def of(cls, cfg: SchedulerConfig) -> QueueOrder:
-        if cfg.queue_order not in ORDERS:
-            raise ValueError(f"unknown queue_order {cfg.queue_order!r}; known: {', '.join(ORDERS)}")
         return cls(
             kind=cfg.queue_order,
             learned=cfg.learn_runtimes,
@@ -70,9 +68,9 @@ class QueueOrder:
         """Where a job with ``attained`` GPU-seconds stands among its priority in its queue (lower is
         further ahead), waiting or running: its submit time, its level of attained service, or its
         remaining work, by the order's kind."""
-        if self.kind == "remaining":
+        if self.kind == REMAINING:
             return self.remaining(job, estimate, attained)
-        if self.kind == "las":
+        if self.kind == LAS:
             return float(self.level(attained))
         return job.submit_time
 
@@ -81,21 +79,21 @@ class QueueOrder:
 
     def rank(self, job: Job, estimate: float | None) -> float:
         """The job's place among equal-priority jobs of its queue while it waits (lower goes first)."""
-        if self.kind == "remaining":
+        if self.kind == REMAINING:
             return self.remaining(job, estimate, job.attained_gpu_s)
-        if self.kind == "las":
+        if self.kind == LAS:
             return float(self.level(job.attained_gpu_s))
         return 0.0
 
     def promote_at(self, job: Job, estimate: float | None) -> float:
         """When the waiting job goes to the front of its priority in its queue (``NEVER``: it does not)."""
         since = job.waiting_since
-        if self.kind == "remaining":
+        if self.kind == REMAINING:
             est = self.default_estimate_s if estimate is None else estimate
             wait = self.starvation_age_s
             if self.slowdown_limit > 0:
                 wait = min(wait, self.slowdown_limit * est)
             return since + wait
-        if self.kind == "las" and self.las_promote_knob > 0 and job.last_run_s > 0:
+        if self.kind == LAS and self.las_promote_knob > 0 and job.last_run_s > 0:
             return since + self.las_promote_knob * job.last_run_s
         return NEVER

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 from typing import Any
 
-from .model import SchedulerConfig
+from .model import Policy, QueueOrderKind, SchedulerConfig
 from .ordering import QueueOrder
 
 _FIFO: dict[str, Any] = {
@@ -14,25 +14,25 @@ _FIFO: dict[str, Any] = {
     "preemption": False,
     "elastic": False,
     "consolidation": False,
-    "queue_order": "submit",
+    "queue_order": QueueOrderKind.SUBMIT,
     "learn_runtimes": False,
 }
 
-PRESETS: dict[str, dict[str, Any]] = {
-    "muster": {},
+PRESETS: dict[Policy, dict[str, Any]] = {
+    Policy.MUSTER: {},
     # FIFO by submit time inside each queue (a blocked head blocks its own queue only): gang only,
     # no backfill, preemption, fair share or growth
-    "fifo": _FIFO,
+    Policy.FIFO: _FIFO,
     # strict global FIFO by submit time: one blocked head blocks every queue
-    "fifo-global": _FIFO,
+    Policy.FIFO_GLOBAL: _FIFO,
     # Tiresias' 2D-LAS (NSDI'19): least attained GPU-service first in two levels, preemptive, no
     # runtime knowledge; its starvation guard moves a job up after waiting 8x its last run
-    "tiresias": {
+    Policy.TIRESIAS: {
         "fair_share": False,
         "backfill": False,
         "elastic": False,
         "consolidation": False,
-        "queue_order": "las",
+        "queue_order": QueueOrderKind.LAS,
         "learn_runtimes": False,
         "reorder_preemption": True,
         "reorder_wait_ratio": 0.0,
@@ -41,19 +41,16 @@ PRESETS: dict[str, dict[str, Any]] = {
         "las_promote_knob": 8.0,
     },
     # priority, then submit time; everything else as muster
-    "priority": {"fair_share": False, "queue_order": "submit"},
-    # muster without backfill reservations
-    "drf": {"backfill": False},
+    Policy.PRIORITY: {"fair_share": False, "queue_order": QueueOrderKind.SUBMIT},
+    # muster without backfill reservations (named ``drf`` before v0.2, which is still understood)
+    Policy.MUSTER_NO_BACKFILL: {"backfill": False},
 }
 
 
 def resolve(config: SchedulerConfig) -> SchedulerConfig:
     """Apply the named preset to ``config``, except to the flags it sets explicitly (``config.explicit``: an
-    operator's own setting wins over the preset's); raises ``ValueError`` for an unknown policy."""
-    try:
-        preset = PRESETS[config.policy]
-    except KeyError:
-        raise ValueError(f"unknown scheduling policy {config.policy!r}; known: {sorted(PRESETS)}") from None
+    operator's own setting wins over the preset's)."""
+    preset = PRESETS[config.policy]
     applied = {name: value for name, value in preset.items() if name not in config.explicit}
     return replace(config, **applied) if applied else config
 

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
 
-from .model import Amount, Job, NodeAssignment, Placement, PreemptReason, RunningJob
+from .cycle_parts import VictimListKey, VictimPool, VictimRank
+from .model import Amount, Job, NodeAssignment, Placement, PreemptReason, QueueOrderKind, RunningJob
 from .placement import Placer, candidate_gpu_types
 from .quota import job_request
 
@@ -71,13 +72,13 @@ def shrink_candidate(rj: RunningJob, gpu_type: str, pods: int | None = None) -> 
     return Candidate(rj, gpu_type, tuple(released), pods, keep, PreemptReason.PRIORITY)
 
 
-VictimKey = tuple[int, bool, float, str]  # (priority, not checkpointable, -start_time, job_id)
-
-
-def _sorted_victims(cycle: Cycle, scope: str, job_ids: Iterable[str], min_runtime: float) -> list[VictimKey]:
-    """Preemptible, old-enough running jobs of a queue or cohort, cheapest first (cached per cycle)."""
-    key = f"{scope}@{min_runtime}"
-    cached = cycle.victim_lists.get(key)
+def _sorted_victims(
+    cycle: Cycle, pool: VictimPool, name: str, job_ids: Iterable[str], min_runtime: float
+) -> list[VictimRank]:
+    """Preemptible, old-enough running jobs of a queue or cohort, cheapest first (cached per cycle): ranked
+    (priority, not checkpointable, -start time, job)."""
+    key: VictimListKey = (pool, name, min_runtime)
+    cached = cycle.memo.victim_lists.get(key)
     if cached is None:
         st, now = cycle.st, cycle.now
         cached = []
@@ -86,7 +87,7 @@ def _sorted_victims(cycle: Cycle, scope: str, job_ids: Iterable[str], min_runtim
             if rj.job.preemptible and not rj.terminating and now - rj.start_time >= min_runtime:
                 cached.append((rj.job.priority, not rj.job.checkpointable, -rj.start_time, jid))
         cached.sort()
-        cycle.victim_lists[key] = cached
+        cycle.memo.victim_lists[key] = cached
     return cached
 
 
@@ -100,7 +101,7 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
             rj = st.running[jid]
             t = st.run_type.get(jid, "")
             if (
-                jid not in cycle.taken
+                jid not in cycle.out.taken
                 and not rj.terminating
                 and rj.replicas > rj.job.min_size
                 and rj.job.priority <= job.priority
@@ -109,15 +110,15 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
             ):
                 shrinks.append(shrink_candidate(rj, t))
     shrinks.sort(key=lambda c: (c.run.job.priority, -c.run.start_time, c.run.job.job_id))
-    sources: list[Iterator[tuple[VictimKey, PreemptReason]]] = []
+    sources: list[Iterator[tuple[VictimRank, PreemptReason]]] = []
     protect = cycle.cfg.min_runtime_s if min_runtime is None else min_runtime
-    same_queue = _sorted_victims(cycle, "queue:" + job.queue, st.running_by_queue.get(job.queue, {}), protect)
+    same_queue = _sorted_victims(cycle, VictimPool.QUEUE, job.queue, st.running_by_queue.get(job.queue, {}), protect)
     sources.append((k, PreemptReason.PRIORITY) for k in same_queue if k[0] < job.priority)
-    if cycle.cfg.reorder_preemption and cycle.order.kind != "submit":
+    if cycle.cfg.reorder_preemption and cycle.order.kind != QueueOrderKind.SUBMIT:
         sources.append((k, PreemptReason.QUEUE_ORDER) for k in _reorder_victims(cycle, job, protect))
     root = book.root_of.get(job.queue)
     if root is not None:
-        borrowed = _sorted_victims(cycle, "root:" + root, st.borrowed_by_root.get(root, {}), protect)
+        borrowed = _sorted_victims(cycle, VictimPool.BORROWED, root, st.borrowed_by_root.get(root, {}), protect)
         if any(book.within_nominal(job.queue, job_request(job, t, pods)) for t in types):
             sources.append((k, PreemptReason.RECLAIM) for k in borrowed if st.running[k[3]].job.queue != job.queue)
         elif cycle.cfg.fair_share and cycle.cfg.fair_share_preemption:
@@ -130,7 +131,7 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
             break
         jid = key[3]
         rj = st.running[jid]
-        if jid in cycle.taken or jid in shrinking or st.run_type.get(jid) not in types:
+        if jid in cycle.out.taken or jid in shrinking or st.run_type.get(jid) not in types:
             continue
         if job.cluster is not None and rj.placement.cluster != job.cluster:
             continue
@@ -141,7 +142,7 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
     return out
 
 
-def _over_share(cycle: Cycle, job: Job, borrowed: list[VictimKey], types: list[str]) -> Iterator[VictimKey]:
+def _over_share(cycle: Cycle, job: Job, borrowed: list[VictimRank], types: list[str]) -> Iterator[VictimRank]:
     """Borrowed work of other queues of the cohort that a job of a queue under its fair share may take
     back (work within its own queue's nominal quota is guaranteed and never a victim here). A victim
     qualifies when its queue's share exceeds the preemptor's by more than ``fair_share_tolerance`` and,
@@ -184,14 +185,14 @@ def _may_shrink_for(cycle: Cycle, rj: RunningJob, job: Job) -> bool:
     order, st = cycle.order, cycle.st
     behind = order.standing(v, st.estimate(v, order.learned), rj.attained(cycle.now))
     ahead = order.standing(job, st.estimate(job, order.learned), job.attained_gpu_s)
-    if order.kind == "remaining":
+    if order.kind == QueueOrderKind.REMAINING:
         return behind > cycle.cfg.reorder_ratio * ahead
-    if order.kind == "las":
+    if order.kind == QueueOrderKind.LAS:
         return behind > ahead
     return (ahead, job.job_id) < (behind, v.job_id)
 
 
-def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimKey]:
+def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimRank]:
     """Running jobs of ``job``'s queue and priority that are far behind it in the queue's order:
     checkpointable (nothing is lost), old enough, not requeued too often already (if capped). The furthest behind
     come first. Under ``remaining`` order "far" is ``reorder_ratio`` times the preemptor's remaining
@@ -200,10 +201,11 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimK
     if cfg.reorder_wait_ratio > 0:
         # worth it only when the job would otherwise wait long for its own size: a short wait is
         # cheaper than the victims' checkpoint, restart and place in the queue
-        start = cycle.start_in_order(job, commit=False)
+        start = cycle.forecast.start_in_order(job, commit=False)
         if start is not None and start - now <= cfg.reorder_wait_ratio * cycle.estimate_of(job):
             return []
-    ranked = cycle.victim_lists.get(f"order:{job.queue}@{min_runtime}")
+    key: VictimListKey = (VictimPool.ORDER, job.queue, min_runtime)
+    ranked = cycle.memo.victim_lists.get(key)
     if ranked is None:
         ranked = []
         for jid in st.running_by_queue.get(job.queue, {}):
@@ -218,9 +220,9 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimK
             behind = order.standing(v, st.estimate(v, order.learned), rj.attained(now))
             ranked.append((v.priority, False, -behind, jid))
         ranked.sort()
-        cycle.victim_lists[f"order:{job.queue}@{min_runtime}"] = ranked
+        cycle.memo.victim_lists[key] = ranked
     estimate = st.estimate(job, order.learned)
-    if order.kind == "las":
+    if order.kind == QueueOrderKind.LAS:
         promoted = order.promote_at(job, estimate) <= now
         floor = 0.0 if promoted else float(order.level(job.attained_gpu_s))
         return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
@@ -352,7 +354,7 @@ def give_back(cycle: Cycle, taken: Taken) -> None:
     """Return what ``take_freed`` took for one preemptor (its own turn has come)."""
     for node, g, c, m in taken:
         cycle.cap.give(g, c, m, NodeAssignment(node, 1, (-1,)))
-    cycle.fails.clear()  # capacity grew: a placement that failed this cycle may fit now
+    cycle.memo.fails.clear()  # capacity grew: a placement that failed this cycle may fit now
 
 
 def hold(cycle: Cycle, job: Job, chosen: Iterable[Candidate], placement: Placement) -> None:
@@ -377,7 +379,7 @@ def hold(cycle: Cycle, job: Job, chosen: Iterable[Candidate], placement: Placeme
                 if res in need:
                     need[res] = max(0, need[res] - amount)
     cycle.book.add(job.queue, need, job.user, +1)
-    cycle.shares.pop(job.queue, None)
+    cycle.memo.shares.pop(job.queue, None)
     wanted: dict[str, list[int]] = {}
     for a in placement.nodes:
         w = wanted.setdefault(a.node, [0, 0, 0])
@@ -399,7 +401,7 @@ def hold_nominal(cycle: Cycle, job: Job) -> None:
         req = job_request(job, t, pods)
         if cycle.book.within_nominal(job.queue, req):
             cycle.book.add(job.queue, req, job.user, +1)
-            cycle.shares.pop(job.queue, None)
+            cycle.memo.shares.pop(job.queue, None)
             return
 
 

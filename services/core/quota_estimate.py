@@ -17,6 +17,7 @@ none of them passes.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import Literal
 
 from .model import Amount, Job, PendingReason, RunningJob
 from .quota import QuotaBook, job_request
@@ -66,6 +67,10 @@ class _Walker:
         return False
 
 
+#: whose quota a waiting job waits for: its queue's, or its cohort tree's (named by the root)
+QuotaScope = tuple[Literal["queue", "cohort"], str]
+
+
 class QuotaReleases:
     """Per-cycle cache of quota snapshots as running jobs end, per (scope, queue)."""
 
@@ -74,20 +79,20 @@ class QuotaReleases:
         self._book = book
         self._now = now
         self._default = default_estimate
-        self._ends: dict[str, list[tuple[float, str]]] = {}
-        self._walkers: dict[tuple[str, str], _Walker] = {}
+        self._ends: dict[QuotaScope, list[tuple[float, str]]] = {}
+        self._walkers: dict[tuple[QuotaScope, str], _Walker] = {}
         self._answers: dict[tuple[object, ...], float | None] = {}
 
-    def _scope(self, job: Job, reason: PendingReason) -> str | None:
+    def _scope(self, job: Job, reason: PendingReason) -> QuotaScope | None:
         if reason in (PendingReason.QUEUE_QUOTA, PendingReason.NON_PREEMPTIBLE_QUOTA):
-            return "queue:" + job.queue
+            return ("queue", job.queue)
         root = self._book.root_of.get(job.queue)
-        return None if root is None else "cohort:" + root
+        return None if root is None else ("cohort", root)
 
-    def _sorted_ends(self, scope: str) -> list[tuple[float, str]]:
+    def _sorted_ends(self, scope: QuotaScope) -> list[tuple[float, str]]:
         ends = self._ends.get(scope)
         if ends is None:
-            kind, name = scope.split(":", 1)
+            kind, name = scope
             members = {name} if kind == "queue" else {q for q, r in self._book.root_of.items() if r == name}
             running = self._st.running
             ends = sorted(

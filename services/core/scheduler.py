@@ -15,8 +15,10 @@ from .model import (
     Job,
     Node,
     PendingReason,
+    Policy,
     Preempt,
     PreemptReason,
+    QueueOrderKind,
     Reject,
     Scale,
     SchedulerConfig,
@@ -66,9 +68,9 @@ def schedule(state: SchedulerState, now: float, config: SchedulerConfig, *, repo
     cfg = resolve(config)
     cycle = Cycle(state, now, cfg)
     _housekeeping(cycle)
-    if cfg.policy == "fifo":
+    if cfg.policy == Policy.FIFO:
         _fifo_per_queue(cycle, report)
-    elif cfg.policy == "fifo-global":
+    elif cfg.policy == Policy.FIFO_GLOBAL:
         _fifo(cycle, report)
     else:
         _ordered(cycle, report)
@@ -76,7 +78,7 @@ def schedule(state: SchedulerState, now: float, config: SchedulerConfig, *, repo
             grow(cycle)
     if report:
         _suspended(cycle)
-    return CycleResult(tuple(cycle.decisions), cycle.info)
+    return CycleResult(tuple(cycle.out.decisions), cycle.out.info)
 
 
 # ---------------------------------------------------------------------- limits and health
@@ -85,7 +87,7 @@ def schedule(state: SchedulerState, now: float, config: SchedulerConfig, *, repo
 def _housekeeping(cycle: Cycle) -> None:
     st, now = cycle.st, cycle.now
     for job_id, job in sorted(st.orphans.items()):
-        cycle.decisions.append(Reject(job_id, PendingReason.UNKNOWN_QUEUE.value, f"unknown queue {job.queue!r}"))
+        cycle.out.decisions.append(Reject(job_id, PendingReason.UNKNOWN_QUEUE.value, f"unknown queue {job.queue!r}"))
     for deadline, job_id in ordered(st.wait_deadlines):
         if deadline > now:
             break
@@ -93,20 +95,20 @@ def _housekeeping(cycle: Cycle) -> None:
         limit = waiting_job.max_wait_s if waiting_job is not None else None
         if waiting_job is None or limit is None or waiting_job.submit_time + limit != deadline:
             continue
-        if job_id not in cycle.rejected:
-            cycle.rejected.add(job_id)
+        if job_id not in cycle.out.rejected:
+            cycle.out.rejected.add(job_id)
             msg = f"pending for more than max_wait_s={limit:g}s"
-            cycle.decisions.append(Reject(job_id, PendingReason.MAX_WAIT_EXCEEDED.value, msg))
+            cycle.out.decisions.append(Reject(job_id, PendingReason.MAX_WAIT_EXCEEDED.value, msg))
     for deadline, job_id in ordered(st.run_deadlines):
         if deadline > now:
             break
         rj = st.running.get(job_id)
-        if rj is None or rj.terminating or job_id in cycle.taken or rj.job.max_runtime_s is None:
+        if rj is None or rj.terminating or job_id in cycle.out.taken or rj.job.max_runtime_s is None:
             continue
         if rj.start_time + rj.job.max_runtime_s != deadline:
             continue
         cycle.stop(rj)
-        cycle.decisions.append(
+        cycle.out.decisions.append(
             Preempt(job_id, rj.job.attempt, PreemptReason.MAX_RUNTIME.value, rj.job.grace_period_s, requeue=False)
         )
     for name in sorted(st.lost_nodes):
@@ -114,10 +116,10 @@ def _housekeeping(cycle: Cycle) -> None:
             continue
         for job_id in st.node_jobs.get(name, {}):
             rj = st.running[job_id]
-            if rj.terminating or job_id in cycle.taken:
+            if rj.terminating or job_id in cycle.out.taken:
                 continue
             cycle.stop(rj)
-            cycle.decisions.append(
+            cycle.out.decisions.append(
                 Preempt(job_id, rj.job.attempt, PreemptReason.NODE_UNHEALTHY.value, rj.job.grace_period_s)
             )
 
@@ -139,7 +141,7 @@ def _lost_for_good(node: Node | None, now: float, grace_s: float) -> bool:
 
 def _next(cycle: Cycle, walker: Iterator[str]) -> Job | None:
     for job_id in walker:
-        if job_id not in cycle.rejected and job_id not in cycle.admitted:
+        if job_id not in cycle.out.rejected and job_id not in cycle.out.admitted:
             return cycle.st.pending[job_id]
     return None
 
@@ -157,7 +159,7 @@ def _preemptors_first(cycle: Cycle) -> None:
     whose victims are gone and that no longer fits (a node failed, a quota changed) holds nothing and
     waits in its queue's order as any job."""
     st, cfg = cycle.st, cycle.cfg
-    ids = [j for j in dict.fromkeys((*st.freed_for, *st.victims_of)) if j in st.pending and j not in cycle.rejected]
+    ids = [j for j in dict.fromkeys((*st.freed_for, *st.victims_of)) if j in st.pending and j not in cycle.out.rejected]
     preemptors = sorted((st.pending[j] for j in ids), key=lambda job: (job.job_id in st.victims_of,
                                                                          cycle.order_key(job)))
     taken = take_freed(cycle, [job.job_id for job in preemptors])
@@ -165,7 +167,7 @@ def _preemptors_first(cycle: Cycle) -> None:
         own = taken.pop(job.job_id, None)
         if own is not None:
             give_back(cycle, own)
-        if cycle.admissions >= cfg.max_admissions_per_cycle:
+        if cycle.out.admissions >= cfg.max_admissions_per_cycle:
             continue
         # a job of one size first on the nodes its victims left, leaving other free capacity as it was (an
         # elastic one takes its size from everything free, as it preempted for it)
@@ -175,7 +177,7 @@ def _preemptors_first(cycle: Cycle) -> None:
             continue
         victims = [st.running[v] for v in st.victims_of.get(job.job_id, ()) if v in st.running]
         if victims:
-            cycle.front[job.job_id] = hold_for_preemptor(cycle, job, victims)
+            cycle.out.front[job.job_id] = hold_for_preemptor(cycle, job, victims)
 
 
 def _ordered(cycle: Cycle, report: bool) -> None:
@@ -198,7 +200,7 @@ def _ordered(cycle: Cycle, report: bool) -> None:
         _, job = heapq.heappop(heads)
         q = job.queue
         position = waiting.get(q, 0)
-        trying = cycle.admissions < cfg.max_admissions_per_cycle and blocked.get(q, 0) < cfg.backfill_depth
+        trying = cycle.out.admissions < cfg.max_admissions_per_cycle and blocked.get(q, 0) < cfg.backfill_depth
         if trying:
             if cfg.elastic and st.elastic_running:
                 grow_ahead_of(cycle, job)
@@ -215,10 +217,10 @@ def _ordered(cycle: Cycle, report: bool) -> None:
             waiting[q] = position + 1
             cycle.note_wanted(job)
             if report and position < cfg.status_depth:
-                cycle.report(job, PendingReason.QUEUED, position, cycle.estimate_start(job))
+                cycle.report(job, PendingReason.QUEUED, position, cycle.forecast.estimate_start(job))
             elif not report and _settled(cycle):
                 return
-        trying = blocked.get(q, 0) < cfg.backfill_depth and cycle.admissions < cfg.max_admissions_per_cycle
+        trying = blocked.get(q, 0) < cfg.backfill_depth and cycle.out.admissions < cfg.max_admissions_per_cycle
         if not trying and not report:
             # the queue is done deciding for this cycle (both limits only grow): the rest of its walk
             # would only report and note what its waiting jobs want, so note that without ordering them
@@ -243,7 +245,7 @@ def _settled(cycle: Cycle) -> bool:
     cfg = cycle.cfg
     if _wants_matter(cycle):
         return False
-    if cycle.admissions >= cfg.max_admissions_per_cycle:
+    if cycle.out.admissions >= cfg.max_admissions_per_cycle:
         return True  # nothing later is considered at all
     if _may_look_for_victims(cycle):
         return False
@@ -258,19 +260,19 @@ def _wants_matter(cycle: Cycle) -> bool:
     st = cycle.st
     if not cycle.cfg.elastic:
         return False
-    return ("" not in cycle.wanted and bool(st.elastic_running or st.elastic_pending)) or may_grow_in_walk(cycle)
+    return ("" not in cycle.wants.wanted and bool(st.elastic_running or st.elastic_pending)) or may_grow_in_walk(cycle)
 
 
 def _may_look_for_victims(cycle: Cycle) -> bool:
     cfg = cycle.cfg
-    return cfg.preemption and cycle.preempt_attempts < cfg.max_preemption_attempts
+    return cfg.preemption and cycle.out.preempt_attempts < cfg.max_preemption_attempts
 
 
 def _orders_by_preemption(cycle: Cycle) -> bool:
     """Whether a later job of this cycle may still preempt for its queue's order (and so needs to know
     how long it would wait behind the jobs considered before it)."""
     cfg = cycle.cfg
-    return cfg.reorder_preemption and cycle.order.kind != "submit" and _may_look_for_victims(cycle)
+    return cfg.reorder_preemption and cycle.order.kind != QueueOrderKind.SUBMIT and _may_look_for_victims(cycle)
 
 
 def _out_of_quota(cycle: Cycle, queue: str) -> bool:
@@ -291,82 +293,129 @@ def gpus_needed(job: Job) -> int:
     return job.min_gpus
 
 
+#: what the steps decided for one waiting job: why it waits, and when it should start if a step knows
+Verdict = tuple[PendingReason, "float | None"]
+
+
 def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingReason | None:
-    """Admit, preempt for, or reserve for one job; returns its pending reason (None: admitted)."""
+    """Admit, preempt for, or reserve for one waiting job; returns why it waits (None: admitted).
+
+    The steps, in order. The first of 1-3 that decides ends that part; 4-7 refine why the job waits and
+    what is done for it; 8-10 record it for the rest of the cycle.
+
+    1. held placement: a preemptor that took its turn first (``_preemptors_first``) keeps the placement its
+       victims will free, until they are gone.
+    2. ``_start_whole``: an elastic job that would start below its full size preempts or shrinks running
+       jobs to start whole, if victims are found as for any waiting job.
+    3. ``Cycle.try_admit``: it starts now if its quota, its user's limit and free capacity allow.
+    4. ``_make_room``: it waits for quota or capacity: one of the cycle's bounded victim searches (quota
+       reclaim, priority, fair share, the queue's order) preempts or shrinks running jobs for it; if only
+       jobs still inside their minimum runtime would do, it waits for them and holds its nominal quota.
+    5. ``Cycle.lent_out``: a cohort's refusal of quota its own queue holds nominally reads as quota lent.
+    6. ``_consolidate``: it waits for capacity after a victim search: running jobs are moved to gather room.
+    7. ``_reserve``: it waits for capacity: a backfill reservation of the nodes that free up first.
+    8. its place in line: later jobs' in-order start estimates (``Forecast.start_in_order``) queue behind it.
+    9. what it wants (``Cycle.note_*``): holds elastic growth and the starting size of elastic jobs back.
+    10. its status (when the cycle reports): the reason, its position and an estimated start.
+    """
     cfg = cycle.cfg
-    start: float | None = None
-    looked = False  # whether this job was one of the cycle's bounded victim searches
-    held = cycle.front.get(job.job_id)  # its turn came first (``_preemptors_first``): it holds its placement
-    whole = _plan_for_whole(cycle, job) if held is None else None
-    if held is not None:
-        reason, start = PendingReason.PREEMPTING, held
-    elif whole is not None:
-        looked = True
-        reason, start = PendingReason.PREEMPTING, _carry_out(cycle, *whole)
+    looked = False  # whether this job had one of the cycle's bounded victim searches
+    held = cycle.out.front.get(job.job_id)
+    verdict: Verdict | None
+    if held is not None:  # 1
+        verdict = (PendingReason.PREEMPTING, held)
     else:
-        found = cycle.try_admit(job)
-        if found is None:
-            return None
-        reason = found
-        if cfg.preemption and reason in _PREEMPTABLE_REASONS and cycle.preempt_attempts < cfg.max_preemption_attempts:
-            cycle.preempt_attempts += 1
-            looked = True
-            plan = find_plan(cycle, job)
-            if plan is not None:
-                reason, start = PendingReason.PREEMPTING, _carry_out(cycle, job, plan)
-            elif cfg.min_runtime_s > 0:
-                until = protected_until(cycle, job)
-                if until is not None:
-                    if reason in _QUOTA_BLOCKED:
-                        hold_nominal(cycle, job)
-                    reason = PendingReason.PROTECTED
-                    start = until
-    reason = cycle.lent_out(job, reason)
-    if reason is PendingReason.CAPACITY and cfg.consolidation and looked:
-        moves = find_moves(cycle, job)
-        if moves is not None:
-            cycle.moves += len(moves.chosen)
-            reason, start = PendingReason.PREEMPTING, _carry_out(cycle, job, moves)
-    if reason is PendingReason.CAPACITY and cfg.backfill and cycle.may_reserve(job):
-        res = find_reservation(cycle, job)
-        if res is not None:
-            cycle.add_reservation(res, job)
-            cycle.estimate_start(job)  # later jobs' estimates queue behind it
-            reason, start = PendingReason.RESERVATION, res.time
-    if _orders_by_preemption(cycle) and reason is not PendingReason.NO_MATCHING_NODES and gpus_needed(job):
-        cycle.start_in_order(job, commit=True)  # later jobs wait behind it
-    if reason not in _QUOTA_REASONS:
+        verdict = _start_whole(cycle, job)  # 2
+        looked = verdict is not None
+        if verdict is None:
+            found = cycle.try_admit(job)  # 3
+            if found is None:
+                return None
+            verdict = (found, None)
+            if (cfg.preemption and found in _PREEMPTABLE_REASONS  # 4
+                    and cycle.out.preempt_attempts < cfg.max_preemption_attempts):
+                looked = True
+                verdict = _make_room(cycle, job, found)
+    reason, start = verdict
+    if reason is PendingReason.COHORT_QUOTA:  # 5
+        reason = cycle.lent_out(job, reason)
+    if reason is PendingReason.CAPACITY and cfg.consolidation and looked:  # 6
+        reason, start = _consolidate(cycle, job) or (reason, start)
+    if reason is PendingReason.CAPACITY and cfg.backfill and cycle.reservations.may_reserve(job):  # 7
+        reason, start = _reserve(cycle, job) or (reason, start)
+    if _orders_by_preemption(cycle) and reason is not PendingReason.NO_MATCHING_NODES and gpus_needed(job):  # 8
+        cycle.forecast.start_in_order(job, commit=True)
+    if reason not in _QUOTA_REASONS:  # 9
         cycle.note_blocked(job)
     elif reason is not PendingReason.NO_MATCHING_NODES:
         cycle.note_quota_wanted(job)
-    if report:
+    if report:  # 10
         if start is None and reason is not PendingReason.NO_MATCHING_NODES:
-            start = cycle.estimate_start(job)
+            start = cycle.forecast.estimate_start(job)
         if reason in _QUOTA_BLOCKED:
-            start = cycle.quota_start(job, reason, start)
+            start = cycle.forecast.quota_start(job, reason, start)
         cycle.report(job, reason, position, start)
     return reason
 
 
-def _plan_for_whole(cycle: Cycle, job: Job) -> tuple[Job, Plan] | None:
-    """For an elastic job that would start below its full size, the victims that would let it start whole
-    (None: start with what is free). Victims are found as for any waiting job (lower priority, far behind
-    in the queue's order, reclaimed or over their fair share; elastic jobs shrink first), so a job ahead
-    gets its full size before jobs behind it run, as it would if it were not elastic; a job that only
-    waits for jobs ahead of it starts with what is free instead of waiting."""
+def _start_whole(cycle: Cycle, job: Job) -> Verdict | None:
+    """Step 2: for an elastic job that would start below its full size, preempt or shrink the victims that
+    let it start whole (None: not elastic, nothing free even for its minimum, enough free for all of it, or
+    no victims: it goes on to start with what is free). Victims are found as for any waiting job (lower
+    priority, far behind in the queue's order, reclaimed or over their fair share; elastic jobs shrink
+    first), so a job ahead gets its full size before jobs behind it run, as it would if it were not
+    elastic; a job that only waits for jobs ahead of it starts with what is free instead of waiting."""
     st, cfg = cycle.st, cycle.cfg
     if not (cfg.elastic and cfg.preemption and job.elastic) or job.shares_gpus:
         return None
-    if job.job_id in st.victims_of or cycle.preempt_attempts >= cfg.max_preemption_attempts:
+    if job.job_id in st.victims_of or cycle.out.preempt_attempts >= cfg.max_preemption_attempts:
         return None
     if fits(cycle, job) is None:
         return None  # not even its minimum is free: the usual search, for its minimum
     whole = replace(job, min_replicas=None)
     if fits(cycle, whole) is not None:
         return None  # free capacity is enough
-    cycle.preempt_attempts += 1
+    cycle.out.preempt_attempts += 1
     plan = find_plan(cycle, whole)
-    return None if plan is None else (whole, plan)
+    return None if plan is None else (PendingReason.PREEMPTING, _carry_out(cycle, whole, plan))
+
+
+def _make_room(cycle: Cycle, job: Job, reason: PendingReason) -> Verdict:
+    """Step 4, one of the cycle's bounded victim searches for a job that waits for ``reason`` (quota or
+    capacity): preempt or shrink the victims found; failing that, when only running jobs still inside
+    their minimum runtime would do, wait until they may be preempted (holding the job's nominal quota
+    if it waits for quota); failing that, ``reason`` unchanged."""
+    cycle.out.preempt_attempts += 1
+    plan = find_plan(cycle, job)
+    if plan is not None:
+        return PendingReason.PREEMPTING, _carry_out(cycle, job, plan)
+    if cycle.cfg.min_runtime_s > 0:
+        until = protected_until(cycle, job)
+        if until is not None:
+            if reason in _QUOTA_BLOCKED:
+                hold_nominal(cycle, job)
+            return PendingReason.PROTECTED, until
+    return reason, None
+
+
+def _consolidate(cycle: Cycle, job: Job) -> Verdict | None:
+    """Step 6: move running jobs to gather room for ``job`` (None: no such moves)."""
+    moves = find_moves(cycle, job)
+    if moves is None:
+        return None
+    cycle.out.moves += len(moves.chosen)
+    return PendingReason.PREEMPTING, _carry_out(cycle, job, moves)
+
+
+def _reserve(cycle: Cycle, job: Job) -> Verdict | None:
+    """Step 7: reserve for ``job`` the nodes that free up first, so that later jobs only backfill what
+    ends before it starts (None: no reservation found)."""
+    res = find_reservation(cycle, job)
+    if res is None:
+        return None
+    cycle.reservations.add(res, job)
+    cycle.forecast.estimate_start(job)  # later jobs' estimates queue behind it
+    return PendingReason.RESERVATION, res.time
 
 
 def _carry_out(cycle: Cycle, job: Job, plan: Plan) -> float:
@@ -375,11 +424,11 @@ def _carry_out(cycle: Cycle, job: Job, plan: Plan) -> float:
     for c in plan.chosen:
         rj = c.run
         if c.keep is not None:
-            cycle.taken.add(rj.job.job_id)
-            cycle.decisions.append(Scale(rj.job.job_id, rj.job.attempt, rj.replicas - c.pods, c.keep))
+            cycle.out.taken.add(rj.job.job_id)
+            cycle.out.decisions.append(Scale(rj.job.job_id, rj.job.attempt, rj.replicas - c.pods, c.keep))
         else:
             cycle.stop(rj)
-            cycle.decisions.append(
+            cycle.out.decisions.append(
                 Preempt(rj.job.job_id, rj.job.attempt, c.reason.value, rj.job.grace_period_s, preemptor=job.job_id)
             )
     hold(cycle, job, plan.chosen, plan.placement)
@@ -405,7 +454,7 @@ def _fifo_per_queue(cycle: Cycle, report: bool) -> None:
     while heads:
         _, job_id, queue = heapq.heappop(heads)
         job = st.pending[job_id]
-        if cycle.admissions < cfg.max_admissions_per_cycle:
+        if cycle.out.admissions < cfg.max_admissions_per_cycle:
             reason = cycle.try_admit(job)
             if reason is None:
                 nxt = _next(cycle, walkers[queue])
@@ -417,13 +466,13 @@ def _fifo_per_queue(cycle: Cycle, report: bool) -> None:
             reason = PendingReason.QUEUED
         if not report:
             continue  # the queue is blocked: nothing behind its head is admitted this cycle
-        start = None if reason is PendingReason.NO_MATCHING_NODES else cycle.estimate_start(job)
+        start = None if reason is PendingReason.NO_MATCHING_NODES else cycle.forecast.estimate_start(job)
         cycle.report(job, reason, 0, start)
         for position in range(1, cfg.status_depth):
             rest = _next(cycle, walkers[queue])
             if rest is None:
                 break
-            cycle.report(rest, PendingReason.QUEUED, position, cycle.estimate_start(rest))
+            cycle.report(rest, PendingReason.QUEUED, position, cycle.forecast.estimate_start(rest))
 
 
 def _fifo(cycle: Cycle, report: bool) -> None:
@@ -434,11 +483,11 @@ def _fifo(cycle: Cycle, report: bool) -> None:
     queues = max(len(st.pq.queue_names()), 1)
     seen_after_block = 0
     for job_id in st.pq.walk_fifo():
-        if job_id in cycle.rejected:
+        if job_id in cycle.out.rejected:
             continue
         job = st.pending[job_id]
         position = waiting.get(job.queue, 0)
-        if not head_blocked and cycle.admissions < cfg.max_admissions_per_cycle:
+        if not head_blocked and cycle.out.admissions < cfg.max_admissions_per_cycle:
             reason = cycle.try_admit(job)
             if reason is None:
                 continue
@@ -451,7 +500,7 @@ def _fifo(cycle: Cycle, report: bool) -> None:
             seen_after_block += 1
         waiting[job.queue] = position + 1
         if report and position < cfg.status_depth:
-            start = None if reason is PendingReason.NO_MATCHING_NODES else cycle.estimate_start(job)
+            start = None if reason is PendingReason.NO_MATCHING_NODES else cycle.forecast.estimate_start(job)
             cycle.report(job, reason, position, start)
         if seen_after_block >= cfg.status_depth * queues:
             break
@@ -461,6 +510,6 @@ def _suspended(cycle: Cycle) -> None:
     shown: dict[str, int] = {}
     for job_id, job in cycle.st.suspended.items():
         n = shown.get(job.queue, 0)
-        if n < cycle.cfg.status_depth and job_id not in cycle.rejected:
+        if n < cycle.cfg.status_depth and job_id not in cycle.out.rejected:
             shown[job.queue] = n + 1
             cycle.report(job, PendingReason.SUSPENDED, None, None)

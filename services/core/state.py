@@ -31,6 +31,7 @@ from .model import (
     Scale,
     gpu_resource,
 )
+from .node_facts import NodeFacts
 from .ordering import QueueOrder
 from .pending import PendingQueues
 from .quota import QuotaBook, job_request
@@ -86,7 +87,7 @@ class SchedulerState:
         self.node_kinds: dict[tuple[object, ...], tuple[Node, int]] = {}  # static shape -> (example, count)
         self.totals: dict[str, int] = {}  # usable capacity per quota resource (for shares)
         self.node_version = 0
-        self.cache: dict[object, object] = {}  # derived facts valid for one node_version
+        self.facts = NodeFacts()  # derived from the node set only; replaced when it changes
         for c in cohorts:
             self.set_cohort(c)
         for q in queues:
@@ -130,7 +131,7 @@ class SchedulerState:
         if old is None or replace(old, healthy=node.healthy, schedulable=node.schedulable,
                                   unhealthy_since=node.unhealthy_since) != node:
             self.node_version += 1  # static shape changed: facts derived from the node set are stale
-            self.cache.clear()
+            self.facts = NodeFacts()
 
     def remove_node(self, name: str) -> None:
         if name not in self.cap.nodes:
@@ -140,7 +141,7 @@ class SchedulerState:
         self.cap.remove_node(name)
         self.lost_nodes.add(name)
         self.node_version += 1
-        self.cache.clear()
+        self.facts = NodeFacts()
 
     def _count_kind(self, node: Node | None, sign: int) -> None:
         if node is None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import logging
 from dataclasses import dataclass
+from enum import StrEnum
 
 from schemas.decisions import JobRejected
 from schemas.envelope import MAX_REASON, MAX_TEXT, Message
@@ -14,15 +15,28 @@ from schemas.topics import DECISIONS_TOPIC
 from services.core import Preempt
 from services.queue_manager.dependencies import queue_or_hold
 from services.queue_manager.entries import JobEntry, utc
-from services.queue_manager.state import Out, QueueState
+from services.queue_manager.queue_state import Out, QueueState
 from services.spec.preemptibility import NON_PREEMPTIBLE_NOT_ALLOWED, class_preemptible, non_preemptible_refusal
 from services.spec.roles import roles_refusal
 
 log = logging.getLogger(__name__)
 
-UNKNOWN_PRIORITY_CLASS = "unknown_priority_class"
-FORBIDDEN_QUEUE = "forbidden_queue"
-PRIVILEGED_NOT_ALLOWED = "privileged_not_allowed"
+
+
+class Refusal(StrEnum):
+    """Why the queue manager refuses a request: the ``reason`` of a refused ``ActionOutcome`` (a request about
+    an existing job) or of the dead letter of a submission it will not queue."""
+
+    UNKNOWN_PRIORITY_CLASS = "unknown_priority_class"
+    FORBIDDEN_QUEUE = "forbidden_queue"  # the queue belongs to another tenant
+    PRIVILEGED_NOT_ALLOWED = "privileged_not_allowed"
+    NON_PREEMPTIBLE_NOT_ALLOWED = NON_PREEMPTIBLE_NOT_ALLOWED  # the gateway refuses it for the same reason
+    JOB_FINISHED = "job_finished"
+    NOT_WAITING = "not_waiting"  # only a waiting job is suspended or resized
+    NOT_SUSPENDED = "not_suspended"  # only a suspended job is resumed
+    RUNS_ON_BORROWED_QUOTA = "runs_on_borrowed_quota"  # non-preemptible while it runs on borrowed quota
+
+
 _ELEVATED_FIELDS = ("privileged", "run_as_root", "host_network", "host_pid", "host_ipc", "host_path_volumes")
 
 
@@ -37,10 +51,6 @@ class Answer:
 
 APPLIED = Answer("applied")
 UNCHANGED = Answer("unchanged")
-JOB_FINISHED = "job_finished"
-NOT_WAITING = "not_waiting"
-NOT_SUSPENDED = "not_suspended"
-RUNS_ON_BORROWED_QUOTA = "runs_on_borrowed_quota"
 
 
 def on_intent(qs: QueueState, message: Message, now: float, event_id: str = "") -> list[Out]:
@@ -55,7 +65,7 @@ def on_intent(qs: QueueState, message: Message, now: float, event_id: str = "") 
     outs: list[Out] = []
     if entry.terminal:
         already = isinstance(message, CancelJob) and entry.state == "cancelled"
-        answer = UNCHANGED if already else Answer("refused", JOB_FINISHED, f"the job is already {entry.state}")
+        answer = UNCHANGED if already else Answer("refused", Refusal.JOB_FINISHED, f"the job is already {entry.state}")
     else:
         outs, answer = act(qs, entry, message, now)
     return outs + answered(qs, entry, message, answer, event_id, now)
@@ -96,7 +106,7 @@ def suspend(qs: QueueState, entry: JobEntry, msg: SuspendJob) -> tuple[list[Out]
     if entry.state == "suspended":
         return [], UNCHANGED
     if entry.state != "pending":
-        return [], Answer("refused", NOT_WAITING, f"only a waiting job is suspended; this one is {entry.state} "
+        return [], Answer("refused", Refusal.NOT_WAITING, f"only a waiting job is suspended; this one is {entry.state} "
                           "(cancel it, or let it be preempted)")
     qs.sched.suspend(entry.job_id)
     entry.state, entry.reason, entry.message = "suspended", "suspended", f"suspended by {msg.requested_by}"
@@ -107,7 +117,8 @@ def resume(qs: QueueState, entry: JobEntry, now: float) -> tuple[list[Out], Answ
     if entry.state == "pending":
         return [], UNCHANGED
     if entry.state != "suspended":
-        return [], Answer("refused", NOT_SUSPENDED, f"only a suspended job is resumed; this one is {entry.state}")
+        return [], Answer("refused", Refusal.NOT_SUSPENDED,
+                          f"only a suspended job is resumed; this one is {entry.state}")
     entry.state, entry.reason, entry.message = "pending", "", ""
     if entry.spec.after:  # judged again: it may still wait for the jobs it depends on
         qs.sched.cancel(entry.job_id)
@@ -126,7 +137,7 @@ def submit(qs: QueueState, msg: SubmitJob, now: float) -> list[Out]:
     qs.add(entry)
     refusal = refuse(qs, msg)
     if refusal is None and priority is None:
-        refusal = UNKNOWN_PRIORITY_CLASS, f"unknown priority class {msg.spec.priority_class!r}"
+        refusal = Refusal.UNKNOWN_PRIORITY_CLASS, f"unknown priority class {msg.spec.priority_class!r}"
     if refusal is not None:
         reason, text = refusal
         log.warning("rejecting submission %s: %s", msg.job_id, text)
@@ -150,15 +161,15 @@ def refuse(qs: QueueState, msg: SubmitJob) -> tuple[str, str] | None:
     if queue is None:
         return None
     if queue.tenant != msg.tenant:
-        return FORBIDDEN_QUEUE, f"queue {queue.name!r} belongs to tenant {queue.tenant!r}, not {msg.tenant!r}"
+        return Refusal.FORBIDDEN_QUEUE, f"queue {queue.name!r} belongs to tenant {queue.tenant!r}, not {msg.tenant!r}"
     securities = [t.security for t in msg.spec.templates()]
     elevated = [] if not any(s.elevated for s in securities) else [
         name for name in _ELEVATED_FIELDS if any(getattr(s, name) for s in securities)]
     if elevated and not queue.allow_privileged:
-        return PRIVILEGED_NOT_ALLOWED, f"queue {queue.name!r} does not allow {', '.join(elevated)}"
+        return Refusal.PRIVILEGED_NOT_ALLOWED, f"queue {queue.name!r} does not allow {', '.join(elevated)}"
     refusal = _non_preemptible_refusal(qs, msg.tenant, msg.spec.priority_class, preemptible=msg.spec.preemptible)
     if refusal is not None:
-        return NON_PREEMPTIBLE_NOT_ALLOWED, refusal
+        return Refusal.NON_PREEMPTIBLE_NOT_ALLOWED, refusal
     return None
 
 
@@ -187,18 +198,18 @@ def cancel(qs: QueueState, entry: JobEntry, msg: CancelJob, now: float) -> tuple
 def change_priority(qs: QueueState, entry: JobEntry, msg: ChangePriority) -> tuple[list[Out], Answer]:
     value = qs.config.priority_value(msg.priority_class)
     if value is None:
-        return [], Answer("refused", UNKNOWN_PRIORITY_CLASS, f"no priority class named {msg.priority_class!r}")
+        return [], Answer("refused", Refusal.UNKNOWN_PRIORITY_CLASS, f"no priority class named {msg.priority_class!r}")
     if value == entry.priority and msg.priority_class == entry.spec.priority_class:
         return [], UNCHANGED
     refusal = _non_preemptible_refusal(qs, entry.submission.tenant, msg.priority_class, preemptible=True)
     if refusal is not None:
-        return [], Answer("refused", NON_PREEMPTIBLE_NOT_ALLOWED, refusal)
+        return [], Answer("refused", Refusal.NON_PREEMPTIBLE_NOT_ALLOWED, refusal)
     classes = qs.config.priority_classes
     new_class = class_preemptible(classes.get(msg.priority_class))
     unchanged = new_class == class_preemptible(classes.get(entry.spec.priority_class))
     preemptible = None if unchanged else new_class and entry.spec.preemptible  # the spec's own false still holds
     if not qs.sched.set_priority(entry.job_id, value, preemptible):
-        return [], Answer("refused", RUNS_ON_BORROWED_QUOTA,
+        return [], Answer("refused", Refusal.RUNS_ON_BORROWED_QUOTA,
                           f"priority class {msg.priority_class!r} is not preemptible, and the job runs on borrowed "
                           "quota, which only preemptible work may use; change it while it waits, or cancel and "
                           "resubmit it")
@@ -212,7 +223,7 @@ def scale(qs: QueueState, entry: JobEntry, msg: ScaleJob) -> tuple[list[Out], An
     """Resize a waiting job (its gang size, of its main role for a job of several roles, for the next
     admission). Running jobs are not resized."""
     if entry.state not in ("pending", "suspended"):
-        return [], Answer("refused", NOT_WAITING, f"only a waiting job is resized; this one is {entry.state}")
+        return [], Answer("refused", Refusal.NOT_WAITING, f"only a waiting job is resized; this one is {entry.state}")
     if msg.replicas == entry.spec.main_replicas:
         return [], UNCHANGED
     spec = entry.spec.resized(msg.replicas)

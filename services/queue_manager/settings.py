@@ -11,6 +11,7 @@ from __future__ import annotations
 import dataclasses
 import os
 from collections.abc import Mapping
+from enum import Enum
 from typing import Any
 
 from services.core import SchedulerConfig
@@ -30,6 +31,9 @@ def _convert(name: str, raw: str, default: object) -> Any:
     try:
         return kind(raw)
     except ValueError:
+        if isinstance(default, Enum):
+            known = ", ".join(member.value for member in type(default))
+            raise ValueError(f"{ENV_PREFIX}{name.upper()}: expected one of {known}, got {raw!r}") from None
         raise ValueError(f"{ENV_PREFIX}{name.upper()}: expected {type(default).__name__}, got {raw!r}") from None
 
 

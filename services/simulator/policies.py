@@ -1,31 +1,30 @@
 """Named scheduling policies the simulator can run.
 
 Every preset of the core (``services.core.PRESETS``: muster, fifo, fifo-global, tiresias, priority,
-drf) under its own name, plus ablations of ``muster`` that switch one mechanism off (or change one
+muster-no-backfill) under its own name, plus ablations of ``muster`` that switch one mechanism off (or change one
 choice) to show what it contributes.
 """
 
 from __future__ import annotations
 
 from services.core import PRESETS
-from services.core.model import SchedulerConfig
+from services.core.model import Policy, QueueOrderKind, SchedulerConfig
 
 ABLATIONS: dict[str, SchedulerConfig] = {
-    "muster-no-preemption": SchedulerConfig(policy="muster", preemption=False),
-    "muster-no-backfill": SchedulerConfig(policy="muster", backfill=False),
-    "muster-no-fair-share": SchedulerConfig(policy="muster", fair_share=False),
-    "muster-no-fair-share-preemption": SchedulerConfig(policy="muster", fair_share_preemption=False),
-    "muster-no-consolidation": SchedulerConfig(policy="muster", consolidation=False),
-    "muster-no-elastic": SchedulerConfig(policy="muster", elastic=False),
+    "muster-no-preemption": SchedulerConfig(policy=Policy.MUSTER, preemption=False),
+    "muster-no-fair-share": SchedulerConfig(policy=Policy.MUSTER, fair_share=False),
+    "muster-no-fair-share-preemption": SchedulerConfig(policy=Policy.MUSTER, fair_share_preemption=False),
+    "muster-no-consolidation": SchedulerConfig(policy=Policy.MUSTER, consolidation=False),
+    "muster-no-elastic": SchedulerConfig(policy=Policy.MUSTER, elastic=False),
     # the order inside a queue and what it builds on
-    "muster-submit-order": SchedulerConfig(policy="muster", queue_order="submit"),
-    "muster-las-order": SchedulerConfig(policy="muster", queue_order="las"),
-    "muster-no-learnt-runtimes": SchedulerConfig(policy="muster", learn_runtimes=False),
-    "muster-no-reorder-preemption": SchedulerConfig(policy="muster", reorder_preemption=False),
-    "muster-reorder-always": SchedulerConfig(policy="muster", reorder_wait_ratio=0.0),
+    "muster-submit-order": SchedulerConfig(policy=Policy.MUSTER, queue_order=QueueOrderKind.SUBMIT),
+    "muster-las-order": SchedulerConfig(policy=Policy.MUSTER, queue_order=QueueOrderKind.LAS),
+    "muster-no-learnt-runtimes": SchedulerConfig(policy=Policy.MUSTER, learn_runtimes=False),
+    "muster-no-reorder-preemption": SchedulerConfig(policy=Policy.MUSTER, reorder_preemption=False),
+    "muster-reorder-always": SchedulerConfig(policy=Policy.MUSTER, reorder_wait_ratio=0.0),
 }
 
-POLICIES: dict[str, SchedulerConfig] = {name: SchedulerConfig(policy=name) for name in PRESETS} | ABLATIONS
+POLICIES: dict[str, SchedulerConfig] = {name.value: SchedulerConfig(policy=name) for name in PRESETS} | ABLATIONS
 
 
 def policy_config(name: str) -> SchedulerConfig:

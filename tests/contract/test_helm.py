@@ -199,12 +199,12 @@ def test_secrets_are_referenced_by_name_and_never_rendered() -> None:
 
 def test_kafka_scheduler_telemetry_and_metrics_settings_reach_their_config_maps() -> None:
     objs = render("kafka.bootstrap=broker:9093", "kafka.extra.MUSTER_KAFKA_SSL_CAFILE=/etc/muster/kafka-tls/ca.crt",
-                  "scheduler.MUSTER_SCHEDULER_POLICY=drf", "telemetry.logFormat=text",
+                  "scheduler.MUSTER_SCHEDULER_POLICY=muster-no-backfill", "telemetry.logFormat=text",
                   "telemetry.otlpEndpoint=http://collector:4318", "metrics.expose=localhost")
     maps = {o["metadata"]["name"]: o["data"] for o in of_kind(objs, "ConfigMap")}
     assert maps["muster-kafka"]["MUSTER_KAFKA_BOOTSTRAP"] == "broker:9093"
     assert maps["muster-kafka"]["MUSTER_KAFKA_SSL_CAFILE"] == "/etc/muster/kafka-tls/ca.crt"
-    assert maps["muster-scheduler"] == {"MUSTER_SCHEDULER_POLICY": "drf"}
+    assert maps["muster-scheduler"] == {"MUSTER_SCHEDULER_POLICY": "muster-no-backfill"}
     assert maps["muster-metrics"] == {"MUSTER_METRICS_EXPOSE": "localhost"}
     assert maps["muster-telemetry"] == {"MUSTER_LOG_FORMAT": "text", "OTEL_EXPORTER_OTLP_ENDPOINT": "http://collector:4318"}
 

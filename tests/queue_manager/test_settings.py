@@ -6,7 +6,7 @@ import logging
 
 import pytest
 
-from services.core import SchedulerConfig, described
+from services.core import Policy, QueueOrderKind, SchedulerConfig, described
 from services.core.policy import resolve
 from services.queue_manager.main import QueueManagerMain
 from services.queue_manager.settings import scheduler_config_from_env
@@ -30,6 +30,16 @@ def test_fields_are_converted_by_their_default_type() -> None:
 def test_bad_values_name_the_variable(var: str, value: str) -> None:
     with pytest.raises(ValueError, match=var):
         scheduler_config_from_env({var: value})
+
+
+def test_policy_and_queue_order_are_checked_against_their_names() -> None:
+    with pytest.raises(ValueError, match=r"MUSTER_SCHEDULER_POLICY: expected one of muster, fifo, .*got 'fair'"):
+        scheduler_config_from_env({"MUSTER_SCHEDULER_POLICY": "fair"})
+    with pytest.raises(ValueError, match="MUSTER_SCHEDULER_QUEUE_ORDER: expected one of remaining, submit, las"):
+        scheduler_config_from_env({"MUSTER_SCHEDULER_QUEUE_ORDER": "shortest"})
+    cfg = scheduler_config_from_env({"MUSTER_SCHEDULER_POLICY": "drf", "MUSTER_SCHEDULER_QUEUE_ORDER": "las"})
+    assert (cfg.policy, cfg.queue_order) == (Policy.MUSTER_NO_BACKFILL, QueueOrderKind.LAS)
+    assert described(cfg).startswith("policy muster-no-backfill: ")
 
 
 def test_a_flag_set_by_the_operator_wins_over_the_policy_preset() -> None:

@@ -157,3 +157,27 @@ def check_invariants(st: SchedulerState) -> None:
             if not res.startswith("gpu:") and res not in book.pool_cap.get(root, {}):
                 continue  # not governed in this tree
             assert amount <= book.pool_cap.get(root, {}).get(res, 0), (root, res, amount)
+
+
+def snapshot(obj: object, skip: frozenset[str] = frozenset({"facts"})) -> object:
+    """Everything ``obj`` holds, recursively, as plain comparable values (attributes named in ``skip`` left
+    out): two snapshots are equal only if nothing reachable from it changed, insertion order included."""
+    seen: dict[int, int] = {}
+
+    def walk(o: object) -> object:
+        if o is None or isinstance(o, (bool, int, float, str, bytes, Fraction)):
+            return o
+        if id(o) in seen:
+            return ("seen", seen[id(o)])
+        seen[id(o)] = len(seen)
+        if isinstance(o, (dict, MappingProxyType)):
+            return ("map", [(walk(k), walk(v)) for k, v in o.items()])
+        if isinstance(o, (list, tuple)):
+            return (type(o).__name__, [walk(v) for v in o])
+        if isinstance(o, (set, frozenset)):
+            return (type(o).__name__, sorted(repr(walk(v)) for v in o))
+        names = list(getattr(o, "__dict__", {})) + [
+            s for c in type(o).__mro__ for s in getattr(c, "__slots__", ()) if isinstance(s, str)]
+        return (type(o).__name__, [(n, walk(getattr(o, n))) for n in names if n not in skip and hasattr(o, n)])
+
+    return walk(obj)

@@ -123,7 +123,7 @@ def test_estimated_start_ignores_other_pools_capacity(pool: str, gpus: int, star
     c = Cycle(st, 10, SchedulerConfig())
     waiting = job("w", "qa" if pool != "b" else "qb", gpus_per_pod=8, replicas=gpus // 8, runtime_estimate=50.0,
                   node_selector=SELECTORS[pool])
-    assert c.estimate_start(waiting) == start
+    assert c.forecast.estimate_start(waiting) == start
 
 
 def test_estimates_in_a_pool_queue_behind_each_other_only() -> None:
@@ -132,9 +132,9 @@ def test_estimates_in_a_pool_queue_behind_each_other_only() -> None:
     first = job("w1", "qa", gpus_per_pod=8, replicas=2, runtime_estimate=500.0, node_selector=POOL_A)
     second = job("w2", "qa", gpus_per_pod=8, runtime_estimate=50.0, node_selector=POOL_A)
     other = job("w3", "qb", gpus_per_pod=8, replicas=2, runtime_estimate=50.0, node_selector=POOL_B)
-    assert c.estimate_start(first) == 3000.0
-    assert c.estimate_start(second) == 3500.0
-    assert c.estimate_start(other) == 10.0
+    assert c.forecast.estimate_start(first) == 3000.0
+    assert c.forecast.estimate_start(second) == 3500.0
+    assert c.forecast.estimate_start(other) == 10.0
 
 
 @settings(max_examples=60, deadline=None)
@@ -169,6 +169,6 @@ def test_a_reservation_never_names_a_node_outside_the_jobs_pool(
         assert res is not None  # a gang that fits its pool gets a reservation for when the pool drains
     # the fluid estimate counts the same pool's GPUs without their fragmentation: never later than the
     # reservation, never before now
-    start = c.estimate_start(big)
+    start = c.forecast.estimate_start(big)
     if res is not None:
         assert start is not None and 1 <= start <= res.time

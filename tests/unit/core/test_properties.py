@@ -29,7 +29,7 @@ from services.core import (
 from services.core.capacity import CapacityIndex
 from services.core.placement import Placer
 
-from .builders import check_invariants
+from .builders import check_invariants, snapshot
 
 GPU = "a100"
 #: examples of the multi-role property test: MUSTER_PROPERTY_EXAMPLES raises it (CI runs 3,000)
@@ -226,7 +226,7 @@ def drive(world: World) -> None:
     by_name = {n.name: n for n in world.nodes}
     now = 0.0
     preemptions = scales = gangs = 0
-    for _ in range(400):
+    for cycles in range(400):
         while arrivals and arrivals[0][0] <= now:
             _, job, _ = arrivals.pop(0)
             state.submit(replace(job, submit_time=now))
@@ -234,8 +234,11 @@ def drive(world: World) -> None:
             state.upsert_node(replace(by_name[flaps[now]], healthy=False))
         if now - 10.0 in flaps:
             state.upsert_node(by_name[flaps[now - 10.0]])
+        before = snapshot(state) if cycles % 20 == 0 else None
         result = schedule(state, now, world.config)
         quiet = schedule(state, now, world.config, report=False)  # statuses skipped, decisions the same
+        if before is not None:  # a cycle only reads the state (it may fill in the node facts: ``NodeFacts``)
+            assert snapshot(state) == before
         assert quiet.decisions == result.decisions and not quiet.pending
         preempted = [d.job_id for d in result.decisions if isinstance(d, Preempt)]
         assert len(preempted) == len(set(preempted)), preempted  # no job preempted twice in one cycle
