@@ -2,6 +2,8 @@
 
     .venv/bin/python bench/philly_replay.py --window 28d:56d --target-allocation 0.739
     .venv/bin/python bench/philly_replay.py --setup cohort --node-scale 0.25 --policy fifo --policy muster
+    .venv/bin/python bench/philly_replay.py --setup partitioned --node-scale 0.2178 --window 29d:32d \
+        --policy tiresias --policy muster --explain-size '>8'
 
 Set-ups (``--setup``, default both, see services/simulator/traces/philly.py):
 
@@ -26,6 +28,12 @@ with static partitions fifo's allocation levels off below Philly's 0.739 as the 
 Philly's occupancy" does not exist there. The partitioned row then shows what static partitions strand
 on the same hardware.
 
+``--explain-size '>8'`` breaks the queueing of the jobs of that size down by the reason the core gave each
+cycle (quota, capacity, behind another job's reservation, its own reservation, waiting for victims to stop
+or for their minimum runtime, queued behind jobs ahead in order, or too far back in its queue for the core
+to report on it), with the GPUs of later jobs of its queue that started meanwhile (``wait_breakdown`` in
+the JSON; it computes statuses, 100 per queue unless ``--status-depth`` says otherwise).
+
 Runtime estimates come only from jobs completed earlier in the same replay. All runs are in this process
 on the same workload, so compare policies within one run, not absolute wall times across runs.
 """
@@ -47,7 +55,7 @@ from schemas.config import MusterConfig
 from services.simulator.engine import SimOptions, simulate
 from services.simulator.policies import POLICIES, policy_config
 from services.simulator.report import SIZE_CLASSES, build_report
-from services.simulator.sources import parse_duration, parse_window
+from services.simulator.sources import parse_duration, parse_size_range, parse_window
 from services.simulator.traces.common import default_traces_dir
 from services.simulator.traces.philly import SETUPS, load_philly
 from services.simulator.workload import Workload, subset
@@ -201,6 +209,25 @@ def size_setup(args: argparse.Namespace, setup: str, options: SimOptions) -> Siz
     return scale, probes, fifo_runs[scale]
 
 
+def breakdown_table(reports: list[dict[str, Any]]) -> list[str]:
+    """Markdown rows: the explained jobs' average queueing by the core's reason, per size class and policy."""
+    lines: list[str] = []
+    for r in reports:
+        for name, c in r.get("wait_breakdown", {}).items():
+            if not lines:
+                lines = ["| GPUs | policy | jobs | avg queueing s | reason | avg s per job | share |",
+                         "|---|---|---|---|---|---|---|"]
+            lines.append(f"| {name} | {r['policy']} | {c['jobs']:,} | {_s(c['avg_queue_s'])} | | | |")
+            for reason, seconds in c["by_reason_s"].items():
+                lines.append(f"| | | | | {reason} | {_s(seconds)} | {c['by_reason_share'][reason]:.0%} |")
+            lines.append(f"| | | | | (waited again after preemption) | {_s(c['avg_requeued_wait_s'])} | |")
+            for reason, seconds in c["requeued_by_reason_s"].items():
+                lines.append(f"| | | | | after preemption: {reason} | {_s(seconds)} | |")
+            lines.append(f"| | | | | (GPUs of later jobs of its queue started meanwhile) "
+                         f"| {c['avg_overtaken_gpus']:,.0f} | |")
+    return lines
+
+
 def replay_setup(
     args: argparse.Namespace,
     setup: str,
@@ -240,6 +267,10 @@ def replay_setup(
     print()
     print("\n".join(class_table(reports)))
     print()
+    explained = breakdown_table(reports)
+    if explained:
+        print("\n".join(explained))
+        print()
     if profile_text:
         print("profile of the last run (cumulative):")
         print(profile_text)
@@ -276,9 +307,15 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--status-depth",
         type=int,
-        default=0,
-        help="pending-status depth per queue the core computes each cycle (default 0: status only, no effect "
-        "on decisions here; the core's default 100 is much slower on long replays)",
+        default=None,
+        help="pending-status depth per queue the core computes each cycle (default 0, or 100 with --explain-size: "
+        "status only, no effect on decisions; the core's default 100 is much slower on long replays)",
+    )
+    parser.add_argument(
+        "--explain-size",
+        metavar="SIZE",
+        help="break the queueing of the jobs of this size (N, A-B, >N or N+ GPUs) down by the reason the core "
+        "gave each cycle (e.g. '>8')",
     )
     parser.add_argument("--json", type=Path, help="also write the full reports here")
     parser.add_argument("--profile", action="store_true", help="profile the last policy and print the top functions")
@@ -287,7 +324,10 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     setups = list(SETUPS) if args.setup == "both" else [args.setup]
     setups.sort(key=lambda s: s != "partitioned")  # partitioned first: the set-up Philly ran
-    options = SimOptions(tick_s=parse_duration(args.tick), status_depth=args.status_depth)
+    explain = parse_size_range(args.explain_size) if args.explain_size else None
+    if args.status_depth is None:
+        args.status_depth = 100 if explain is not None else 0  # the reasons are the statuses the core computes
+    options = SimOptions(tick_s=parse_duration(args.tick), status_depth=args.status_depth, explain_gpus=explain)
     sizing = (
         f"target fifo allocation {args.target_allocation}"
         if args.target_allocation is not None

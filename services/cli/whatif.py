@@ -19,6 +19,7 @@ from typing import Any
 import click
 
 from services.simulator.cli import sim as simulate_command
+from services.simulator.cli import sim_options
 
 _REPLAY_OPTIONS = ("from_kafka", "from_file", "since", "config_patch", "output")
 _REPLAY_TICK_S = "5"  # the queue manager decides within seconds of a change, not once a minute
@@ -27,27 +28,28 @@ _REPLAY_TICK_S = "5"  # the queue manager decides within seconds of a change, no
 def _replay(ctx: click.Context, params: dict[str, Any]) -> None:
     from services.cli.log import live_export
     from services.queue_manager.settings import scheduler_config_from_env
-    from services.simulator.engine import SimOptions
     from services.simulator.logfile import read_export
     from services.simulator.replay import reconstruct
     from services.simulator.whatif import PatchError, load_patch, render_text, what_if, write_plot
     from services.simulator.workload import write_workload_csv
-    from services.spec.durations import parse_duration
 
     if params["from_kafka"] and params["from_file"]:
         raise click.UsageError("give --from-kafka or --from-file, not both")
     if params["workload_spec"]:
         raise click.UsageError("--workload replays a workload file; --from-kafka / --from-file replay the log")
-    for name in ("policies", "limit", "window", "sample", "cluster", "status_depth"):
+    for name in ("policies", "limit", "window", "sample", "cluster", "status_depth", "explain_size"):
         if ctx.get_parameter_source(name) is not click.core.ParameterSource.DEFAULT:
-            flag = {"policies": "--policy", "status_depth": "--status-depth"}.get(name, f"--{name}")
+            flag = {"policies": "--policy", "status_depth": "--status-depth",
+                    "explain_size": "--explain-size"}.get(name, f"--{name}")
             raise click.UsageError(f"{flag} does not apply to a replay of the log (the patch's scheduler: section "
                                    "changes the policy)")
     tick = params["tick"]
     if ctx.get_parameter_source("tick") is click.core.ParameterSource.DEFAULT:
         tick = _REPLAY_TICK_S
     try:
-        options = _options(params, tick, parse_duration, SimOptions)
+        options = sim_options(tick=tick, checkpoint=params["checkpoint"], restart_cost=params["restart_cost"],
+                              round_=params["round_"], all_checkpointable=params["all_checkpointable"],
+                              all_elastic=params["all_elastic"], status_depth=None)
         scheduler = scheduler_config_from_env()
         patch = load_patch(params["config_patch"]) if params["config_patch"] else None
         if params["from_file"]:
@@ -80,16 +82,6 @@ def _replay(ctx: click.Context, params: dict[str, Any]) -> None:
         Path(params["report_path"]).write_text(json.dumps(report, indent=2, sort_keys=True) + "\n", encoding="utf-8")
     if params["plot_path"]:
         write_plot(report, params["plot_path"])
-
-
-def _options(params: dict[str, Any], tick: str, parse_duration: Any, sim_options: Any) -> Any:
-    return sim_options(
-        tick_s=parse_duration(tick),
-        checkpoint_s=parse_duration(params["checkpoint"]),
-        restart_cost_s=parse_duration(params["restart_cost"]),
-        round_s=parse_duration(params["round_"]) if params["round_"] else None,
-        all_checkpointable=params["all_checkpointable"],
-    )
 
 
 def _run(**params: Any) -> None:

@@ -14,7 +14,7 @@ from services.simulator.plots import write_plot
 from services.simulator.policies import POLICIES, policy_config
 from services.simulator.progress import TerminalProgress, progress_wanted
 from services.simulator.report import build_report
-from services.simulator.sources import parse_window, resolve
+from services.simulator.sources import parse_size_range, parse_window, resolve
 from services.simulator.traces.common import TRACES_ENV, default_traces_dir
 from services.simulator.workload import Workload, subset, write_workload_csv
 from services.spec.durations import parse_duration
@@ -47,6 +47,31 @@ def load_subset(
     workload, config = resolve(workload_spec, cluster, traces_dir or default_traces_dir())
     workload = subset(workload, window=parse_window(window) if window else None, limit=limit, sample=sample, seed=seed)
     return workload, config
+
+
+def sim_options(
+    *,
+    tick: str,
+    checkpoint: str,
+    restart_cost: str,
+    round_: str | None,
+    all_checkpointable: bool,
+    all_elastic: bool,
+    status_depth: int | None,
+    explain_size: str | None = None,
+) -> SimOptions:
+    """The simulation options ``muster sim``'s flags give (the one translation, for a workload replay and a
+    replay of the log alike); raises ``ValueError`` for a malformed duration."""
+    return SimOptions(
+        tick_s=parse_duration(tick),
+        checkpoint_s=parse_duration(checkpoint),
+        status_depth=status_depth,
+        explain_gpus=parse_size_range(explain_size) if explain_size else None,
+        restart_cost_s=parse_duration(restart_cost),
+        round_s=parse_duration(round_) if round_ else None,
+        all_checkpointable=all_checkpointable,
+        all_elastic=all_elastic,
+    )
 
 
 @click.command(name="sim")
@@ -95,6 +120,9 @@ def load_subset(
     help="Pending jobs per queue whose status the core computes each cycle (default: the policy's).",
 )
 @click.option("--write-workload", type=click.Path(dir_okay=False), help="Also write the replayed workload as CSV.")
+@click.option("--explain-size", "explain_size", metavar="SIZE",
+              help="Break the queueing of the jobs of this size (N, A-B, >N or N+ GPUs) down by the reason the core "
+              "gave each cycle: wait_breakdown in the report (reasons come from the statuses the core computes).")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Progress bars with ETA on stderr (only drawn on a terminal).")
 def sim(
@@ -116,19 +144,14 @@ def sim(
     traces_dir: Path | None,
     status_depth: int | None,
     write_workload: str | None,
+    explain_size: str | None,
     progress: bool,
 ) -> None:
     """Replay a workload through the scheduling core in virtual time and write a report."""
     try:
-        options = SimOptions(
-            tick_s=parse_duration(tick),
-            checkpoint_s=parse_duration(checkpoint),
-            status_depth=status_depth,
-            restart_cost_s=parse_duration(restart_cost),
-            round_s=parse_duration(round_) if round_ else None,
-            all_checkpointable=all_checkpointable,
-            all_elastic=all_elastic,
-        )
+        options = sim_options(tick=tick, checkpoint=checkpoint, restart_cost=restart_cost, round_=round_,
+                              all_checkpointable=all_checkpointable, all_elastic=all_elastic,
+                              status_depth=status_depth, explain_size=explain_size)
         workload, config = load_subset(
             workload_spec,
             cluster,

@@ -67,7 +67,7 @@ from typing import Any
 
 from schemas.config import MusterConfig
 from schemas.jobspec import JobSpec
-from services.core import SchedulerState, queue_order, schedule
+from services.core import CycleResult, SchedulerState, queue_order, schedule
 from services.core.dependencies import After, verdict
 from services.core.model import (
     ANY_GPU,
@@ -119,6 +119,14 @@ class SimOptions:
     # per-queue depth of pending status (position, start estimate) the core computes each cycle;
     # None keeps the policy's value. Status is informational, so 0 speeds long replays up.
     status_depth: int | None = None
+    #: break down the waits of the jobs asking for this many GPUs (an inclusive range) by the reason the core
+    #: gave each cycle (``JobRecord.waits``); None: no breakdown
+    explain_gpus: tuple[int, float] | None = None
+
+
+#: the wait reason of a job whose status the cycle did not compute: it stood beyond the ``status_depth``
+#: jobs of its queue the core reports on (a long way back in its queue's order)
+BEYOND_STATUS_DEPTH = "beyond_status_depth"
 
 
 @dataclass(slots=True)
@@ -151,6 +159,14 @@ class JobRecord:
     requeue_on_stop: bool = True
     outcome: str | None = None  # how it ended: succeeded, failed, cancelled or rejected
     dependency_failed: str | None = None  # why it ended without running: a job it waited for ended otherwise
+    #: the job's wait before it first started (its queueing delay) by the reason the core gave each cycle
+    #: (``SimOptions.explain_gpus``): the time from one cycle to the next counts for the reason of the first
+    waits: dict[str, float] | None = None
+    #: ... and its waits after preemptions, by reason the same way (explained jobs only)
+    requeued_waits: dict[str, float] = field(default_factory=dict)
+    wait_reason: str | None = None  # the reason of the last cycle, while it waits
+    wait_since: float = 0.0
+    overtaken_gpus: float = 0.0  # GPUs of jobs of its queue submitted after it that started while it waited
 
 
 @dataclass(slots=True)
@@ -222,6 +238,7 @@ class Simulator:
         self._running = 0
         self._held: set[str] = set()  # arrived jobs waiting for their dependencies, out of the core
         self._dependants: dict[str, list[str]] = {}  # job id -> the held jobs that wait for it
+        self._watched: dict[str, JobRecord] = {}  # explained jobs that may be waiting in the core
         self._result = SimResult(
             policy=policy_name or config.policy,
             seed=seed,
@@ -235,6 +252,7 @@ class Simulator:
         node_sizes = {t: _gpus_per_node(nodes, t) for t in {j.gpu_type for j in workload.jobs if j.spec is None}}
         # a policy that does not resize runs every job at the size it asked for
         all_elastic = self._opts.all_elastic and resolve(config).elastic
+        explain = self._opts.explain_gpus
         for wjob in workload.jobs:
             if wjob.spec is None:
                 job = self._trace_job(wjob, node_sizes[wjob.gpu_type], tolerations, tenants, all_elastic)
@@ -247,7 +265,10 @@ class Simulator:
             job = configured_job(job, class_preemptible=class_preemptible, pool=pools.get(wjob.queue))
             unit = max(job.gpus_per_pod, 1)
             work = wjob.duration * job.replicas * unit
-            self._result.records[wjob.job_id] = JobRecord(wjob, job, work, work, unit, job.companion_gpus, pod_gpus)
+            rec = JobRecord(wjob, job, work, work, unit, job.companion_gpus, pod_gpus)
+            if explain is not None and explain[0] <= wjob.num_gpus <= explain[1]:
+                rec.waits = {}
+            self._result.records[wjob.job_id] = rec
             self._push(wjob.submit_time, EventKind.ARRIVAL, wjob.job_id, 0)
             self._arrivals_left += 1
 
@@ -334,12 +355,41 @@ class Simulator:
         if rec.job.max_wait_s is not None:  # the core rejects it then if it still waits
             self._push(rec.job.submit_time + rec.job.max_wait_s, EventKind.DEADLINE, rec.spec.job_id, 0)
         if not rec.spec.after:
-            self._state.submit(rec.job)
+            self._submit(rec)
             return
         self._held.add(rec.spec.job_id)
         for dep, _ in rec.spec.after:
             self._dependants.setdefault(dep, []).append(rec.spec.job_id)
         self._judge([rec.spec.job_id])
+
+    def _submit(self, rec: JobRecord) -> None:
+        self._state.submit(rec.job)
+        if rec.waits is not None:
+            self._watched[rec.spec.job_id] = rec
+
+    def _explain(self, result: CycleResult, now: float) -> None:
+        """Charge each explained waiting job's time since the last cycle to that cycle's reason, and note this
+        cycle's reason (and the jobs of its queue submitted after it that start now)."""
+        pending = self._state.pending
+        records = self._result.records
+        started = [records[d.job_id] for d in result.decisions if isinstance(d, Admit)]
+        admitted = {r.spec.job_id for r in started}
+        for job_id, rec in list(self._watched.items()):
+            waits = rec.waits
+            assert waits is not None
+            if rec.wait_reason is not None:
+                into = waits if rec.first_start is None else rec.requeued_waits
+                into[rec.wait_reason] = into.get(rec.wait_reason, 0.0) + now - rec.wait_since
+                rec.wait_reason = None
+            if job_id not in pending or job_id in admitted:
+                del self._watched[job_id]  # it starts now, or left the queue (it comes back with a requeue)
+                continue
+            info = result.pending.get(job_id)
+            rec.wait_reason = info.reason.value if info is not None else BEYOND_STATUS_DEPTH
+            rec.wait_since = now
+            for other in started:
+                if other.spec.queue == rec.spec.queue and other.job.submit_time > rec.job.submit_time:
+                    rec.overtaken_gpus += other.spec.num_gpus
 
     def _judge(self, job_ids: list[str]) -> None:
         """Submit the held jobs among ``job_ids`` whose dependencies hold now, end those whose never will
@@ -354,7 +404,7 @@ class Simulator:
             judged = verdict([After(dep, on) for dep, on in rec.spec.after], states)
             if judged.ready:
                 self._held.discard(job_id)
-                self._state.submit(rec.job)
+                self._submit(rec)
             elif judged.broken is not None:
                 self._held.discard(job_id)
                 rec.dependency_failed = f"dependency not met: {judged.broken[1]}"
@@ -394,6 +444,8 @@ class Simulator:
         self._set_size(rec, 0, now)
         self._running -= 1
         self._state.job_stopped(rec.spec.job_id, now, requeue=rec.requeue_on_stop)
+        if rec.waits is not None and rec.requeue_on_stop:
+            self._watched[rec.spec.job_id] = rec
         if not rec.requeue_on_stop:
             rec.killed = True
             rec.end = now
@@ -442,6 +494,8 @@ class Simulator:
         result = schedule(self._state, now, self._config)
         self._result.cycle_wall_s += time.perf_counter() - started
         self._result.cycles += 1
+        if self._watched:
+            self._explain(result, now)
         for decision in result.decisions:
             self._apply(decision, now)
         return len(result.decisions)

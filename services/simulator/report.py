@@ -17,6 +17,10 @@ Definitions (all times in seconds, over completed jobs unless stated):
   their GPUs (size class, GPU-hours, allocation) count every role's.
 - ``jain_fairness`` = Jain's index (sum x)^2 / (n sum x^2) over the per-queue mean slowdowns of the
   queues that completed jobs: 1.0 when every queue is slowed down equally, 1/n at worst.
+- ``wait_breakdown`` (only with ``SimOptions.explain_gpus``): per size class, the explained jobs' queueing
+  delay by the reason the core gave each cycle (``PendingReason`` values, or ``beyond_status_depth`` when
+  the job stood too far back in its queue for the core to compute its status), their wait after
+  preemptions, and the GPUs of later jobs of their queue that started while they waited.
 - percentiles interpolate linearly (numpy's default).
 """
 
@@ -112,6 +116,45 @@ def per_size_class(records: Sequence[JobRecord]) -> dict[str, dict[str, Any]]:
     return {name: _class_stats(by_class[name]) for name, _, _ in SIZE_CLASSES if name in by_class}
 
 
+def wait_breakdown(records: Sequence[JobRecord]) -> dict[str, dict[str, Any]]:
+    """Per size class, the completed explained jobs' queueing delay (``SimOptions.explain_gpus``) by the
+    reason the core gave for it each cycle: average seconds per job and share of the class's waiting, most
+    first; their waits again after preemptions, by reason the same way; and the GPUs of later jobs of their
+    queue that started while they waited (``overtaken_gpus``)."""
+    by_class: dict[str, list[JobRecord]] = {}
+    for rec in completed(records):
+        if rec.waits is not None:
+            by_class.setdefault(size_class(rec.spec.num_gpus), []).append(rec)
+    out: dict[str, dict[str, Any]] = {}
+    for name, _, _ in SIZE_CLASSES:
+        recs = by_class.get(name)
+        if not recs:
+            continue
+        n = len(recs)
+        first = _by_reason([r.waits or {} for r in recs])
+        again = _by_reason([r.requeued_waits for r in recs])
+        waited, rewaited = sum(first.values()), sum(again.values())
+        out[name] = {
+            "jobs": n,
+            "avg_queue_s": waited / n,
+            "by_reason_s": {reason: seconds / n for reason, seconds in first.items()},
+            "by_reason_share": {reason: seconds / waited if waited else 0.0 for reason, seconds in first.items()},
+            "avg_requeued_wait_s": rewaited / n,
+            "requeued_by_reason_s": {reason: seconds / n for reason, seconds in again.items()},
+            "avg_overtaken_gpus": _mean([r.overtaken_gpus for r in recs]),
+        }
+    return out
+
+
+def _by_reason(waits: Sequence[dict[str, float]]) -> dict[str, float]:
+    """The seconds of every job's waits summed by reason, most first."""
+    totals: dict[str, float] = {}
+    for one in waits:
+        for reason, seconds in one.items():
+            totals[reason] = totals.get(reason, 0.0) + seconds
+    return dict(sorted(totals.items(), key=lambda kv: (-kv[1], kv[0])))
+
+
 def held_gpu_seconds(timeline: Sequence[tuple[float, str, float]], start: float, end: float) -> float:
     """GPU-seconds held between ``start`` and ``end`` according to an allocation timeline."""
     held = 0.0
@@ -184,4 +227,4 @@ def build_report(result: SimResult) -> dict[str, Any]:
         "cycle_wall_s": result.cycle_wall_s,
         "per_queue": per_queue,
         "per_size_class": per_size_class(records),
-    }
+    } | ({"wait_breakdown": wait_breakdown(records)} if any(r.waits is not None for r in records) else {})

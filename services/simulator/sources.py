@@ -36,6 +36,24 @@ def parse_window(text: str) -> tuple[float, float]:
     return lo, hi
 
 
+def parse_size_range(text: str) -> tuple[int, float]:
+    """A range of job sizes in GPUs, inclusive: ``N``, ``A-B``, ``>N`` (more than N) or ``N+`` (N or more)."""
+    t = text.strip()
+    try:
+        if t.startswith(">"):
+            return int(t[1:]) + 1, float("inf")
+        if t.endswith("+"):
+            return int(t[:-1]), float("inf")
+        lo, sep, hi = t.partition("-")
+        low = int(lo)
+        high = int(hi) if sep else low
+    except ValueError:
+        raise ValueError(f"a size is N, A-B, >N or N+ (GPUs), got {text!r}") from None
+    if high < low or low < 0:
+        raise ValueError(f"a size range must not be empty: {text!r}")
+    return low, float(high)
+
+
 def load_trace(name: str, traces_dir: Path) -> Trace:
     """A named trace with its default cluster."""
     base, _, variant = name.partition(":")

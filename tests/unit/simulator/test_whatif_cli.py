@@ -100,3 +100,25 @@ def test_since(text: str | None, expected: datetime | None) -> None:
 def test_since_that_is_neither() -> None:
     with pytest.raises(ValueError, match="--since"):
         parse_since("last week", at(0))
+
+
+def test_a_replay_of_the_log_takes_the_simulators_options_as_a_workload_replay_does(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """One translation of the flags (``services.simulator.cli.sim_options``):
+    ``--all-elastic`` used to be dropped by the replay of the log."""
+    import services.simulator.whatif as whatif
+
+    seen = []
+    real = whatif.what_if
+
+    def spy(*args: object, **kw: object) -> object:
+        seen.append(kw["options"])
+        return real(*args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(whatif, "what_if", spy)
+    out = CliRunner().invoke(sim, ["--from-file", str(_export(tmp_path)), "--all-elastic", "--restart-cost", "30",
+                                   "--round", "60", "-o", "json"], env=ENV)
+    assert out.exit_code == 0, out.output
+    (options,) = seen
+    assert (options.all_elastic, options.restart_cost_s, options.round_s, options.tick_s) == (True, 30.0, 60.0, 5.0)
