@@ -21,11 +21,12 @@ pytestmark = [pytest.mark.e2e, pytest.mark.browser]
 #: topic: the gateway folds it, the stream sends it after its 0.1 s batch window, the page patches the row
 #: (measured over 8 runs on a shared 2-core machine: 0.05-0.15 s from the running status to the row showing it)
 LIVE_S = 1.0
-#: a job new to an open jobs table shows within 1.5 s of its submission: the queue manager takes it in and
+#: a job new to an open jobs table shows within 2 s of its submission: the queue manager takes it in and
 #: publishes its status (0.02-0.04 s), the stream sends it, and the table reads itself again, at most once a
-#: second (``throttleMs: 1000`` in ui/app.js), so a job coming just after another waits up to that second
-#: (measured over the same 8 runs: 0.10-0.26 s for the first job, 0.63-0.91 s for one right after another)
-NEW_JOB_S = 1.5
+#: second (``throttleMs: 1000`` in ui/app.js), so a job coming just after another waits up to that second on
+#: top of the live bound (measured over the same 8 runs: 0.10-0.26 s for the first job, 0.63-0.91 s for one
+#: right after another)
+NEW_JOB_S = LIVE_S + 1.0
 WAIT_MS = 30_000  # only how long a wait may take before the test fails
 
 #: installed in the page: ``window.__shown`` notes when (ms since the epoch, the clock the services' messages
