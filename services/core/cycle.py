@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import replace
 
 from .capacity import CapacityIndex, fits_in_group
@@ -104,6 +104,15 @@ class Cycle:
         self._total_gpus = sum(v for r, v in state.totals.items() if r.startswith(GPU_PREFIX))
         self._all_types = sorted({t for _, t in state.cap.buckets})
 
+    def next_waiting(self, walker: Iterator[str]) -> Job | None:
+        """The next job of a queue's walk that this cycle has neither admitted nor rejected (None: the walk
+        is over)."""
+        out = self.out
+        for job_id in walker:
+            if job_id not in out.rejected and job_id not in out.admitted:
+                return self.st.pending[job_id]
+        return None
+
     def types_for(self, job: Job) -> list[str]:
         """GPU types the job may run on (its own, or every type present when it accepts any)."""
         return [job.gpu_type] if job.gpu_type else self._all_types
@@ -191,9 +200,7 @@ class Cycle:
         gpus = job.amount_at(pods)
         return all(gpus > room.get(gpu_resource(t), 0) for t in self.types_for(job))
 
-    # ------------------------------------------------------------------ admission of one job
-
-    # ------------------------------------------------------------------ pools and reservations
+    # ------------------------------------------------------------------ a job's pool
 
     def scope(self, job: Job, gpu_type: str) -> frozenset[str] | None:
         """The nodes of ``gpu_type`` that ``job``'s node selector allows (its pool), whatever their health
@@ -213,6 +220,8 @@ class Cycle:
         )
         scopes[key] = names
         return names
+
+    # ------------------------------------------------------------------ admission of one job
 
     def try_admit(self, job: Job, within: frozenset[str] | None = None) -> PendingReason | None:
         """Admit ``job`` on the scratch state if it fits now; otherwise the reason it does not. ``within``
@@ -375,7 +384,7 @@ class Cycle:
         facts.empty = index
         return index
 
-    # ------------------------------------------------------------------ estimates and statuses
+    # ------------------------------------------------------------------ reasons, statuses and wants
 
     def lent_out(self, job: Job, reason: PendingReason) -> PendingReason:
         """``QUOTA_LENT`` for a job refused by its cohort although it asks only for its own queue's nominal

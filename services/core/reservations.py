@@ -45,9 +45,6 @@ class Reservations:
         self.held: list[tuple[Reservation, frozenset[str] | None]] = []
         self._exclusions: dict[tuple[str, ...], Excluded] = {}
 
-    def __bool__(self) -> bool:
-        return bool(self.held)
-
     def may_reserve(self, job: Job) -> bool:
         """Whether ``job`` may take a reservation: none is held yet, or the job is confined to a pool that
         shares no node with the pools of those held (so it can neither delay them nor be delayed)."""

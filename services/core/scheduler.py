@@ -10,6 +10,7 @@ from .backfill import find_reservation
 from .consolidation import find_moves
 from .cycle import Cycle
 from .elastic import grow, grow_ahead_of, may_grow_in_walk
+from .fifo import fifo_global, fifo_per_queue
 from .model import (
     CycleResult,
     Job,
@@ -69,9 +70,9 @@ def schedule(state: SchedulerState, now: float, config: SchedulerConfig, *, repo
     cycle = Cycle(state, now, cfg)
     _housekeeping(cycle)
     if cfg.policy == Policy.FIFO:
-        _fifo_per_queue(cycle, report)
+        fifo_per_queue(cycle, report)
     elif cfg.policy == Policy.FIFO_GLOBAL:
-        _fifo(cycle, report)
+        fifo_global(cycle, report)
     else:
         _ordered(cycle, report)
         if cfg.elastic:
@@ -139,13 +140,6 @@ def _lost_for_good(node: Node | None, now: float, grace_s: float) -> bool:
 # ---------------------------------------------------------------------- the muster order
 
 
-def _next(cycle: Cycle, walker: Iterator[str]) -> Job | None:
-    for job_id in walker:
-        if job_id not in cycle.out.rejected and job_id not in cycle.out.admitted:
-            return cycle.st.pending[job_id]
-    return None
-
-
 def _preemptors_first(cycle: Cycle) -> None:
     """Capacity freed by preemption for a job is held for it until it starts.
 
@@ -189,7 +183,7 @@ def _ordered(cycle: Cycle, report: bool) -> None:
     heads: list[tuple[tuple[bool, int, int, float, float, str], Job]] = []
     for queue in st.pq.queue_names():
         walker = st.walk_queue(queue, cycle.now, cycle.order)
-        job = _next(cycle, walker)
+        job = cycle.next_waiting(walker)
         if job is not None:
             walkers[queue] = walker
             heads.append((cycle.order_key(job), job))
@@ -225,13 +219,13 @@ def _ordered(cycle: Cycle, report: bool) -> None:
             # the queue is done deciding for this cycle (both limits only grow): the rest of its walk
             # would only report and note what its waiting jobs want, so note that without ordering them
             for _ in range(cfg.status_depth - waiting.get(q, 0)):
-                rest = _next(cycle, walkers[q])
+                rest = cycle.next_waiting(walkers[q])
                 if rest is None:
                     break
                 cycle.note_wanted(rest)
             continue
         if trying or waiting.get(q, 0) < cfg.status_depth:
-            nxt = _next(cycle, walkers[q])
+            nxt = cycle.next_waiting(walkers[q])
             if nxt is not None:
                 heapq.heappush(heads, (cycle.order_key(nxt), nxt))
 
@@ -433,77 +427,6 @@ def _carry_out(cycle: Cycle, job: Job, plan: Plan) -> float:
             )
     hold(cycle, job, plan.chosen, plan.placement)
     return cycle.now + max((c.run.job.grace_period_s for c in plan.chosen if c.keep is None), default=0.0)
-
-
-# ---------------------------------------------------------------------- FIFO baselines
-
-
-def _fifo_per_queue(cycle: Cycle, report: bool) -> None:
-    """FIFO inside each queue: a queue's blocked head blocks only that queue (as Philly, the Helios
-    simulator and Kueue's StrictFIFO do); the queues' heads are tried in submit-time order."""
-    st, cfg = cycle.st, cycle.cfg
-    heads: list[tuple[float, str, str]] = []
-    walkers: dict[str, Iterator[str]] = {}
-    for queue in st.pq.queue_names():
-        walker = st.pq.walk_fifo(queue)
-        job = _next(cycle, walker)
-        if job is not None:
-            walkers[queue] = walker
-            heads.append((job.submit_time, job.job_id, queue))
-    heapq.heapify(heads)
-    while heads:
-        _, job_id, queue = heapq.heappop(heads)
-        job = st.pending[job_id]
-        if cycle.out.admissions < cfg.max_admissions_per_cycle:
-            reason = cycle.try_admit(job)
-            if reason is None:
-                nxt = _next(cycle, walkers[queue])
-                if nxt is not None:
-                    heapq.heappush(heads, (nxt.submit_time, nxt.job_id, queue))
-                continue
-            reason = cycle.lent_out(job, reason)
-        else:
-            reason = PendingReason.QUEUED
-        if not report:
-            continue  # the queue is blocked: nothing behind its head is admitted this cycle
-        start = None if reason is PendingReason.NO_MATCHING_NODES else cycle.forecast.estimate_start(job)
-        cycle.report(job, reason, 0, start)
-        for position in range(1, cfg.status_depth):
-            rest = _next(cycle, walkers[queue])
-            if rest is None:
-                break
-            cycle.report(rest, PendingReason.QUEUED, position, cycle.forecast.estimate_start(rest))
-
-
-def _fifo(cycle: Cycle, report: bool) -> None:
-    """Strict global FIFO: one blocked head stops admission in every queue."""
-    st, cfg = cycle.st, cycle.cfg
-    waiting: dict[str, int] = {}
-    head_blocked = False
-    queues = max(len(st.pq.queue_names()), 1)
-    seen_after_block = 0
-    for job_id in st.pq.walk_fifo():
-        if job_id in cycle.out.rejected:
-            continue
-        job = st.pending[job_id]
-        position = waiting.get(job.queue, 0)
-        if not head_blocked and cycle.out.admissions < cfg.max_admissions_per_cycle:
-            reason = cycle.try_admit(job)
-            if reason is None:
-                continue
-            reason = cycle.lent_out(job, reason)
-            head_blocked = True
-            if not report:
-                break  # nothing after the blocked head is admitted: the rest of the walk only reports
-        else:
-            reason = PendingReason.QUEUED
-            seen_after_block += 1
-        waiting[job.queue] = position + 1
-        if report and position < cfg.status_depth:
-            start = None if reason is PendingReason.NO_MATCHING_NODES else cycle.forecast.estimate_start(job)
-            cycle.report(job, reason, position, start)
-        if seen_after_block >= cfg.status_depth * queues:
-            break
 
 
 def _suspended(cycle: Cycle) -> None:
