@@ -1,0 +1,1 @@
+"""Muster inside other tools: ``muster.integrations.airflow`` (Apache Airflow's provider, ``muster[airflow]``)."""
