@@ -139,6 +139,25 @@ async def test_a_failed_job_fails_its_task_with_musters_reason_and_a_retry_runs_
         assert f"Muster job {retried[1].job_id} ended failed (" in again and "Task failed with exception" in again
 
 
+@pytest.mark.parametrize("system", ["kubesim"], indirect=True)
+async def test_a_chain_queued_at_once_waits_in_muster_for_its_upstream_job(
+        system: System, airflow_home: dict[str, str]) -> None:
+    env = connected(airflow_home, system)
+    # train runs long enough (20 s) that evaluate is surely queued while it runs, however loaded the machine
+    output = await airflow(env, "dags", "test", "muster_chain", "2026-11-03", "--conf",
+                           json.dumps({"train_seconds": 20}))
+    assert system.gateway_url is not None
+    async with AsyncClient(system.gateway_url, member_token("team-a")) as client:
+        jobs = await jobs_named(client, "nightly-train", "nightly-evaluate")
+        [train], [evaluate] = jobs["nightly-train"], jobs["nightly-evaluate"]
+        assert (train.state, evaluate.state) == ("succeeded", "succeeded")
+        # evaluate was queued while train still ran, and Muster held it until train had succeeded
+        assert evaluate.submitted_at < train.updated_at
+        history = (await client.describe(evaluate.job_id)).history
+        assert "waiting_for_dependencies" in [item.reason for item in history], history
+        assert evaluate.job_id in output  # the sensor waited on the job evaluate's task pushed
+
+
 TRIGGER_SCRIPT = """
 import asyncio, json, sys
 from muster.integrations.airflow.trigger import MusterJobTrigger
