@@ -7,8 +7,9 @@
   carry the API's error body.
 - ``workload_spec`` / ``submit_workload``: a Kubernetes object of a workload kind (JobSet, RayJob,
   LeaderWorkerSet...) submitted through Muster, its roles read from it.
-- ``KafkaSubmitter``: validated ``SubmitJob`` intents straight onto ``muster.intents.v1`` (imported on first
-  use, so the HTTP clients never load the Kafka client).
+- ``KafkaSubmitter``: validated ``SubmitJob`` intents straight onto ``muster.intents.v1``; ``StatusConsumer``:
+  typed events of ``muster.status.v1`` (and ``muster.usage.v1``) for dashboards (both imported on first use,
+  so the HTTP clients never load the Kafka client).
 
 See ``docs/client.md``.
 """
@@ -62,6 +63,7 @@ from schemas.jobspec import JobSpec
 
 if TYPE_CHECKING:
     from muster.client.kafka import KafkaSubmitter, Produced
+    from muster.client.status_consumer import JobForgotten, JobStatus, StatusConsumer, StatusEvent, UsageReport
     from services.runtime.kafka import KafkaSettings
 
 __all__ = [
@@ -85,9 +87,11 @@ __all__ = [
     "InvalidSpec",
     "InvalidWorkload",
     "JobEnded",
+    "JobForgotten",
     "JobList",
     "JobRow",
     "JobSpec",
+    "JobStatus",
     "JobView",
     "JobsChanged",
     "JobsRemoved",
@@ -104,6 +108,8 @@ __all__ = [
     "RecurringAccepted",
     "RecurringChange",
     "RecurringView",
+    "StatusConsumer",
+    "StatusEvent",
     "StreamEvent",
     "StreamOpened",
     "SubmitAccepted",
@@ -113,6 +119,7 @@ __all__ = [
     "Unauthorized",
     "Unavailable",
     "Unprocessable",
+    "UsageReport",
     "WaitTimeout",
     "context_settings",
     "is_kube_object",
@@ -127,6 +134,10 @@ def __getattr__(name: str) -> Any:
         from muster.client import kafka
 
         return getattr(kafka, name)
+    if name in ("StatusConsumer", "StatusEvent", "JobStatus", "JobForgotten", "UsageReport"):
+        from muster.client import status_consumer
+
+        return getattr(status_consumer, name)
     if name == "KafkaSettings":
         from services.runtime.kafka import KafkaSettings
 

@@ -1,6 +1,7 @@
 """The Kafka kit on aiokafka: settings, envelope producer, consumer loop with DLQ, topic creation."""
 
 from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, Refused, TombstoneHandler
+from services.runtime.kafka.follow import FollowedRecord, RecordFollower
 from services.runtime.kafka.loop import ConsumerLoop, LoopStats
 from services.runtime.kafka.loop_settings import (
     Batched,
@@ -34,6 +35,7 @@ __all__ = [
     "Delivery",
     "DeliveryFuture",
     "EnvelopeProducer",
+    "FollowedRecord",
     "Handler",
     "KafkaSettings",
     "LoopSettings",
@@ -43,6 +45,7 @@ __all__ = [
     "PartitionsCallback",
     "Pattern",
     "PerRecord",
+    "RecordFollower",
     "Refused",
     "Replication",
     "ReplicationError",
