@@ -136,20 +136,27 @@ def broker_dir(state_dir: Path, brokers: int, *, auth: bool = False) -> Path:
     return state_dir / (("kafka" if brokers == 1 else f"kafka-{brokers}-brokers") + ("-auth" if auth else ""))
 
 
-def write_client_env(state_dir: Path, credentials: Any, bootstrap: str, tenants: list[str]) -> dict[str, Path]:
+def write_client_env(state_dir: Path, credentials: Any, bootstrap: str, tenants: list[str],
+                     dashboards: tuple[str, ...] = ()) -> dict[str, Path]:
     """Per principal a ``MUSTER_KAFKA_*`` file (owner-only) under ``kafka-clients``: ``admin.env`` for the
-    tools (``muster topics``, ``muster sim --from-kafka``...), ``tenant-<t>.env`` for a tenant's pipelines."""
-    from services.runtime.kafka.acls import tenant_principal
+    tools (``muster topics``, ``muster sim --from-kafka``...), ``tenant-<t>.env`` for a tenant's pipelines,
+    ``dashboard-<d>.env`` for a read-only status reader."""
+    from services.runtime.kafka.acls import dashboard_principal, tenant_principal
 
     folder = state_dir / "kafka-clients"
     settings = {"admin": credentials.admin(bootstrap),
-                **{tenant_principal(t): credentials.tenant(t, bootstrap) for t in tenants}}
+                **{tenant_principal(t): credentials.tenant(t, bootstrap) for t in tenants},
+                **{dashboard_principal(d): credentials.dashboard(d, bootstrap) for d in dashboards}}
     paths: dict[str, Path] = {}
     for name, kafka in settings.items():
         text = "".join(f"{key}={value}\n" for key, value in kafka.environment().items())
         paths[name] = folder / f"{name}.env"
         write_private(paths[name], text)
     return paths
+
+
+#: the read-only status readers ``muster up --auth`` makes principals for (``dashboard-local``)
+DASHBOARDS = ("local",)
 
 
 def tenants_of(cfg: MusterConfig) -> list[str]:
@@ -182,7 +189,7 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
     credentials = None
     if auth:
         log_dir.mkdir(parents=True, exist_ok=True)
-        credentials = await asyncio.to_thread(load_or_create, log_dir / CREDENTIALS_FILE, tenants)
+        credentials = await asyncio.to_thread(load_or_create, log_dir / CREDENTIALS_FILE, tenants, DASHBOARDS)
     broker = await asyncio.to_thread(resolve_broker, bootstrap, log_dir=log_dir, brokers=brokers,
                                      security=BrokerSecurity(credentials) if credentials else None)
     children: list[Child] = []
@@ -191,11 +198,12 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
         kafka_env: dict[str, dict[str, str]] = {}
         if credentials is not None:
             kafka = credentials.admin(broker.bootstrap)
-            done = await provision(kafka, credentials, tenants)
+            done = await provision(kafka, credentials, tenants, dashboards=DASHBOARDS)
             created = done.topics_created
             kafka_env = {service: credentials.service(service, broker.bootstrap).environment()
                          for service in ("gateway", "queue-manager", "quota-accountant", "dispatcher", "node-watcher")}
-            client_files = await asyncio.to_thread(write_client_env, state_dir, credentials, broker.bootstrap, tenants)
+            client_files = await asyncio.to_thread(write_client_env, state_dir, credentials, broker.bootstrap, tenants,
+                                                   DASHBOARDS)
             _step(f"authentication on: {done.users} SCRAM users, {done.acls} ACLs; a tenant writes only "
                   "muster.intents.<tenant>.v1")
         else:
@@ -245,7 +253,8 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
             click.echo(f"  Kafka bootstrap      {broker.bootstrap}")
             if client_files:
                 click.echo(f"  Kafka credentials    {state_dir / 'kafka-clients'}/<principal>.env (SASL/SCRAM-SHA-512; "
-                           f"`set -a; . {client_files['admin']}` for the tools; tenants: tenant-<name>.env)")
+                           f"`set -a; . {client_files['admin']}` for the tools; tenants: tenant-<name>.env; "
+                           "a read-only status reader: dashboard-local.env, groups dashboard-local.*)")
             else:
                 click.echo("  Kafka access         open (no authentication: any client may write any topic)")
             click.echo(f"  Kafka topics         {replication}"

@@ -131,3 +131,20 @@ def test_credentials_are_private_and_completed(tmp_path: object) -> None:
     env = again.tenant("team-a", "h:1").environment()
     assert env["MUSTER_KAFKA_SASL_USERNAME"] == "tenant-team-a"
     assert env["MUSTER_KAFKA_SECURITY_PROTOCOL"] == "SASL_PLAINTEXT"
+
+
+def test_a_dashboard_reads_the_status_record_and_usage_topics_and_writes_nothing() -> None:
+    table = acl_table(TENANTS, ("ops",))
+    ops = acls.dashboard_principal("ops")
+    assert ops == "dashboard-ops" and ops in principals(TENANTS, ("ops",))
+    for topic in TOPICS:
+        assert allowed(table, ops, R, TOPIC, topic) == (topic in (STATUS_TOPIC, JOBS_TOPIC, USAGE_TOPIC)), topic
+        assert not allowed(table, ops, W, TOPIC, topic) and not allowed(table, ops, C, TOPIC, topic)
+    for tenant in TENANTS:
+        assert not allowed(table, ops, R, TOPIC, tenant_intents_topic(tenant))
+    assert allowed(table, ops, R, GROUP, "dashboard-ops.main")
+    assert not allowed(table, ops, R, GROUP, "dashboard-opsx.main")
+    assert not allowed(table, ops, R, GROUP, "tenant-team-a.x")
+    # a dashboard adds its own rules and changes nobody else's
+    assert set(table) - set(TABLE) == set(acls.dashboard_bindings("ops"))
+    assert {r.principal for r in set(table) - set(TABLE)} == {ops}

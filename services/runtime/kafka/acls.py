@@ -18,7 +18,12 @@ tooling). Every other principal is one service or one tenant:
   and the dead letters of its inputs; and everything under its own prefix ``muster-quota-accountant``
   (topics it creates itself such as changelogs, consumer groups, transactional ids).
 - ``tenant-<t>``: writes and reads ``muster.intents.<t>.v1`` (its own intents topic, nothing else),
-  reads its dead letters ``muster.intents.<t>.v1.dlq``; consumer groups ``tenant-<t>.*``.
+  reads its dead letters ``muster.intents.<t>.v1.dlq``; consumer groups ``tenant-<t>.*``. A tenant reads no
+  shared topic: statuses, records and usage carry every tenant's jobs, and Kafka authorises whole topics, not
+  keys. A tenant's own view of its jobs is the gateway's (its API and live stream filter by tenant).
+- ``dashboard-<name>``: a platform-wide reader (a dashboard, a notebook, a status consumer): reads
+  ``muster.status.v1``, ``muster.jobs.v1`` and ``muster.usage.v1``, every tenant's, and writes nothing;
+  consumer groups ``dashboard-<name>.*``.
 
 No principal but the admin may create topics (except the accountant under its prefix) or touch ACLs.
 Idempotent producers need no ``IdempotentWrite`` on the cluster: since Kafka 3.0 (KIP-679) ``Write``
@@ -69,6 +74,9 @@ SERVICE_PRINCIPALS: dict[str, str] = {
     "quota-accountant": QUOTA_ACCOUNTANT,
 }
 TENANT_PRINCIPAL_PREFIX = "tenant-"
+DASHBOARD_PRINCIPAL_PREFIX = "dashboard-"
+#: what a dashboard principal reads: every job's status and record, and the quota accountant's reports
+DASHBOARD_READS = (STATUS_TOPIC, JOBS_TOPIC, USAGE_TOPIC)
 
 #: consumer groups of the services (each prefix covers a service's instances and shards)
 QUEUE_MANAGER_GROUP_PREFIX = "muster-queue-manager"
@@ -87,6 +95,16 @@ def tenant_principal(tenant: str) -> str:
 def tenant_group_prefix(tenant: str) -> str:
     """Consumer groups a tenant may use (to read its intents or dead letters with committed offsets)."""
     return f"{tenant_principal(tenant)}."
+
+
+def dashboard_principal(name: str) -> str:
+    """The Kafka user of a read-only, platform-wide status reader (``dashboard-<name>``)."""
+    return f"{DASHBOARD_PRINCIPAL_PREFIX}{name}"
+
+
+def dashboard_group_prefix(name: str) -> str:
+    """Consumer groups a dashboard may use (``StatusConsumer(group=...)`` must start with it)."""
+    return f"{dashboard_principal(name)}."
 
 
 # ---------------------------------------------------------------- the table
@@ -209,17 +227,27 @@ def tenant_bindings(tenant: str) -> list[AclBinding]:
     ]
 
 
-def acl_table(tenants: Iterable[str]) -> list[AclBinding]:
-    """Every ACL of a Muster cluster with these tenants, sorted and without repeats."""
+def dashboard_bindings(name: str) -> list[AclBinding]:
+    """What a dashboard principal may do: read the status, record and usage topics and use its groups."""
+    principal = dashboard_principal(name)
+    return [*_topics(principal, Operation.READ, *DASHBOARD_READS),
+            *_prefixed(principal, ResourceType.GROUP, dashboard_group_prefix(name), Operation.READ)]
+
+
+def acl_table(tenants: Iterable[str], dashboards: Iterable[str] = ()) -> list[AclBinding]:
+    """Every ACL of a Muster cluster with these tenants and dashboards, sorted and without repeats."""
     rules = set(service_bindings())
     for tenant in tenants:
         rules.update(tenant_bindings(tenant))
+    for name in dashboards:
+        rules.update(dashboard_bindings(name))
     return sorted(rules)
 
 
-def principals(tenants: Iterable[str]) -> list[str]:
-    """Every SCRAM user of a Muster cluster: broker, admin, the five services, one per tenant."""
-    return [*SUPER_USERS, *SERVICE_PRINCIPALS.values(), *(tenant_principal(t) for t in sorted(set(tenants)))]
+def principals(tenants: Iterable[str], dashboards: Iterable[str] = ()) -> list[str]:
+    """Every SCRAM user of a Muster cluster: broker, admin, the five services, one per tenant and dashboard."""
+    return [*SUPER_USERS, *SERVICE_PRINCIPALS.values(), *(tenant_principal(t) for t in sorted(set(tenants))),
+            *(dashboard_principal(d) for d in sorted(set(dashboards)))]
 
 
 def allowed(bindings: Iterable[AclBinding], principal: str, operation: Operation, resource: ResourceType,

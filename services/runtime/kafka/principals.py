@@ -12,7 +12,7 @@ from typing import Any
 import yaml
 
 from services.runtime.credentials import write_private
-from services.runtime.kafka.acls import ADMIN, SERVICE_PRINCIPALS, principals, tenant_principal
+from services.runtime.kafka.acls import ADMIN, SERVICE_PRINCIPALS, dashboard_principal, principals, tenant_principal
 from services.runtime.kafka.settings import KafkaSettings
 
 CREDENTIALS_FILE = "kafka-credentials.yaml"
@@ -31,9 +31,9 @@ class KafkaCredentials:
         return cls({name: secrets.token_hex(24) for name in names})
 
     @classmethod
-    def for_tenants(cls, tenants: Iterable[str]) -> KafkaCredentials:
-        """Fresh credentials of broker, admin, services and ``tenants``."""
-        return cls.generate(principals(tenants))
+    def for_tenants(cls, tenants: Iterable[str], dashboards: Iterable[str] = ()) -> KafkaCredentials:
+        """Fresh credentials of broker, admin, services, ``tenants`` and ``dashboards``."""
+        return cls.generate(principals(tenants, dashboards))
 
     def including(self, names: Iterable[str]) -> KafkaCredentials:
         """These credentials plus fresh ones for the ``names`` that have none."""
@@ -63,6 +63,10 @@ class KafkaCredentials:
     def tenant(self, tenant: str, bootstrap: str, **fields: Any) -> KafkaSettings:
         return self.settings(tenant_principal(tenant), bootstrap, **fields)
 
+    def dashboard(self, name: str, bootstrap: str, **fields: Any) -> KafkaSettings:
+        """A read-only status reader's settings (``dashboard-<name>``)."""
+        return self.settings(dashboard_principal(name), bootstrap, **fields)
+
     def save(self, path: Path) -> None:
         write_private(path, yaml.safe_dump({"mechanism": MECHANISM, "users": dict(self.passwords)}, sort_keys=True))
 
@@ -72,10 +76,10 @@ class KafkaCredentials:
         return cls({str(k): str(v) for k, v in (data.get("users") or {}).items()})
 
 
-def load_or_create(path: Path, tenants: Iterable[str]) -> KafkaCredentials:
-    """The credentials saved at ``path``, completed with any principal of ``tenants`` they lack (saved
-    again then); new ones when there is no file."""
-    wanted = principals(tenants)
+def load_or_create(path: Path, tenants: Iterable[str], dashboards: Iterable[str] = ()) -> KafkaCredentials:
+    """The credentials saved at ``path``, completed with any principal of ``tenants`` and ``dashboards`` they
+    lack (saved again then); new ones when there is no file."""
+    wanted = principals(tenants, dashboards)
     if path.is_file():
         current = KafkaCredentials.load(path)
         completed = current.including(wanted)

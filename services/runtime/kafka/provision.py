@@ -32,14 +32,16 @@ async def ensure_tenant_topics(settings: KafkaSettings, tenants: Iterable[str], 
 
 
 async def provision(admin: KafkaSettings, credentials: KafkaCredentials, tenants: Iterable[str], *,
-                    replication: Replication | None = None) -> Provisioned:
-    """SCRAM users, topics and ACLs for ``tenants`` (``admin``: a super user's settings)."""
+                    dashboards: Iterable[str] = (), replication: Replication | None = None) -> Provisioned:
+    """SCRAM users, topics and ACLs for ``tenants`` and read-only ``dashboards`` (``admin``: a super user's
+    settings)."""
     names = sorted(set(tenants))
-    users = {name: credentials.password(name) for name in principals(names) if name != BROKER}
+    readers = sorted(set(dashboards))
+    users = {name: credentials.password(name) for name in principals(names, readers) if name != BROKER}
     await upsert_scram_users(admin, users)  # those formatted in already are set again, to the same password
     created = await ensure_registry_topics(admin, replication=replication)
     created += await ensure_tenant_topics(admin, names, replication=replication)
-    table = acl_table(names)
+    table = acl_table(names, readers)
     await create_acls(admin, table)
     await wait_acls(admin, table)
     return Provisioned(created, len(table), len(users))
