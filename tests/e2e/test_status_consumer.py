@@ -5,6 +5,9 @@ gateway reports it; a fresh reader from the beginning of the compacted topic see
 from __future__ import annotations
 
 import asyncio
+import os
+import sys
+from pathlib import Path
 
 import pytest
 
@@ -14,6 +17,8 @@ from tests.e2e.builders import job_spec, member_token
 from tests.e2e.system import System
 
 pytestmark = pytest.mark.e2e
+
+EXAMPLES = Path(__file__).resolve().parents[2] / "examples" / "dashboards"
 
 
 async def follow(consumer: StatusConsumer, seen: dict[str, JobStatusChanged], stop_when: set[str]) -> None:
@@ -85,3 +90,39 @@ async def test_a_dashboard_killed_and_restarted_sees_every_final_state_as_the_ga
             awaited.add(last)
             await asyncio.wait_for(reading, 60)
         assert set(later) == {last} and later[last].state == "succeeded"
+
+
+@pytest.mark.parametrize("system", ["kubesim"], indirect=True)
+async def test_the_dashboard_examples_show_what_the_gateway_shows(system: System) -> None:
+    """examples/dashboards: the terminal board (``--for``: printed once) counts each queue's jobs by state as
+    the gateway lists them, and the notebook snippet returns a row per job."""
+    assert system.gateway_url is not None
+    async with AsyncClient(system.gateway_url, member_token("team-a")) as a, \
+            AsyncClient(system.gateway_url, member_token("team-b")) as b:
+        done = await submit(a, ["board-1", "board-2"], duration_s=1.0)
+        crashed = await a.submit(job_spec("board-crash", gpus=4, duration_s=1.0, exit_code=2, max_restarts=0))
+        other = await b.submit(job_spec("board-b", queue="team-b", gpus=4, duration_s=1.0))
+        assert isinstance(crashed, SubmitAccepted) and isinstance(other, SubmitAccepted)
+        for client, job_id in [(a, done[0]), (a, done[1]), (b, other.job_id)]:
+            await client.wait(job_id, "succeeded", timeout=60)
+        await a.wait(crashed.job_id, "failed", timeout=60)
+
+    env = {**os.environ, "COLUMNS": "200"}
+    process = await asyncio.create_subprocess_exec(
+        sys.executable, str(EXAMPLES / "live_status.py"), "--bootstrap", system.settings.bootstrap, "--for", "8",
+        env=env, cwd=str(EXAMPLES.parents[1]), stdout=asyncio.subprocess.PIPE, stderr=asyncio.subprocess.STDOUT)
+    async with asyncio.timeout(120):
+        out, _ = await process.communicate()
+    text = out.decode()
+    assert process.returncode == 0, text
+    rows = {line.split("│")[1].strip(): [cell.strip() for cell in line.split("│")[2:-1]]
+            for line in text.splitlines() if line.count("│") > 5 and "queue" not in line}
+    # columns: pending admitted running suspended succeeded failed cancelled rejected, GPUs running
+    assert rows["team-a"] == ["0", "0", "0", "0", "2", "1", "0", "0", "0"], text
+    assert rows["team-b"] == ["0", "0", "0", "0", "1", "0", "0", "0", "0"], text
+
+    from examples.dashboards.notebook_snippet import snapshot  # as a notebook at the repository's root would
+
+    table = await snapshot(system.settings.bootstrap, seconds=5)
+    assert sorted((r["name"], r["state"]) for r in table) == [
+        ("board-1", "succeeded"), ("board-2", "succeeded"), ("board-b", "succeeded"), ("board-crash", "failed")]
