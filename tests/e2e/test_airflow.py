@@ -158,6 +158,24 @@ async def test_a_chain_queued_at_once_waits_in_muster_for_its_upstream_job(
         assert evaluate.job_id in output  # the sensor waited on the job evaluate's task pushed
 
 
+@pytest.mark.parametrize("system", ["kubesim"], indirect=True)
+async def test_a_step_submitted_over_kafka_is_produced_once_and_waited_for(
+        system: System, airflow_home: dict[str, str]) -> None:
+    assert system.gateway_url is not None
+    conn = {"conn_type": "muster", "host": system.gateway_url, "password": member_token("team-a"),
+            "extra": {"tenant": "team-a", "kafka": {"bootstrap": system.settings.bootstrap}}}
+    env = {**airflow_home, "AIRFLOW_CONN_MUSTER_KAFKA": json.dumps(conn)}
+    output = await airflow(env, "dags", "test", "muster_over_kafka", "2026-11-04")
+    assert "Produced Muster job" in output and "onto muster.intents.v1" in output, output[-3000:]
+    async with AsyncClient(system.gateway_url, member_token("team-a")) as client:
+        [train] = (await jobs_named(client, "nightly-train"))["nightly-train"]
+        assert train.state == "succeeded"
+        again = await airflow(env, "tasks", "test", "muster_over_kafka", "train", run_id_of(output))
+        assert f"Muster job {train.job_id} was submitted by an earlier try of this task (succeeded)" in again
+        assert "Produced Muster job" not in again
+        assert [j.job_id for j in (await jobs_named(client, "nightly-train"))["nightly-train"]] == [train.job_id]
+
+
 TRIGGER_SCRIPT = """
 import asyncio, json, sys
 from muster.integrations.airflow.trigger import MusterJobTrigger

@@ -7,6 +7,12 @@ A connection names the gateway and the token to call it with::
 ``host`` is the gateway's URL (or a host name, with ``port`` and ``schema`` the scheme, ``https`` by default);
 ``password`` is the token (a member's token of the tenant whose queues the DAG uses). ``extra`` may hold
 ``verify`` (false, or the path of a CA bundle) and ``timeout`` (seconds per request, 10 by default).
+
+For pipelines that submit over Kafka (``MusterJobOperator(submit_via="kafka")``), ``extra`` also holds
+``tenant``, ``kafka`` (``MUSTER_KAFKA_*`` settings without the prefix, lower case: ``bootstrap``,
+``security_protocol``, ``sasl_mechanism``, ``sasl_username``, ``sasl_password``, ``ssl_cafile``...) and
+optionally ``user`` (``airflow`` by default). The job is then produced onto the tenant's intents topic as
+``KafkaSubmitter`` does, and waited for through the gateway.
 """
 
 from __future__ import annotations
@@ -15,7 +21,7 @@ from typing import Any
 
 from airflow.sdk import BaseHook
 
-from muster.client import AsyncClient, Client
+from muster.client import AsyncClient, Client, KafkaSettings, KafkaSubmitter
 
 DEFAULT_CONN_ID = "muster_default"
 
@@ -67,8 +73,24 @@ class MusterHook(BaseHook):  # type: ignore[misc]  # Airflow is not typed for my
 
     def client(self) -> Client:
         """A blocking client of the connection's gateway (close it, or use ``with``)."""
-        url, token, options = self._settings(self.get_connection(self.muster_conn_id))
+        url, token, options = self.gateway()
         return Client(url, token, **options)
+
+    def gateway(self) -> tuple[str, str, dict[str, Any]]:
+        """The gateway's URL, the token and the client's options, read from the connection now."""
+        return self._settings(self.get_connection(self.muster_conn_id))
+
+    def kafka_submitter(self) -> KafkaSubmitter:
+        """A ``KafkaSubmitter`` of the connection's tenant (``extra``: ``tenant``, ``kafka``, ``user``); start it
+        in the event loop that uses it (``async with``)."""
+        conn = self.get_connection(self.muster_conn_id)
+        extra = conn.extra_dejson
+        if not isinstance(extra.get("kafka"), dict) or not extra.get("tenant"):
+            raise ValueError(f"the Muster connection {conn.conn_id!r} cannot submit over Kafka: its extra needs "
+                             '"tenant" and "kafka" ({"bootstrap": ..., and the security settings})')
+        settings = KafkaSettings(**extra["kafka"])
+        return KafkaSubmitter(tenant=str(extra["tenant"]), user=str(extra.get("user", "airflow")),
+                              settings=settings, producer="airflow")
 
     async def async_client(self) -> AsyncClient:
         """An asyncio client of the connection's gateway, for triggers (use ``async with``)."""

@@ -19,6 +19,9 @@ as a mapping or as a ``.yaml``/``.yml``/``.json`` file that Airflow renders with
 - **Cancels the job** when the task is killed (``on_kill``; for a deferred task, the trigger's ``on_kill``).
 - **XCom**: ``job_id`` (pushed as soon as the job is submitted) and ``state``; the return value is the job id.
 - ``muster_queue`` puts the job in that Muster queue (the spec's ``queue`` otherwise).
+- ``submit_via="kafka"`` produces the job onto the tenant's intents topic (``KafkaSubmitter``; the connection's
+  extra names the tenant and the Kafka settings, see ``hook.py``) instead of posting it to the gateway; it is
+  still waited for through the gateway. A Muster job spec only (a Kubernetes object goes through the gateway).
 - ``wait_for_completion=False`` submits and succeeds at once. With ``after_tasks``, the job waits in Muster for
   the jobs of those upstream tasks to succeed: a chain of submit-only steps queues the whole pipeline in Muster
   at once (estimated, fair-shared and admitted as one), and a last step (or ``MusterJobSensor``) waits.
@@ -26,13 +29,14 @@ as a mapping or as a ``.yaml``/``.yml``/``.json`` file that Airflow renders with
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Mapping, Sequence
 from typing import Any
 
 from airflow.exceptions import AirflowException
 from airflow.sdk import BaseOperator
 
-from muster.client import Client, Conflict, JobView, SubmitAccepted
+from muster.client import AsyncClient, Client, Conflict, JobView, NotFound, SubmitAccepted
 from muster.integrations.airflow.hook import DEFAULT_CONN_ID, MusterHook
 from muster.integrations.airflow.submission import (
     MAX_SUBMISSIONS,
@@ -63,8 +67,12 @@ class MusterJobOperator(BaseOperator):  # type: ignore[misc]  # Airflow is not t
 
     def __init__(self, *, spec: Mapping[str, Any] | str, muster_conn_id: str = DEFAULT_CONN_ID,
                  muster_queue: str | None = None, wait_for_completion: bool = True, deferrable: bool = True,
-                 after_tasks: Sequence[str] = (), cancel_on_kill: bool = True, **kwargs: Any) -> None:
+                 after_tasks: Sequence[str] = (), cancel_on_kill: bool = True, submit_via: str = "gateway",
+                 **kwargs: Any) -> None:
         super().__init__(**kwargs)
+        if submit_via not in ("gateway", "kafka"):
+            raise ValueError(f"submit_via is 'gateway' or 'kafka', not {submit_via!r}")
+        self.submit_via = submit_via
         self.spec = spec
         self.muster_conn_id = muster_conn_id
         self.muster_queue = muster_queue  # BaseOperator's ``queue`` is the executor's queue, another thing
@@ -80,7 +88,10 @@ class MusterJobOperator(BaseOperator):  # type: ignore[misc]  # Airflow is not t
         spec = task_spec(load_spec(self.spec), task, queue=self.muster_queue, after=after)
         hook = MusterHook(self.muster_conn_id)
         with hook.client() as client:
-            job_id, ended = self._submit(client, task, spec)
+            if self.submit_via == "kafka":
+                job_id, ended = asyncio.run(self._submit_over_kafka(hook, task, spec))
+            else:
+                job_id, ended = self._submit(client, task, spec)
             self.job_id = job_id
             context["ti"].xcom_push(key="job_id", value=job_id)
             if not self.wait_for_completion:
@@ -89,10 +100,12 @@ class MusterJobOperator(BaseOperator):  # type: ignore[misc]  # Airflow is not t
                 end = JobEnd(ended.job_id, ended.state, ended.reason, ended.message)
             elif self.deferrable:
                 self.defer(trigger=MusterJobTrigger(job_id, self.muster_conn_id, cancel_on_kill=self.cancel_on_kill,
-                                                    kill_reason=self._kill_reason(task)),
+                                                    kill_reason=self._kill_reason(task),
+                                                    must_exist=self.submit_via == "gateway"),
                            method_name="execute_complete")
             else:
-                job = client.wait(job_id)  # any end: the terminal states are waited for, JobEnded never raised
+                # any end: the terminal states are waited for, so JobEnded is never raised
+                job = client.wait(job_id, must_exist=self.submit_via == "gateway")
                 end = JobEnd(job.job_id, job.state, job.reason, job.message)
         return self._finish(context, end)
 
@@ -135,6 +148,29 @@ class MusterJobOperator(BaseOperator):  # type: ignore[misc]  # Airflow is not t
                               accepted.job_id, job.state)
                 return accepted.job_id, job if job.state in TERMINAL_STATES else None
             self.log.info("Muster job %s of an earlier try ended %s: submitting afresh", accepted.job_id, job.state)
+        raise AirflowException(f"this task submitted {MAX_SUBMISSIONS} jobs already: not one more")
+
+    async def _submit_over_kafka(self, hook: MusterHook, task: TaskRef,
+                                 spec: dict[str, Any]) -> tuple[str, JobView | None]:
+        """As ``_submit``, producing onto the tenant's intents topic (``KafkaSubmitter``): a key's job id is the
+        gateway's (a hash of tenant and key), so the gateway tells whether that job exists and how it ended. A
+        job the gateway does not know yet is produced (again: the queue manager queues one id once)."""
+        url, token, options = hook.gateway()
+        async with AsyncClient(url, token, **options) as client, hook.kafka_submitter() as submitter:
+            for n in range(1, MAX_SUBMISSIONS + 1):
+                intent = submitter.intent(spec, idempotency_key=task.key(n))
+                try:
+                    job = await client.get(intent.job_id)
+                except NotFound:
+                    produced = await submitter.send(submitter.envelope(intent))
+                    self.log.info("Produced Muster job %s onto %s (partition %d, offset %d)", produced.job_id,
+                                  produced.topic, produced.partition, produced.offset)
+                    return produced.job_id, None
+                if not resubmit(job.state):
+                    self.log.info("Muster job %s was submitted by an earlier try of this task (%s): following it",
+                                  job.job_id, job.state)
+                    return job.job_id, job if job.state in TERMINAL_STATES else None
+                self.log.info("Muster job %s of an earlier try ended %s: submitting afresh", job.job_id, job.state)
         raise AirflowException(f"this task submitted {MAX_SUBMISSIONS} jobs already: not one more")
 
     @staticmethod

@@ -24,24 +24,26 @@ class MusterJobTrigger(BaseTrigger):  # type: ignore[misc]  # Airflow is not typ
 
     def __init__(self, job_id: str, muster_conn_id: str = DEFAULT_CONN_ID,
                  states: Sequence[str] = tuple(sorted(TERMINAL_STATES)), cancel_on_kill: bool = True,
-                 kill_reason: str = "") -> None:
+                 kill_reason: str = "", must_exist: bool = True) -> None:
         super().__init__()
         self.job_id = job_id
         self.muster_conn_id = muster_conn_id
         self.states = tuple(states)
         self.cancel_on_kill = cancel_on_kill
         self.kill_reason = kill_reason
+        self.must_exist = must_exist  # False: a job just produced onto Kafka, not yet known to the gateway
 
     def serialize(self) -> tuple[str, dict[str, Any]]:
         return (f"{type(self).__module__}.{type(self).__qualname__}",
                 {"job_id": self.job_id, "muster_conn_id": self.muster_conn_id, "states": list(self.states),
-                 "cancel_on_kill": self.cancel_on_kill, "kill_reason": self.kill_reason})
+                 "cancel_on_kill": self.cancel_on_kill, "kill_reason": self.kill_reason,
+                 "must_exist": self.must_exist})
 
     async def run(self) -> AsyncIterator[TriggerEvent]:
         hook = MusterHook(self.muster_conn_id)
         async with await hook.async_client() as client:
             try:
-                job = await client.wait(self.job_id, self.states)
+                job = await client.wait(self.job_id, self.states, must_exist=self.must_exist)
                 end = JobEnd(job.job_id, job.state, job.reason, job.message)
             except JobEnded as ended:
                 end = JobEnd(ended.job.job_id, ended.job.state, ended.job.reason, ended.job.message)
