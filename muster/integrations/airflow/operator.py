@@ -142,12 +142,9 @@ class MusterJobOperator(BaseOperator):  # type: ignore[misc]  # Airflow is not t
             if not accepted.duplicate:
                 self.log.info("Submitted Muster job %s (%s)", accepted.job_id, accepted.location)
                 return accepted.job_id, None
-            job = client.get(accepted.job_id)
-            if not resubmit(job.state):
-                self.log.info("Muster job %s was submitted by an earlier try of this task (%s): following it",
-                              accepted.job_id, job.state)
-                return accepted.job_id, job if job.state in TERMINAL_STATES else None
-            self.log.info("Muster job %s of an earlier try ended %s: submitting afresh", accepted.job_id, job.state)
+            followed = self._follow_earlier(client.get(accepted.job_id))
+            if followed is not None:
+                return followed
         raise AirflowException(f"this task submitted {MAX_SUBMISSIONS} jobs already: not one more")
 
     async def _submit_over_kafka(self, hook: MusterHook, task: TaskRef,
@@ -166,12 +163,20 @@ class MusterJobOperator(BaseOperator):  # type: ignore[misc]  # Airflow is not t
                     self.log.info("Produced Muster job %s onto %s (partition %d, offset %d)", produced.job_id,
                                   produced.topic, produced.partition, produced.offset)
                     return produced.job_id, None
-                if not resubmit(job.state):
-                    self.log.info("Muster job %s was submitted by an earlier try of this task (%s): following it",
-                                  job.job_id, job.state)
-                    return job.job_id, job if job.state in TERMINAL_STATES else None
-                self.log.info("Muster job %s of an earlier try ended %s: submitting afresh", job.job_id, job.state)
+                followed = self._follow_earlier(job)
+                if followed is not None:
+                    return followed
         raise AirflowException(f"this task submitted {MAX_SUBMISSIONS} jobs already: not one more")
+
+    def _follow_earlier(self, job: JobView) -> tuple[str, JobView | None] | None:
+        """An earlier try's job under the current key: followed (its id, and its view once it has ended) unless
+        it ended without success, when None says to submit afresh under the next key."""
+        if resubmit(job.state):
+            self.log.info("Muster job %s of an earlier try ended %s: submitting afresh", job.job_id, job.state)
+            return None
+        self.log.info("Muster job %s was submitted by an earlier try of this task (%s): following it",
+                      job.job_id, job.state)
+        return job.job_id, job if job.state in TERMINAL_STATES else None
 
     @staticmethod
     def _upstream_job(context: Any, task_id: str) -> str:
