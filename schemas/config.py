@@ -47,6 +47,21 @@ class ResourceQuotaConfig(_Strict):
     lending_limit: int | None = Field(default=None, ge=0, description="None: lends all unused nominal quota")
 
 
+class BurstBudgetConfig(_Strict):
+    """What a queue may spend on bought nodes per window: GPU-hours and/or money (at least one). A queue
+    without a burst budget never has nodes bought for it."""
+
+    gpu_hours: float | None = Field(default=None, ge=0)
+    money: float | None = Field(default=None, ge=0)
+    window: Literal["day", "week", "month"] = "month"
+
+    @model_validator(mode="after")
+    def _some_limit(self) -> BurstBudgetConfig:
+        if self.gpu_hours is None and self.money is None:
+            raise ValueError("burst_budget: give gpu_hours, money or both")
+        return self
+
+
 class QueueConfig(_Strict):
     name: Name
     cohort: Name | None = None
@@ -60,6 +75,8 @@ class QueueConfig(_Strict):
         description="the pool whose nodes this queue's jobs run on, and whose queue-manager shard schedules them; "
                     "none: any node of the shard that owns the pool 'default'",
     )
+    burst_budget: BurstBudgetConfig | None = Field(
+        default=None, description="what may be spent on nodes bought for this queue's jobs (none: nothing)")
 
 
 class CohortConfig(_Strict):
@@ -120,6 +137,24 @@ class TopologyConfig(_Strict):
     rack_prefix: str = "rack"
 
 
+class AutoscaleConfig(_Strict):
+    """A node group that can grow: nodes are bought for waiting jobs (within their queues' burst budgets) and
+    given back after ``idle_s`` without pods, never below ``min`` nor above ``max``."""
+
+    min: int = Field(default=0, ge=0, le=100_000)
+    max: int = Field(ge=0, le=100_000)
+    provision_delay_s: float = Field(
+        default=300.0, ge=0, description="how long the cloud takes from a request to a ready node")
+    price_per_gpu_hour: float = Field(default=0.0, ge=0, description="what a bought node costs per GPU and hour")
+    idle_s: float = Field(default=600.0, ge=0, description="a bought node without pods this long is given back")
+
+    @model_validator(mode="after")
+    def _min_below_max(self) -> AutoscaleConfig:
+        if self.min > self.max:
+            raise ValueError("autoscale: min must not exceed max")
+        return self
+
+
 class NodeGroupConfig(_Strict):
     name: Name
     count: int = Field(ge=0, le=100_000)
@@ -140,6 +175,8 @@ class NodeGroupConfig(_Strict):
         default_factory=dict,
         description="the MIG slices one MIG GPU is cut into, per profile: {1g.10gb: 7}, {3g.40gb: 1, 1g.10gb: 4}",
     )
+    autoscale: AutoscaleConfig | None = Field(
+        default=None, description="the group can grow and shrink (count: the nodes it starts with)")
 
     @model_validator(mode="after")
     def _groups_match_gpus(self) -> NodeGroupConfig:
@@ -157,6 +194,8 @@ class NodeGroupConfig(_Strict):
                 raise ValueError(f"mig_layout: not a MIG profile and a count: {profile}: {n}")
         if sum(int(p.split("g.", 1)[0]) * n for p, n in self.mig_layout.items()) > 7:
             raise ValueError("mig_layout takes more than the seven compute slices of one GPU")
+        if self.autoscale is not None and self.count > self.autoscale.max:
+            raise ValueError("count must not exceed autoscale.max")
         return self
 
     @property
@@ -173,6 +212,20 @@ class NodeGroupConfig(_Strict):
 class ClusterConfig(_Strict):
     name: Name
     node_groups: list[NodeGroupConfig] = Field(default_factory=list)
+    burst: bool = Field(
+        default=False,
+        description="a cloud cluster to pour over into: every node group of it must be able to grow (autoscale); "
+                    "it usually starts empty (count 0)",
+    )
+
+    @model_validator(mode="after")
+    def _burst_groups_grow(self) -> ClusterConfig:
+        if self.burst:
+            fixed = [g.name for g in self.node_groups if g.autoscale is None]
+            if fixed:
+                raise ValueError(f"cluster {self.name!r} is a burst cluster: node group(s) {', '.join(fixed)} "
+                                 "need autoscale")
+        return self
 
 
 class MusterConfig(_Strict):

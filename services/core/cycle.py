@@ -60,6 +60,7 @@ MESSAGES: dict[PendingReason, str] = {
     PendingReason.PROTECTED: "lower-priority or borrowed work will be preempted for it once it has run its minimum "
     "runtime",
     PendingReason.SUSPENDED: "suspended",
+    PendingReason.PROVISIONING: "nodes are being bought for {need}",
 }
 
 
@@ -98,7 +99,8 @@ class Cycle:
         self.out = Outcome()
         self.wants = Wants()
         self.memo = Memo()
-        self.reservations = Reservations(now, self.estimate_of, self.scope, self.types_for)
+        booked = state.growth.booked_for(now) if state.growth.booked else None
+        self.reservations = Reservations(now, self.estimate_of, self.scope, self.types_for, booked)
         self.forecast = Forecast(state, self.cap, self.book, now, config, self.estimate_of, self.scope,
                                  self.types_for)
         self._total_gpus = sum(v for r, v in state.totals.items() if r.startswith(GPU_PREFIX))

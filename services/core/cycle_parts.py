@@ -18,7 +18,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import Enum
 
-from .model import Amount, Decision, Job, PendingInfo, PendingReason
+from .model import Amount, Decision, Job, PendingInfo, PendingReason, Provision
 
 #: a running job ranked as a victim: (priority, not checkpointable, tie-break, job id), cheapest first
 VictimRank = tuple[int, bool, float, str]
@@ -53,6 +53,11 @@ class Outcome:
     admissions: int = 0  # counted against ``max_admissions_per_cycle``
     preempt_attempts: int = 0  # victim searches, counted against ``max_preemption_attempts``
     moves: int = 0  # running jobs moved to consolidate
+    provisions: list[Provision] = field(default_factory=list)  # nodes bought this cycle (``growth``)
+    provisioned: set[str] = field(default_factory=set)  # ... for these jobs
+    growing: dict[str, int] = field(default_factory=dict)  # group -> nodes bought for it this cycle
+    charged: dict[str, tuple[float, float]] = field(default_factory=dict)  # queue -> GPU-hours, money this cycle
+    growth_searches: int = 0  # existing-capacity starts searched for jobs that might have nodes bought
 
 
 @dataclass(slots=True, eq=False)

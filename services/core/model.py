@@ -477,6 +477,55 @@ class Reject:
 Decision = Admit | Preempt | Scale | Reject
 
 
+@dataclass(frozen=True, slots=True)
+class GrowableGroup:
+    """A node group that can grow (the cloud buys nodes like ``template`` after ``provision_delay_s``) and
+    shrink back to ``min_nodes`` (a node idle for ``idle_s``). ``price_per_gpu_hour`` is what a bought node
+    costs per GPU and hour, from its request until it is released."""
+
+    name: str
+    template: Node  # a node of the group: cluster, GPU type and count, CPU, memory, labels, taints
+    min_nodes: int
+    max_nodes: int
+    provision_delay_s: float
+    price_per_gpu_hour: float = 0.0
+    idle_s: float = 600.0
+
+
+@dataclass(frozen=True, slots=True)
+class BurstBudget:
+    """What a queue may spend on bought nodes per window (``window_s`` of virtual time, windows aligned on
+    multiples of it): GPU-hours and/or money (None: not limited by that measure). A queue without a budget
+    never has nodes bought for it."""
+
+    gpu_hours: float | None = None
+    money: float | None = None
+    window_s: float = 30 * 24 * 3600.0
+
+
+@dataclass(frozen=True, slots=True)
+class Provision:
+    """Buy ``nodes`` nodes of ``group`` for ``job_id`` (the cloud's answer is expected at ``ready_at``).
+    ``gpu_hours`` and ``money`` are what the queue's budget is charged for it: the bought GPUs from the
+    request until the job's estimated end plus the group's idle time."""
+
+    job_id: str
+    queue: str
+    group: str
+    nodes: int
+    ready_at: float
+    gpu_hours: float
+    money: float
+
+
+@dataclass(frozen=True, slots=True)
+class Release:
+    """Give a bought node back: it has been idle for its group's ``idle_s`` and the group is above its minimum."""
+
+    node: str
+    group: str
+
+
 class PreemptReason(str, Enum):
     PRIORITY = "higher_priority"  # same queue, higher priority job needs the capacity
     RECLAIM = "quota_reclaim"  # lender takes back capacity another queue borrowed
@@ -509,6 +558,7 @@ class PendingReason(str, Enum):
     PREEMPTING = "waiting_for_preemption"  # victims are being stopped for it
     PROTECTED = "waiting_for_min_runtime"  # victims exist but are younger than the minimum runtime
     SUSPENDED = "suspended"
+    PROVISIONING = "waiting_for_provisioning"  # nodes are being bought for it (``growth``)
 
 
 @dataclass(frozen=True, slots=True)
@@ -526,6 +576,9 @@ class PendingInfo:
 class CycleResult:
     decisions: tuple[Decision, ...]
     pending: Mapping[str, PendingInfo]  # only jobs whose status was (re)computed this cycle
+    #: nodes to buy and to give back (only with growable node groups: ``SchedulerState.growth``)
+    provisions: tuple[Provision, ...] = ()
+    releases: tuple[Release, ...] = ()
 
 
 class Policy(StrEnum):
@@ -612,6 +665,12 @@ class SchedulerConfig:
     consolidation_max_moves: int = 4
     consolidation_max_job_attempts: int = 3
     consolidation_move_cost_s: float = 300.0  # a checkpoint and a restart
+    # buy nodes of growable node groups for a job blocked on capacity (``growth``), only when that starts it
+    # more than provision_margin_s sooner than existing capacity would, and its queue's burst budget allows
+    provisioning: bool = True
+    provision_margin_s: float = 300.0
+    # bought nodes are kept for the job they were bought for this long after they are ready
+    provision_booking_s: float = 600.0
     # the flags an operator set explicitly (``MUSTER_SCHEDULER_<FLAG>``): a preset never overrides them
     explicit: frozenset[str] = frozenset()
 

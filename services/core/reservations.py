@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 
 from .model import Job, Reservation
 from .node_facts import ScopeOf
@@ -29,7 +29,7 @@ class Reservations:
     """Reservations taken this cycle, each with the nodes its job may use (None: unconfined, every node).
     One unconfined reservation excludes every other; jobs confined to disjoint pools each get their own."""
 
-    __slots__ = ("_estimate_of", "_exclusions", "_now", "_scope", "_types_for", "held")
+    __slots__ = ("_booked", "_estimate_of", "_exclusions", "_now", "_scope", "_types_for", "held")
 
     def __init__(
         self,
@@ -37,8 +37,11 @@ class Reservations:
         estimate_of: Callable[[Job], float],
         scope: ScopeOf,
         types_for: Callable[[Job], list[str]],
+        booked: Mapping[str, str] | None = None,
     ) -> None:
         self._now = now
+        #: bought nodes kept for the job they were bought for (node -> job): no other job may use them
+        self._booked = booked or {}
         self._estimate_of = estimate_of
         self._scope = scope
         self._types_for = types_for
@@ -67,7 +70,15 @@ class Reservations:
         self._exclusions.clear()
 
     def exclusion_for(self, job: Job) -> Excluded:
-        """The reserved nodes ``job`` may not use: those of every reservation it would delay."""
+        """The reserved nodes ``job`` may not use: those of every reservation it would delay, and the bought
+        nodes kept for another job."""
+        found = self._reserved_for(job)
+        if not self._booked:
+            return found
+        others = frozenset(n for n, j in self._booked.items() if j != job.job_id)
+        return Excluded(found.reserved | others, found.held) if others else found
+
+    def _reserved_for(self, job: Job) -> Excluded:
         held = self.held
         if not held:
             return NOTHING_EXCLUDED
@@ -80,8 +91,11 @@ class Reservations:
         return self._excluding(tuple(r.job_id for r, _ in held if r.job_id != job.job_id and end > r.time))
 
     def exclusion_for_growth(self) -> Excluded:
-        """The reserved nodes a running job may not grow onto: every reservation's."""
-        return self._excluding(tuple(r.job_id for r, _ in self.held))
+        """The reserved nodes a running job may not grow onto: every reservation's, and every kept bought node."""
+        found = self._excluding(tuple(r.job_id for r, _ in self.held))
+        if not self._booked:
+            return found
+        return Excluded(found.reserved | frozenset(self._booked), found.held)
 
     def _excluding(self, held: tuple[str, ...]) -> Excluded:
         if not held:

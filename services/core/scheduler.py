@@ -11,6 +11,9 @@ from .consolidation import find_moves
 from .cycle import Cycle
 from .elastic import grow, grow_ahead_of, may_grow_in_walk
 from .fifo import fifo_global, fifo_per_queue
+from .growth import consider as consider_growth
+from .growth import idle_releases
+from .growth import message as growth_message
 from .model import (
     CycleResult,
     Job,
@@ -79,7 +82,8 @@ def schedule(state: SchedulerState, now: float, config: SchedulerConfig, *, repo
             grow(cycle)
     if report:
         _suspended(cycle)
-    return CycleResult(tuple(cycle.out.decisions), cycle.out.info)
+    releases = idle_releases(cycle) if state.growth else ()
+    return CycleResult(tuple(cycle.out.decisions), cycle.out.info, tuple(cycle.out.provisions), tuple(releases))
 
 
 # ---------------------------------------------------------------------- limits and health
@@ -308,6 +312,8 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
     5. ``Cycle.lent_out``: a cohort's refusal of quota its own queue holds nominally reads as quota lent.
     6. ``_consolidate``: it waits for capacity after a victim search: running jobs are moved to gather room.
     7. ``_reserve``: it waits for capacity: a backfill reservation of the nodes that free up first.
+    7b. ``growth.consider``: it waits for capacity: nodes of a growable group are bought for it when that
+       starts it sooner than existing capacity would and its queue's burst budget allows.
     8. its place in line: later jobs' in-order start estimates (``Forecast.start_in_order``) queue behind it.
     9. what it wants (``Cycle.note_*``): holds elastic growth and the starting size of elastic jobs back.
     10. its status (when the cycle reports): the reason, its position and an estimated start.
@@ -337,6 +343,8 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
         reason, start = _consolidate(cycle, job) or (reason, start)
     if reason is PendingReason.CAPACITY and cfg.backfill and cycle.reservations.may_reserve(job):  # 7
         reason, start = _reserve(cycle, job) or (reason, start)
+    if cfg.provisioning and cycle.st.growth:  # 7b
+        reason, start = consider_growth(cycle, job, reason, start) or (reason, start)
     if _orders_by_preemption(cycle) and reason is not PendingReason.NO_MATCHING_NODES and gpus_needed(job):  # 8
         cycle.forecast.start_in_order(job, commit=True)
     if reason not in _QUOTA_REASONS:  # 9
@@ -349,6 +357,10 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
         if reason in _QUOTA_BLOCKED:
             start = cycle.forecast.quota_start(job, reason, start)
         cycle.report(job, reason, position, start)
+        if cycle.st.growth:
+            told = growth_message(cycle, job, reason)
+            if told is not None:
+                cycle.out.info[job.job_id] = replace(cycle.out.info[job.job_id], message=told)
     return reason
 
 

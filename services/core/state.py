@@ -14,17 +14,21 @@ from types import MappingProxyType
 
 from .capacity import CapacityIndex
 from .fairshare import integrate
+from .growth_book import GrowthBook
 from .model import (
     CPU,
     GPU_PREFIX,
     MEMORY,
     Admit,
     Amount,
+    BurstBudget,
     CohortSpec,
     Decision,
+    GrowableGroup,
     Job,
     Node,
     Preempt,
+    Provision,
     QueueSpec,
     Reject,
     RunningJob,
@@ -88,6 +92,7 @@ class SchedulerState:
         self.totals: dict[str, int] = {}  # usable capacity per quota resource (for shares)
         self.node_version = 0
         self.facts = NodeFacts()  # derived from the node set only; replaced when it changes
+        self.growth = GrowthBook()  # node groups that can grow, requests for nodes, burst budgets
         for c in cohorts:
             self.set_cohort(c)
         for q in queues:
@@ -167,6 +172,54 @@ class SchedulerState:
             return
         for res, amount in ((gpu_resource(node.gpu_type), node.gpus), (CPU, node.cpu_m), (MEMORY, node.memory_mb)):
             self.totals[res] = self.totals.get(res, 0) + sign * amount
+
+    # ------------------------------------------------------------------ capacity that grows
+
+    def set_growable_group(self, group: GrowableGroup, nodes: Iterable[str], now: float) -> None:
+        """Declare a node group that can grow and shrink, with the names of the nodes it has now."""
+        self.growth.set_group(group, nodes, now)
+        for name in nodes:
+            if self.node_jobs.get(name):
+                self.growth.idle_since.pop(name, None)
+
+    def set_burst_budget(self, queue: str, budget: BurstBudget | None) -> None:
+        if budget is None:
+            self.growth.budgets.pop(queue, None)
+        else:
+            self.growth.budgets[queue] = budget
+
+    def provision_requested(self, p: Provision, now: float) -> None:
+        """A request for nodes is on its way: its job waits for it, and its queue's budget is charged."""
+        g = self.growth
+        if p.job_id in g.requests:
+            return
+        g.requests[p.job_id] = p
+        g.failed.pop(p.job_id, None)
+        g.charge(p.queue, p.gpu_hours, p.money, now)
+
+    def provisioned(self, job_id: str, nodes: Iterable[Node], now: float, booked_until: float) -> None:
+        """The nodes requested for ``job_id`` are ready: they join their group, kept for the job until
+        ``booked_until``."""
+        p = self.growth.requests.pop(job_id, None)
+        for node in nodes:
+            self.upsert_node(node)
+            if p is not None:
+                self.growth.add_member(p.group, node.name, now)
+            if job_id in self.pending:
+                self.growth.booked[node.name] = (job_id, booked_until)
+
+    def provision_failed(self, job_id: str, reason: str, now: float) -> None:
+        """The request for ``job_id`` failed: its charge is given back and the job waits for existing capacity."""
+        p = self.growth.requests.pop(job_id, None)
+        if p is not None:
+            self.growth.charge(p.queue, -p.gpu_hours, -p.money, now)
+        self.growth.failed[job_id] = (reason, now)
+
+    def node_released(self, name: str) -> None:
+        """A bought node was given back."""
+        self.growth.drop_member(name)
+        self.remove_node(name)
+        self.lost_nodes.discard(name)
 
     # ------------------------------------------------------------------ job lifecycle
 
@@ -319,6 +372,8 @@ class SchedulerState:
         if job is None or job.attempt != d.attempt:
             return
         self._drop_pending(d.job_id)
+        if self.growth.booked:
+            self.growth.unbook_job(d.job_id)
         gpu_type = ""
         for a in d.placement.main:
             node = self.cap.nodes.get(a.node)
@@ -343,6 +398,8 @@ class SchedulerState:
             else:
                 self.cap.give_for(job, a)
                 self.node_jobs.get(a.node, {}).pop(job_id, None)
+        if self.growth.node_group:
+            self._note_idle(rj, sign, now)
         self.book.add(job.queue, job_request(job, self.run_type[job_id], rj.replicas), job.user, sign)
         if sign > 0:
             self.running[job_id] = rj
@@ -391,6 +448,17 @@ class SchedulerState:
         for members in self.borrowed_by_root.values():
             members.pop(job_id, None)
         self.elastic_running.pop(job_id, None)
+
+    def _note_idle(self, rj: RunningJob, sign: int, now: float | None) -> None:
+        """Keep when each node of a growable group last went idle (a node idle long enough may be given back)."""
+        g = self.growth
+        for a in rj.placement.nodes:
+            if a.node not in g.node_group:
+                continue
+            if sign > 0:
+                g.idle_since.pop(a.node, None)
+            elif not self.node_jobs.get(a.node) and now is not None:
+                g.idle_since[a.node] = now
 
     def _release(self, job_id: str, now: float | None) -> RunningJob:
         rj = self.running[job_id]

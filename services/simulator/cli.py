@@ -26,11 +26,16 @@ def _summary_line(report: dict[str, Any]) -> str:
     parts = [f"{k}={report[k]:.3f}" if isinstance(report[k], float) else f"{k}={report[k]}" for k in _SUMMARY]
     several = report.get("jobs_several_roles", 0)
     roles = f" ({several} of several roles)" if several else ""
-    return (
+    line = (
         f"{report['policy']}: jobs {report['jobs_completed']}/{report['jobs']} completed{roles}, "
         f"{report['preemptions']} preemptions, {report['cycles']} cycles, {report['wall_s']:.1f}s wall; "
         + " ".join(parts)
     )
+    bought = report.get("bought")
+    if bought:
+        line += (f"; bought {bought['nodes']} nodes for {bought['requests']} jobs: "
+                 f"{bought['gpu_hours']:.1f} GPU-hours, {bought['money']:.2f} spent")
+    return line
 
 
 def load_subset(

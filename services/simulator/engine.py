@@ -69,6 +69,7 @@ from schemas.config import MusterConfig
 from schemas.jobspec import JobSpec
 from services.core import CycleResult, SchedulerState, queue_order, schedule
 from services.core.dependencies import After, verdict
+from services.core.growth import next_release_at
 from services.core.model import (
     ANY_GPU,
     Admit,
@@ -76,13 +77,21 @@ from services.core.model import (
     Job,
     Node,
     Preempt,
+    Provision,
     Reject,
     Scale,
     SchedulerConfig,
 )
 from services.core.policy import resolve
 from services.simulator.workload import JobRoles, Workload, WorkloadJob, min_replicas, pod_shape
-from services.spec.cluster_file import core_cohorts, core_nodes, core_queues
+from services.spec.cluster_file import (
+    bought_node_name,
+    core_burst_budgets,
+    core_cohorts,
+    core_growable_groups,
+    core_nodes,
+    core_queues,
+)
 from services.spec.core_types import configured_job, job_from_spec
 
 JobsProgress = Callable[[int, int, float], None]
@@ -97,6 +106,8 @@ class EventKind(IntEnum):
     ARRIVAL = 2
     TICK = 3
     DEADLINE = 4  # a job's max_wait_s or max_runtime_s runs out: the core decides in a cycle then
+    PROVISIONED = 5  # nodes bought for a job are ready (the token numbers the request)
+    IDLE_DUE = 6  # a bought node may have been idle long enough to give back: a cycle decides
 
 
 @dataclass(frozen=True, slots=True)
@@ -170,6 +181,26 @@ class JobRecord:
 
 
 @dataclass(slots=True)
+class BoughtNode:
+    """One node the run bought: for which job and queue, when it was asked for, ready and given back."""
+
+    node: str
+    group: str
+    job_id: str
+    queue: str
+    gpus: int
+    price_per_gpu_hour: float
+    requested_at: float
+    ready_at: float
+    released_at: float | None = None
+
+    def gpu_hours(self, end: float) -> float:
+        """GPU-hours billed: from ready until given back (or ``end``, the run's end, if still held)."""
+        until = self.released_at if self.released_at is not None else end
+        return self.gpus * max(until - self.ready_at, 0.0) / 3600.0
+
+
+@dataclass(slots=True)
 class SimResult:
     """Everything a report needs: per-job records, the allocation timeline and run counters."""
 
@@ -185,6 +216,9 @@ class SimResult:
     wall_s: float = 0.0
     cycle_wall_s: float = 0.0
     end_time: float = 0.0
+    bought: list[BoughtNode] = field(default_factory=list)  # nodes bought for waiting jobs (growable groups)
+    #: jobs nodes were bought for (one request each time), and how many GPU-hours their queues were charged
+    provisions: int = 0
 
 
 def _role_fields(roles: JobRoles | None) -> dict[str, Any]:
@@ -239,6 +273,15 @@ class Simulator:
         self._held: set[str] = set()  # arrived jobs waiting for their dependencies, out of the core
         self._dependants: dict[str, list[str]] = {}  # job id -> the held jobs that wait for it
         self._watched: dict[str, JobRecord] = {}  # explained jobs that may be waiting in the core
+        self._requests: dict[int, Provision] = {}  # request serial -> the request, until its nodes are ready
+        self._bought: dict[str, BoughtNode] = {}  # bought node -> its record, while held
+        self._serials: dict[str, int] = {}  # growable group -> nodes bought for it so far
+        self._idle_due: float | None = None  # an IDLE_DUE event is in the heap for this time
+        start = min((j.submit_time for j in workload.jobs), default=0.0)
+        for grown, names in core_growable_groups(cluster):
+            self._state.set_growable_group(grown, names, start)
+        for queue, budget in core_burst_budgets(cluster).items():
+            self._state.set_burst_budget(queue, budget)
         self._result = SimResult(
             policy=policy_name or config.policy,
             seed=seed,
@@ -498,7 +541,46 @@ class Simulator:
             self._explain(result, now)
         for decision in result.decisions:
             self._apply(decision, now)
+        if self._state.growth:
+            self._grow(result, now)
         return len(result.decisions)
+
+    # ------------------------------------------------------------------ capacity that grows
+
+    def _grow(self, result: CycleResult, now: float) -> None:
+        """Carry out the cycle's requests for nodes (they are ready after their group's delay) and give back
+        the idle nodes; make sure a cycle comes when the next idle node may be given back."""
+        st = self._state
+        for p in result.provisions:
+            st.provision_requested(p, now)
+            self._result.provisions += 1
+            serial = self._result.provisions
+            self._requests[serial] = p
+            self._push(p.ready_at, EventKind.PROVISIONED, p.job_id, serial)
+        for r in result.releases:
+            st.node_released(r.node)
+            bought = self._bought.pop(r.node, None)
+            if bought is not None:
+                bought.released_at = now
+        due = next_release_at(st.growth)
+        if due is not None and due > now and due != self._idle_due:
+            self._idle_due = due
+            self._push(due, EventKind.IDLE_DUE, "", 0)
+
+    def _on_provisioned(self, serial: int, now: float) -> None:
+        p = self._requests.pop(serial)
+        group = self._state.growth.groups[p.group]
+        nodes = []
+        for _ in range(p.nodes):
+            n = self._serials.get(p.group, 0) + 1
+            self._serials[p.group] = n
+            node = replace(group.template, name=bought_node_name(p.group, n))
+            nodes.append(node)
+            bought = BoughtNode(node.name, p.group, p.job_id, p.queue, node.gpus, group.price_per_gpu_hour,
+                                now - group.provision_delay_s, now)
+            self._bought[node.name] = bought
+            self._result.bought.append(bought)
+        self._state.provisioned(p.job_id, nodes, now, now + self._config.provision_booking_s)
 
     # ------------------------------------------------------------------ main loop
 
@@ -533,6 +615,13 @@ class Simulator:
                 _, _, kind, job_id, token = heapq.heappop(self._heap)
                 if kind is EventKind.TICK:
                     ticked = ticked or token == self._tick_token
+                    continue
+                if kind is EventKind.PROVISIONED:
+                    self._on_provisioned(token, now)
+                    changed = True
+                    continue
+                if kind is EventKind.IDLE_DUE:
+                    changed = True
                     continue
                 rec = self._result.records[job_id]
                 if kind is EventKind.ARRIVAL:

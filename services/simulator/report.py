@@ -21,6 +21,9 @@ Definitions (all times in seconds, over completed jobs unless stated):
   delay by the reason the core gave each cycle (``PendingReason`` values, or ``beyond_status_depth`` when
   the job stood too far back in its queue for the core to compute its status), their wait after
   preemptions, and the GPUs of later jobs of their queue that started while they waited.
+- ``bought`` (only when the run bought nodes, ``GrowableGroup``): nodes bought, their GPU-hours (billed from
+  ready until given back, or the run's end) and money, in all, per group and per queue (the queue whose job
+  they were bought for), and ``requests``, the jobs nodes were bought for.
 - percentiles interpolate linearly (numpy's default).
 """
 
@@ -32,7 +35,7 @@ from typing import Any
 
 import numpy as np
 
-from services.simulator.engine import JobRecord, SimResult, records_by_queue
+from services.simulator.engine import BoughtNode, JobRecord, SimResult, records_by_queue
 
 SIZE_CLASSES: tuple[tuple[str, int, float], ...] = (("1", 1, 1), ("2-4", 2, 4), ("5-8", 5, 8), (">8", 9, math.inf))
 
@@ -171,6 +174,25 @@ def held_gpu_seconds(timeline: Sequence[tuple[float, str, float]], start: float,
     return held
 
 
+def bought(result: SimResult) -> dict[str, Any]:
+    """What the run bought, in all, per group and per queue (see the module docstring)."""
+    end = result.end_time
+
+    def totals(nodes: Sequence[BoughtNode]) -> dict[str, Any]:
+        hours = sum(b.gpu_hours(end) for b in nodes)
+        return {"nodes": len(nodes), "gpu_hours": hours,
+                "money": sum(b.gpu_hours(end) * b.price_per_gpu_hour for b in nodes)}
+
+    by_group: dict[str, list[BoughtNode]] = {}
+    by_queue: dict[str, list[BoughtNode]] = {}
+    for b in result.bought:
+        by_group.setdefault(b.group, []).append(b)
+        by_queue.setdefault(b.queue, []).append(b)
+    return {**totals(result.bought), "requests": result.provisions,
+            "per_group": {g: totals(ns) for g, ns in sorted(by_group.items())},
+            "per_queue": {q: totals(ns) for q, ns in sorted(by_queue.items())}}
+
+
 def build_report(result: SimResult) -> dict[str, Any]:
     """The JSON-ready report of one run (keys documented in the module docstring)."""
     records = list(result.records.values())
@@ -227,4 +249,5 @@ def build_report(result: SimResult) -> dict[str, Any]:
         "cycle_wall_s": result.cycle_wall_s,
         "per_queue": per_queue,
         "per_size_class": per_size_class(records),
-    } | ({"wait_breakdown": wait_breakdown(records)} if any(r.waits is not None for r in records) else {})
+    } | ({"wait_breakdown": wait_breakdown(records)} if any(r.waits is not None for r in records) else {}) | (
+        {"bought": bought(result)} if result.provisions else {})

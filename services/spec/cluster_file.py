@@ -20,7 +20,7 @@ import yaml
 
 from schemas.config import MusterConfig, NodeGroupConfig, PoolConfig
 from schemas.kube import GPU_TYPE, NODE_GROUP, POOL
-from services.core.model import CohortSpec, Node, QueueSpec
+from services.core.model import BurstBudget, CohortSpec, GrowableGroup, Node, QueueSpec
 from services.spec.core_types import cohort_spec, queue_spec
 
 POOL_LABEL = POOL
@@ -66,32 +66,67 @@ def node_pool(labels: Mapping[str, str], pools: Iterable[PoolConfig]) -> str:
     return DEFAULT_POOL
 
 
+def group_node(cfg: MusterConfig, cluster: str, group: NodeGroupConfig, name: str, index: int) -> Node:
+    """One node of a group as the core sees it, labelled with its group, GPU type and pool."""
+    own = {**group.labels, NODE_GROUP: group.name, GPU_TYPE: group.gpu_type}
+    labels = {**own, POOL_LABEL: node_pool(own, cfg.pools)}
+    topo = {"zone": group.topology.zone, "block": group.topology.block, "rack": rack_of(group, index)}
+    return Node(
+        name=name,
+        cluster=cluster,
+        gpu_type=group.gpu_type,
+        gpus=group.whole_gpus,
+        cpu_m=group.cpu * 1000,
+        memory_mb=group.memory_gb * 1024,
+        topology=MappingProxyType(topo),
+        labels=MappingProxyType(labels),
+        nvlink_groups=tuple(group.nvlink_groups),
+        taints=frozenset(group.taints),
+        shared_gpus=group.shared_gpus,
+        mig=MappingProxyType(group.mig_slices),
+    )
+
+
 def core_nodes(cfg: MusterConfig) -> list[Node]:
     """Expand every node group into core ``Node`` values, each labelled with its pool."""
-    nodes: list[Node] = []
+    return [group_node(cfg, cluster.name, group, name, i)
+            for cluster in cfg.clusters for group in cluster.node_groups
+            for i, name in enumerate(group_node_names(cluster.name, group))]
+
+
+def growable_group_name(cluster: str, group: NodeGroupConfig) -> str:
+    """The core's name of a node group that can grow: unique across clusters."""
+    return f"{cluster}-{group.name}"
+
+
+def bought_node_name(group: str, serial: int) -> str:
+    """The name of the ``serial``-th node bought for a growable group (never one of its first nodes' names)."""
+    return f"{group}-b{serial}"
+
+
+def core_growable_groups(cfg: MusterConfig) -> list[tuple[GrowableGroup, list[str]]]:
+    """The node groups that can grow, each with the names of the nodes it starts with."""
+    out: list[tuple[GrowableGroup, list[str]]] = []
     for cluster in cfg.clusters:
         for group in cluster.node_groups:
-            own = {**group.labels, NODE_GROUP: group.name, GPU_TYPE: group.gpu_type}
-            labels = {**own, POOL_LABEL: node_pool(own, cfg.pools)}
-            for i, name in enumerate(group_node_names(cluster.name, group)):
-                topo = {"zone": group.topology.zone, "block": group.topology.block, "rack": rack_of(group, i)}
-                nodes.append(
-                    Node(
-                        name=name,
-                        cluster=cluster.name,
-                        gpu_type=group.gpu_type,
-                        gpus=group.whole_gpus,
-                        cpu_m=group.cpu * 1000,
-                        memory_mb=group.memory_gb * 1024,
-                        topology=MappingProxyType(topo),
-                        labels=MappingProxyType(labels),
-                        nvlink_groups=tuple(group.nvlink_groups),
-                        taints=frozenset(group.taints),
-                        shared_gpus=group.shared_gpus,
-                        mig=MappingProxyType(group.mig_slices),
-                    )
-                )
-    return nodes
+            auto = group.autoscale
+            if auto is None:
+                continue
+            name = growable_group_name(cluster.name, group)
+            template = group_node(cfg, cluster.name, group, bought_node_name(name, 0), 0)
+            grown = GrowableGroup(name, template, auto.min, auto.max, auto.provision_delay_s,
+                                  auto.price_per_gpu_hour, auto.idle_s)
+            out.append((grown, group_node_names(cluster.name, group)))
+    return out
+
+
+BUDGET_WINDOW_S = {"day": 24 * 3600.0, "week": 7 * 24 * 3600.0, "month": 30 * 24 * 3600.0}
+
+
+def core_burst_budgets(cfg: MusterConfig) -> dict[str, BurstBudget]:
+    """Each queue's burst budget, as the core checks it."""
+    return {q.name: BurstBudget(q.burst_budget.gpu_hours, q.burst_budget.money, BUDGET_WINDOW_S[q.burst_budget.window])
+            for q in cfg.queues if q.burst_budget is not None}
 
 
 def core_queues(cfg: MusterConfig) -> list[QueueSpec]:

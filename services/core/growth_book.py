@@ -1,0 +1,86 @@
+"""What the state knows of capacity that grows: the growable node groups and their members, the requests for
+nodes in flight, the bought nodes kept for the job they were bought for, when each member went idle, and what
+each queue spent of its burst budget in the current window. Read by ``growth``, changed by ``SchedulerState``."""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable
+
+from .model import BurstBudget, GrowableGroup, Provision
+
+
+class GrowthBook:
+    __slots__ = ("booked", "budgets", "failed", "groups", "idle_since", "members", "node_group", "requests", "spent")
+
+    def __init__(self) -> None:
+        self.groups: dict[str, GrowableGroup] = {}
+        self.members: dict[str, dict[str, None]] = {}  # group -> its nodes now (bought or not)
+        self.node_group: dict[str, str] = {}  # member node -> its group
+        self.budgets: dict[str, BurstBudget] = {}  # queue -> its burst budget
+        self.requests: dict[str, Provision] = {}  # job -> its request for nodes, not answered yet
+        self.booked: dict[str, tuple[str, float]] = {}  # bought node -> (the job it is kept for, until)
+        self.idle_since: dict[str, float] = {}  # member node without pods -> since when
+        self.failed: dict[str, tuple[str, float]] = {}  # job -> (why its last request failed, when)
+        self.spent: dict[str, tuple[float, float, float]] = {}  # queue -> (window start, GPU-hours, money)
+
+    def __bool__(self) -> bool:
+        return bool(self.groups)
+
+    def set_group(self, group: GrowableGroup, nodes: Iterable[str], now: float) -> None:
+        """Declare a growable group and the nodes it has now (idle from ``now`` unless a job holds them)."""
+        self.groups[group.name] = group
+        self.members.setdefault(group.name, {})
+        for name in nodes:
+            self.add_member(group.name, name, now)
+
+    def add_member(self, group: str, node: str, now: float) -> None:
+        self.members.setdefault(group, {})[node] = None
+        self.node_group[node] = group
+        self.idle_since.setdefault(node, now)
+
+    def drop_member(self, node: str) -> None:
+        group = self.node_group.pop(node, None)
+        if group is not None:
+            self.members.get(group, {}).pop(node, None)
+        self.idle_since.pop(node, None)
+        self.booked.pop(node, None)
+
+    def size(self, group: str) -> int:
+        """Nodes the group has now plus those requested and not answered yet."""
+        return len(self.members.get(group, {})) + sum(p.nodes for p in self.requests.values() if p.group == group)
+
+    def window_start(self, queue: str, now: float) -> float:
+        budget = self.budgets.get(queue)
+        width = budget.window_s if budget is not None else math.inf
+        return 0.0 if math.isinf(width) else math.floor(now / width) * width
+
+    def spent_in_window(self, queue: str, now: float) -> tuple[float, float]:
+        """GPU-hours and money charged to the queue's budget in the window ``now`` falls in."""
+        start, gpu_hours, money = self.spent.get(queue, (0.0, 0.0, 0.0))
+        if start != self.window_start(queue, now):
+            return 0.0, 0.0
+        return gpu_hours, money
+
+    def allows(self, queue: str, gpu_hours: float, money: float, now: float) -> bool:
+        """Whether the queue's budget has room for a further charge (no budget: never)."""
+        budget = self.budgets.get(queue)
+        if budget is None:
+            return False
+        used_hours, used_money = self.spent_in_window(queue, now)
+        if budget.gpu_hours is not None and used_hours + gpu_hours > budget.gpu_hours + 1e-9:
+            return False
+        return not (budget.money is not None and used_money + money > budget.money + 1e-9)
+
+    def charge(self, queue: str, gpu_hours: float, money: float, now: float) -> None:
+        used_hours, used_money = self.spent_in_window(queue, now)
+        self.spent[queue] = (self.window_start(queue, now), max(used_hours + gpu_hours, 0.0),
+                             max(used_money + money, 0.0))
+
+    def unbook_job(self, job_id: str) -> None:
+        for node in [n for n, (j, _) in self.booked.items() if j == job_id]:
+            del self.booked[node]
+
+    def booked_for(self, now: float) -> dict[str, str]:
+        """Bought nodes still kept for their job at ``now``: node -> job."""
+        return {n: j for n, (j, until) in self.booked.items() if until > now}
