@@ -57,7 +57,7 @@ from schemas.config import (
 from services.core.model import SchedulerConfig
 from services.simulator.engine import SimOptions, SimResult, Simulator
 from services.simulator.replay import Reconstruction
-from services.simulator.report import held_gpu_seconds
+from services.simulator.report import bought, held_gpu_seconds
 from services.spec.durations import human_duration
 from services.spec.merge_patch import merge_patch
 
@@ -299,7 +299,8 @@ def compare(recon: Reconstruction, runs: Mapping[str, tuple[SimResult, MusterCon
         "not_replayed": list(recon.not_replayed),
         "per_queue": {q: {n: figures(q, n) for n in names} for q in queues},
         "all": {n: figures(None, n) for n in names},
-    }
+    } | ({"bought": {n: bought(result) for n, (result, _) in runs.items() if result.provisions}}
+         if any(result.provisions for result, _ in runs.values()) else {})
 
 
 # ---------------------------------------------------------------- output
@@ -341,6 +342,10 @@ def render_text(report: Mapping[str, Any], changes: Sequence[str] = ()) -> str:
     lines.append("")
     lines += ["  ".join(c.ljust(w) if i < 2 else c.rjust(w) for i, (c, w) in enumerate(zip(r, widths, strict=True)))
               .rstrip() for r in rows]
+    for name, b in report.get("bought", {}).items():
+        queues = ", ".join(f"{q} {v['gpu_hours']:.1f} GPU-hours" for q, v in b["per_queue"].items())
+        lines.append(f"bought ({_HEADS.get(name, name)}): {b['nodes']} nodes for {b['requests']} jobs, "
+                     f"{b['gpu_hours']:.1f} GPU-hours, {b['money']:.2f} spent ({queues})")
     if report["notes"]:
         lines.append("")
         lines += [f"note: {n}" for n in report["notes"]]

@@ -107,3 +107,20 @@ def test_without_a_patch_only_the_baseline_runs() -> None:
     result = what_if(recon, SCHED, None)
     assert result.whatif is None and list(result.report["all"]) == ["actual", "baseline"]
     assert result.report["all"]["actual"]["capacity_gpus"] == 16
+
+
+def test_what_if_team_b_could_burst_to_cloud_nodes() -> None:
+    """The burst what-if: team-b may have 8-GPU cloud nodes bought (ready after 60 s) within a budget; its wait
+    shrinks to about the delay, and the report says what was bought for whom."""
+    recon = reconstruct(_contended_log().envelopes, as_of=at(800), since=at(0))
+    patch = {"queues": {"team-b": {"quotas": {"gpu:a100": {"nominal": 16}}, "burst_budget": {"gpu_hours": 50}}},
+             "clusters": {"cloud": {"burst": True, "node_groups": {"a100": {
+                 "count": 0, "gpus_per_node": 8, "gpu_type": "a100",
+                 "autoscale": {"max": 2, "provision_delay_s": 60, "price_per_gpu_hour": 3.0}}}}}}
+    result = what_if(recon, SchedulerConfig(preemption=False), patch)
+    team_b = result.report["per_queue"]["team-b"]
+    assert team_b["whatif"]["avg_wait_s"] < team_b["baseline"]["avg_wait_s"] / 2
+    bought = result.report["bought"]["whatif"]
+    assert bought["nodes"] >= 1 and set(bought["per_queue"]) == {"team-b"}
+    assert bought["money"] == pytest.approx(bought["gpu_hours"] * 3.0)
+    assert "bought (what-if):" in render_text(result.report, result.changes)
