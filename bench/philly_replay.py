@@ -57,7 +57,7 @@ from services.simulator.policies import POLICIES, policy_config
 from services.simulator.report import SIZE_CLASSES, build_report
 from services.simulator.sources import parse_duration, parse_size_range, parse_window
 from services.simulator.traces.common import default_traces_dir
-from services.simulator.traces.philly import SETUPS, load_philly
+from services.simulator.traces.philly import SETUPS, load_philly, with_burst
 from services.simulator.workload import Workload, subset
 
 DEFAULT_POLICIES = ("fifo", "tiresias", "muster")
@@ -160,7 +160,11 @@ def _workload(args: argparse.Namespace, setup: str) -> tuple[Workload, MusterCon
 
 
 def _cluster_at(args: argparse.Namespace, setup: str, scale: float) -> MusterConfig:
-    return load_philly(args.traces_dir or default_traces_dir(), node_scale=scale, setup=setup).cluster
+    cluster = load_philly(args.traces_dir or default_traces_dir(), node_scale=scale, setup=setup).cluster
+    if args.burst_nodes:
+        cluster = with_burst(cluster, args.burst_nodes, parse_duration(args.burst_delay), args.burst_price,
+                             args.burst_gpu_hours)
+    return cluster
 
 
 Sized = tuple[float, list[dict[str, Any]], dict[str, Any]]  # scale, probes, fifo report at that scale
@@ -267,6 +271,11 @@ def replay_setup(
     print()
     print("\n".join(class_table(reports)))
     print()
+    for r in reports:
+        b = r.get("bought")
+        if b:
+            print(f"{r['policy']}: bought {b['nodes']:,} nodes for {b['requests']:,} jobs, "
+                  f"{b['gpu_hours']:,.0f} GPU-hours, {b['money']:,.0f} spent")
     explained = breakdown_table(reports)
     if explained:
         print("\n".join(explained))
@@ -317,6 +326,12 @@ def main(argv: list[str] | None = None) -> int:
         help="break the queueing of the jobs of this size (N, A-B, >N or N+ GPUs) down by the reason the core "
         "gave each cycle (e.g. '>8')",
     )
+    parser.add_argument("--burst-nodes", type=int, default=0,
+                        help="partitioned: each VC may have up to this many 8-GPU cloud nodes bought (default 0)")
+    parser.add_argument("--burst-delay", default="10m", help="their provisioning delay (default 10m)")
+    parser.add_argument("--burst-price", type=float, default=2.0, help="price per GPU-hour (default 2.0)")
+    parser.add_argument("--burst-gpu-hours", type=float, default=2000.0,
+                        help="each VC's burst budget in GPU-hours a month (default 2000)")
     parser.add_argument("--json", type=Path, help="also write the full reports here")
     parser.add_argument("--profile", action="store_true", help="profile the last policy and print the top functions")
     args = parser.parse_args(argv)

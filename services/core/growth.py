@@ -13,6 +13,8 @@ group bought for it (``Provision``) when all of these hold:
   That start is the reservation the walk found for it, else the decisions' own estimate of when it starts
   behind the jobs ahead of it, else the earliest time its pool frees up as the running jobs end as
   estimated; unknown counts as never. So nothing is bought for work that existing capacity serves sooner.
+  The last search clones the capacity index, so a cycle makes at most ``MAX_SEARCHES_PER_CYCLE``; a job it
+  could not search gets nothing bought this cycle (never on a guess).
 
 Among the groups that qualify the cheapest is taken, then the one ready first. One request per job is in
 flight at a time; while it is, the job waits with reason ``waiting_for_provisioning`` and the request's
@@ -46,6 +48,9 @@ Verdict = tuple[PendingReason, float | None]
 #: blocked jobs per cycle whose existing-capacity start may be searched for (``find_reservation`` clones the
 #: capacity index): the bound keeps a long backlog from making every cycle pay for it
 MAX_SEARCHES_PER_CYCLE = 16
+
+#: ``existing_start`` when the cycle's searches are spent: not known, so nothing is bought
+NOT_SEARCHED = -math.inf
 
 _GROWS_FOR = (PendingReason.CAPACITY, PendingReason.RESERVATION, PendingReason.TOPOLOGY,
               PendingReason.BEHIND_RESERVATION, PendingReason.NO_MATCHING_NODES)
@@ -114,6 +119,8 @@ def consider(cycle: Cycle, job: Job, reason: PendingReason, start: float | None)
         return None
     chosen = best[3]
     existing = existing_start(cycle, job, reason, start)
+    if existing == NOT_SEARCHED:
+        return None  # not known this cycle: nothing is bought on a guess (a later cycle searches it)
     if existing is not None and chosen.ready_at + cycle.cfg.provision_margin_s >= existing:
         return None  # existing capacity serves it about as soon: nothing is bought
     out = cycle.out
@@ -149,14 +156,15 @@ def _quota_allows(cycle: Cycle, job: Job, grp: GrowableGroup) -> bool:
 
 
 def existing_start(cycle: Cycle, job: Job, reason: PendingReason, start: float | None) -> float | None:
-    """When existing capacity would start the job, as far as the cycle can tell (None: never, or unknown)."""
+    """When existing capacity would start the job, as far as the cycle can tell (None: never, or unknown;
+    ``NOT_SEARCHED``: the cycle's searches are spent, so it cannot tell)."""
     if reason is PendingReason.RESERVATION and start is not None:
         return start
     t = cycle.forecast.start_in_order(job, commit=False)
     if t is not None:
         return t
     if cycle.out.growth_searches >= MAX_SEARCHES_PER_CYCLE:
-        return math.inf  # not searched this cycle: treated as later than anything bought (never as sooner)
+        return NOT_SEARCHED
     cycle.out.growth_searches += 1
     res = find_reservation(cycle, job)
     return None if res is None else res.time

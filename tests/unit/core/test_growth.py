@@ -239,3 +239,24 @@ def optimistic_start(st: SchedulerState, waiting: Job, now: float) -> float | No
         for a in rj.placement.nodes:
             free[a.node] += a.pods * rj.job.gpus_per_pod
     return max(t, now)
+
+
+def test_a_cycle_searches_a_bounded_number_of_jobs_and_buys_nothing_on_a_guess() -> None:
+    from services.core.growth import MAX_SEARCHES_PER_CYCLE
+    pool = {"pool": "x"}
+    st = state([queue("q", 1000)], [node("n0", labels=pool)])
+    st.set_growable_group(replace(cloud_group(max_nodes=100), template=node("t", cluster=CLOUD, labels=pool)), [], 0.0)
+    st.set_burst_budget("q", BurstBudget(gpu_hours=1e6))
+    st.submit(job("busy", gpus_per_pod=8, runtime_estimate=10 * 3600.0, node_selector=pool))
+    cycle(st, 0.0, FCFS)
+    n = MAX_SEARCHES_PER_CYCLE + 4
+    for i in range(n):  # confined by a selector: no in-order estimate, each needs a search of its pool
+        st.submit(job(f"w{i:02d}", gpus_per_pod=8, runtime_estimate=600.0, node_selector=pool, submit=1 + i))
+    first = schedule(st, 10.0, FCFS)
+    # w00 holds the pool's reservation (its start known without a search); the next ones are searched
+    searched = MAX_SEARCHES_PER_CYCLE + 1
+    assert [p.job_id for p in first.provisions] == [f"w{i:02d}" for i in range(searched)]
+    for p in first.provisions:
+        st.provision_requested(p, 10.0)
+    second = schedule(st, 20.0, FCFS)
+    assert [p.job_id for p in second.provisions] == [f"w{i:02d}" for i in range(searched, n)]
