@@ -99,7 +99,7 @@ class Cycle:
         self.out = Outcome()
         self.wants = Wants()
         self.memo = Memo()
-        booked = state.growth.booked_for(now) if state.growth.booked else None
+        booked = state.growth.exclusive(now) if state.growth.booked else None
         self.reservations = Reservations(now, self.estimate_of, self.scope, self.types_for, booked)
         self.forecast = Forecast(state, self.cap, self.book, now, config, self.estimate_of, self.scope,
                                  self.types_for)

@@ -22,8 +22,11 @@ ready time as its estimated start. When the nodes come they are kept for the job
 other jobs may not use them meanwhile. A failed request gives its charge back and leaves the job waiting for
 existing capacity, its status saying why.
 
-A member node of a growable group that has held no pod for the group's ``idle_s``, kept for no job, is given
-back (``Release``) while the group stays at or above its minimum. All of it is pure: ``now`` comes in, the
+A bought node hosts only the job it was bought for: kept for it until it starts (at most ``provision_booking_s``
+after the node is ready) and while it runs there, then for nobody. A member node of a growable group that has
+held no pod for the group's ``idle_s`` (a bought one counted from when it stopped being kept) is given back
+(``Release``) while the group stays at or above its minimum; a bought node's queue is then charged what it
+really cost, from ready until given back, in place of the up-front charge. All of it is pure: ``now`` comes in, the
 decisions go out, and the caller (the simulator, or the service that talks to the cloud) carries them out
 and tells the state (``SchedulerState.provision_requested``, ``provisioned``, ``provision_failed``,
 ``node_released``).
@@ -80,8 +83,10 @@ def can_host(group: GrowableGroup, job: Job) -> bool:
 
 
 def charge_for(group: GrowableGroup, nodes: int, runtime_s: float) -> tuple[float, float]:
-    """GPU-hours and money charged for buying ``nodes`` of the group for a job of ``runtime_s``."""
-    gpu_hours = nodes * group.template.gpus * (group.provision_delay_s + runtime_s + group.idle_s) / 3600.0
+    """GPU-hours and money charged up front for buying ``nodes`` of the group for a job of ``runtime_s``: from
+    ready until the job's estimated end plus the group's idle time (a node is billed from ready until given
+    back, and the charge is trued up to that when it is)."""
+    gpu_hours = nodes * group.template.gpus * (runtime_s + group.idle_s) / 3600.0
     return gpu_hours, gpu_hours * group.price_per_gpu_hour
 
 
@@ -93,7 +98,7 @@ def consider(cycle: Cycle, job: Job, reason: PendingReason, start: float | None)
         return PendingReason.PROVISIONING, p.ready_at
     if reason not in _GROWS_FOR or job.queue not in g.budgets or job.job_id in cycle.out.provisioned:
         return None
-    if any(j == job.job_id for j, until in g.booked.values() if until > cycle.now):
+    if g.kept_for(job.job_id, cycle.now):
         return None  # its bought nodes are here: it waits for something else
     candidates = [grp for grp in sorted(g.groups.values(), key=lambda x: x.name) if can_host(grp, job)]
     if not candidates:
@@ -171,19 +176,23 @@ def existing_start(cycle: Cycle, job: Job, reason: PendingReason, start: float |
 
 
 def idle_releases(cycle: Cycle) -> list[Release]:
-    """Member nodes idle for their group's ``idle_s`` and kept for no job, above each group's minimum."""
+    """Member nodes without pods for their group's ``idle_s``, above each group's minimum; a bought node only
+    once it is no longer kept for its job."""
     g, now = cycle.st.growth, cycle.now
     if not g.idle_since:
         return []
-    booked = g.booked_for(now)
     left = {name: len(members) for name, members in g.members.items()}
     out: list[Release] = []
     for node, since in sorted(g.idle_since.items(), key=lambda e: (e[1], e[0])):
         group_name = g.node_group.get(node)
-        if group_name is None or node in booked or cycle.st.node_jobs.get(node):
+        if group_name is None or cycle.st.node_jobs.get(node):
+            continue
+        bought = g.booked.get(node)
+        if bought is not None and bought.until > now:
             continue
         grp = g.groups[group_name]
-        if now - since < grp.idle_s or left[group_name] <= grp.min_nodes:
+        idle_from = since if bought is None else max(since, bought.until)
+        if now - idle_from < grp.idle_s or left[group_name] <= grp.min_nodes:
             continue
         n = cycle.cap.nodes.get(node)
         if n is not None and cycle.cap.free.get(node, 0) < n.gpus:
@@ -195,6 +204,13 @@ def idle_releases(cycle: Cycle) -> list[Release]:
 
 def next_release_at(g: GrowthBook) -> float | None:
     """The earliest time a member node now idle could be given back (None: none idle)."""
-    times = [since + g.groups[grp].idle_s for node, since in g.idle_since.items()
-             if (grp := g.node_group.get(node)) is not None]
+    times = []
+    for node, since in g.idle_since.items():
+        grp = g.node_group.get(node)
+        if grp is None:
+            continue
+        bought = g.booked.get(node)
+        at = (since if bought is None else max(since, bought.until)) + g.groups[grp].idle_s
+        if math.isfinite(at):
+            times.append(at)
     return min(times, default=None)

@@ -6,8 +6,23 @@ from __future__ import annotations
 
 import math
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from .model import BurstBudget, GrowableGroup, Provision
+
+
+@dataclass(slots=True)
+class Bought:
+    """A bought node: the job it was bought for (and that job's queue, whose budget pays for it), until when it
+    is kept for that job (``math.inf`` while the job runs on it), and what was charged for it up front."""
+
+    job_id: str
+    queue: str
+    ready_at: float
+    until: float
+    gpus: int
+    price_per_gpu_hour: float
+    charged_gpu_hours: float
 
 
 class GrowthBook:
@@ -19,7 +34,7 @@ class GrowthBook:
         self.node_group: dict[str, str] = {}  # member node -> its group
         self.budgets: dict[str, BurstBudget] = {}  # queue -> its burst budget
         self.requests: dict[str, Provision] = {}  # job -> its request for nodes, not answered yet
-        self.booked: dict[str, tuple[str, float]] = {}  # bought node -> (the job it is kept for, until)
+        self.booked: dict[str, Bought] = {}  # bought node -> what it was bought for
         self.idle_since: dict[str, float] = {}  # member node without pods -> since when
         self.failed: dict[str, tuple[str, float]] = {}  # job -> (why its last request failed, when)
         self.spent: dict[str, tuple[float, float, float]] = {}  # queue -> (window start, GPU-hours, money)
@@ -77,10 +92,11 @@ class GrowthBook:
         self.spent[queue] = (self.window_start(queue, now), max(used_hours + gpu_hours, 0.0),
                              max(used_money + money, 0.0))
 
-    def unbook_job(self, job_id: str) -> None:
-        for node in [n for n, (j, _) in self.booked.items() if j == job_id]:
-            del self.booked[node]
+    def exclusive(self, now: float) -> dict[str, str]:
+        """Who may use each bought node at ``now``: the job it was bought for while it is kept for it, else
+        nobody (``""``: it only waits to be given back). A bought node never hosts other work, so it can be
+        given back as soon as its job is done with it, and its queue pays for that job alone."""
+        return {n: b.job_id if b.until > now else "" for n, b in self.booked.items()}
 
-    def booked_for(self, now: float) -> dict[str, str]:
-        """Bought nodes still kept for their job at ``now``: node -> job."""
-        return {n: j for n, (j, until) in self.booked.items() if until > now}
+    def kept_for(self, job_id: str, now: float) -> bool:
+        return any(b.job_id == job_id and b.until > now for b in self.booked.values())

@@ -481,7 +481,7 @@ Decision = Admit | Preempt | Scale | Reject
 class GrowableGroup:
     """A node group that can grow (the cloud buys nodes like ``template`` after ``provision_delay_s``) and
     shrink back to ``min_nodes`` (a node idle for ``idle_s``). ``price_per_gpu_hour`` is what a bought node
-    costs per GPU and hour, from its request until it is released."""
+    costs per GPU and hour, from ready until it is given back."""
 
     name: str
     template: Node  # a node of the group: cluster, GPU type and count, CPU, memory, labels, taints
@@ -506,8 +506,9 @@ class BurstBudget:
 @dataclass(frozen=True, slots=True)
 class Provision:
     """Buy ``nodes`` nodes of ``group`` for ``job_id`` (the cloud's answer is expected at ``ready_at``).
-    ``gpu_hours`` and ``money`` are what the queue's budget is charged for it: the bought GPUs from the
-    request until the job's estimated end plus the group's idle time."""
+    ``gpu_hours`` and ``money`` are what the queue's budget is charged up front: the bought GPUs from ready
+    until the job's estimated end plus the group's idle time (trued up to the real cost when each node is
+    given back)."""
 
     job_id: str
     queue: str

@@ -40,7 +40,7 @@ class Reservations:
         booked: Mapping[str, str] | None = None,
     ) -> None:
         self._now = now
-        #: bought nodes kept for the job they were bought for (node -> job): no other job may use them
+        #: bought nodes (node -> the job they are kept for, "" for none): no other job may use them
         self._booked = booked or {}
         self._estimate_of = estimate_of
         self._scope = scope

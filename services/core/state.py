@@ -8,13 +8,14 @@ instead of rescanning everything. All lifecycle methods are idempotent.
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import replace
 from types import MappingProxyType
 
 from .capacity import CapacityIndex
 from .fairshare import integrate
-from .growth_book import GrowthBook
+from .growth_book import Bought, GrowthBook
 from .model import (
     CPU,
     GPU_PREFIX,
@@ -199,14 +200,18 @@ class SchedulerState:
 
     def provisioned(self, job_id: str, nodes: Iterable[Node], now: float, booked_until: float) -> None:
         """The nodes requested for ``job_id`` are ready: they join their group, kept for the job until
-        ``booked_until``."""
+        ``booked_until`` (for as long as it runs on them once it starts)."""
         p = self.growth.requests.pop(job_id, None)
+        nodes = list(nodes)
         for node in nodes:
             self.upsert_node(node)
-            if p is not None:
-                self.growth.add_member(p.group, node.name, now)
-            if job_id in self.pending:
-                self.growth.booked[node.name] = (job_id, booked_until)
+            if p is None:
+                continue
+            self.growth.add_member(p.group, node.name, now)
+            until = booked_until if job_id in self.pending else now
+            self.growth.booked[node.name] = Bought(job_id, p.queue, now, until, node.gpus,
+                                                   p.money / p.gpu_hours if p.gpu_hours else 0.0,
+                                                   p.gpu_hours / max(len(nodes), 1))
 
     def provision_failed(self, job_id: str, reason: str, now: float) -> None:
         """The request for ``job_id`` failed: its charge is given back and the job waits for existing capacity."""
@@ -215,8 +220,13 @@ class SchedulerState:
             self.growth.charge(p.queue, -p.gpu_hours, -p.money, now)
         self.growth.failed[job_id] = (reason, now)
 
-    def node_released(self, name: str) -> None:
-        """A bought node was given back."""
+    def node_released(self, name: str, now: float) -> None:
+        """A node of a growable group was given back. A bought one's queue is charged what it really cost (from
+        ready until now) instead of what was charged up front."""
+        b = self.growth.booked.get(name)
+        if b is not None:
+            hours = b.gpus * max(now - b.ready_at, 0.0) / 3600.0 - b.charged_gpu_hours
+            self.growth.charge(b.queue, hours, hours * b.price_per_gpu_hour, now)
         self.growth.drop_member(name)
         self.remove_node(name)
         self.lost_nodes.discard(name)
@@ -373,7 +383,10 @@ class SchedulerState:
             return
         self._drop_pending(d.job_id)
         if self.growth.booked:
-            self.growth.unbook_job(d.job_id)
+            for a in d.placement.nodes:
+                b = self.growth.booked.get(a.node)
+                if b is not None and b.job_id == d.job_id:
+                    b.until = math.inf  # kept for it while it runs
         gpu_type = ""
         for a in d.placement.main:
             node = self.cap.nodes.get(a.node)
@@ -450,7 +463,8 @@ class SchedulerState:
         self.elastic_running.pop(job_id, None)
 
     def _note_idle(self, rj: RunningJob, sign: int, now: float | None) -> None:
-        """Keep when each node of a growable group last went idle (a node idle long enough may be given back)."""
+        """Keep when each node of a growable group last went idle (a node idle long enough may be given back);
+        a bought node is kept for its job no longer once the job leaves it."""
         g = self.growth
         for a in rj.placement.nodes:
             if a.node not in g.node_group:
@@ -459,6 +473,9 @@ class SchedulerState:
                 g.idle_since.pop(a.node, None)
             elif not self.node_jobs.get(a.node) and now is not None:
                 g.idle_since[a.node] = now
+                b = g.booked.get(a.node)
+                if b is not None and b.job_id == rj.job.job_id:
+                    b.until = min(b.until, now)
 
     def _release(self, job_id: str, now: float | None) -> RunningJob:
         rj = self.running[job_id]

@@ -558,7 +558,7 @@ class Simulator:
             self._requests[serial] = p
             self._push(p.ready_at, EventKind.PROVISIONED, p.job_id, serial)
         for r in result.releases:
-            st.node_released(r.node)
+            st.node_released(r.node, now)
             bought = self._bought.pop(r.node, None)
             if bought is not None:
                 bought.released_at = now

@@ -46,9 +46,8 @@ def test_a_gang_no_node_can_host_gets_nodes_bought_and_says_so() -> None:
     st = grown_state()
     st.submit(job("gang", gpus_per_pod=8, replicas=4, runtime_estimate=1800.0))
     result = schedule(st, 60.0, FCFS)
-    assert result.provisions == (
-        Provision("gang", "q", "cloud-a100", 4, 420.0, 4 * 8 * (360 + 1800 + 600) / 3600, 4 * 8 * (2760 / 3600) * 2),
-    )
+    hours = 4 * 8 * (1800 + 600) / 3600  # from ready until its estimated end plus the idle time
+    assert result.provisions == (Provision("gang", "q", "cloud-a100", 4, 420.0, hours, hours * 2.0),)
     info = result.pending["gang"]
     assert info.reason is PendingReason.PROVISIONING
     assert info.estimated_start == 420.0
@@ -103,7 +102,7 @@ def test_the_group_maximum_counts_requests_in_flight() -> None:
 
 
 def test_budget_counts_this_cycles_requests_and_the_window() -> None:
-    one = 2 * 8 * (360 + 1800 + 600) / 3600  # GPU-hours of one 2-node request
+    one = 2 * 8 * (1800 + 600) / 3600  # GPU-hours of one 2-node request
     st = grown_state(budget=BurstBudget(gpu_hours=one * 1.5, window_s=86400.0))
     st.submit(job("a", gpus_per_pod=8, replicas=4, runtime_estimate=1800.0))
     st.submit(job("b", gpus_per_pod=8, replicas=4, submit=1.0, runtime_estimate=1800.0))
@@ -118,27 +117,41 @@ def test_budget_counts_this_cycles_requests_and_the_window() -> None:
     assert [p.job_id for p in schedule(st, 86400.0 + 1, FCFS).provisions] == ["b"]  # a new window
 
 
-def test_bought_nodes_are_kept_for_their_job_then_given_back_when_idle() -> None:
+def test_bought_nodes_host_only_their_job_and_are_given_back_when_it_is_done_with_them() -> None:
     st = grown_state(nodes=0)
     st.submit(job("gang", gpus_per_pod=8, replicas=2, runtime_estimate=1000.0))
     p = schedule(st, 0.0, FCFS).provisions[0]
     st.provision_requested(p, 0.0)
-    st.submit(job("small", gpus_per_pod=1, submit=1.0, runtime_estimate=60.0))  # arrives first in line below
+    charged = st.growth.spent_in_window("q", 0.0)[0]
+    assert charged == pytest.approx(2 * 8 * (1000 + 600) / 3600)
+    st.submit(job("small", gpus_per_pod=1, submit=1.0, runtime_estimate=60.0))  # first in line below
     st.submit(job("gang2", gpus_per_pod=8, replicas=2, submit=2.0))
     names = arrive(st, "cloud-a100", p, 360.0)
-    result = cycle(st, 360.0, SchedulerConfig(queue_order="submit", provisioning=False))
+    no_buying = SchedulerConfig(queue_order="submit", provisioning=False)
+    result = cycle(st, 360.0, no_buying)
     assert admitted(result) == {"gang"}  # small and gang2 may not take the gang's nodes
-    assert result.pending["small"].reason is not PendingReason.PROVISIONING
     st.job_finished("gang", 1360.0)
-    st.cancel("small")
-    st.cancel("gang2")
+    result = cycle(st, 1400.0, no_buying)
+    assert admitted(result) == set()  # the gang is done with them: nobody else's
     assert schedule(st, 1500.0, FCFS).releases == ()  # idle for 140 s of 600
     released = schedule(st, 1360.0 + 600.0, FCFS).releases
     assert sorted(r.node for r in released) == names
     for r in released:
-        st.node_released(r.node)
+        st.node_released(r.node, 1960.0)
     assert not st.growth.members["cloud-a100"]
     assert not any(n in st.nodes() for n in names)
+    # the queue pays what the nodes really cost: 2 x 8 GPUs from ready (360) until given back (1960)
+    assert st.growth.spent_in_window("q", 1960.0)[0] == pytest.approx(2 * 8 * 1600 / 3600)
+
+
+def test_bought_nodes_whose_job_never_comes_are_given_back_after_the_booking() -> None:
+    st = grown_state(nodes=0)
+    st.submit(job("gang", gpus_per_pod=8, replicas=2, runtime_estimate=1000.0))
+    p = schedule(st, 0.0, FCFS).provisions[0]
+    st.provision_requested(p, 0.0)
+    st.cancel("gang")
+    names = arrive(st, "cloud-a100", p, 360.0, booking=600.0)  # nobody to keep them for: not kept
+    assert sorted(r.node for r in schedule(st, 360.0 + 600.0, FCFS).releases) == names
 
 
 def test_a_group_never_shrinks_below_its_minimum() -> None:
