@@ -65,3 +65,20 @@ def test_burst_clusters_must_be_able_to_grow() -> None:
     with pytest.raises(ValueError, match=r"count must not exceed autoscale\.max"):
         MusterConfig.model_validate({"clusters": [{"name": "c", "node_groups": [
             {"name": "a100", "count": 3, "gpus_per_node": 8, "autoscale": {"max": 2}}]}]})
+
+
+def test_the_burst_example_shortens_team_a_wait_and_buys_for_team_a_only() -> None:
+    from pathlib import Path
+
+    from services.simulator.workload import read_workload_csv
+    from services.spec.cluster_file import load_cluster_file
+
+    examples = Path(__file__).resolve().parents[3] / "examples" / "sim"
+    workload = read_workload_csv(examples / "two-teams.csv")
+    home = build_report(simulate(workload, load_cluster_file(examples / "cluster-two-teams.yaml"), SchedulerConfig()))
+    burst = build_report(simulate(workload, load_cluster_file(examples / "cluster-two-teams-burst.yaml"),
+                                  SchedulerConfig()))
+    assert burst["jobs_completed"] == home["jobs_completed"] == 120
+    assert burst["per_queue"]["team-a"]["avg_queue_s"] < home["per_queue"]["team-a"]["avg_queue_s"] / 2
+    assert set(burst["bought"]["per_queue"]) == {"team-a"}
+    assert burst["bought"]["money"] == pytest.approx(burst["bought"]["gpu_hours"] * 2.5)
