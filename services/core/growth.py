@@ -22,8 +22,9 @@ ready time as its estimated start. When the nodes come they are kept for the job
 other jobs may not use them meanwhile. A failed request gives its charge back and leaves the job waiting for
 existing capacity, its status saying why.
 
-A bought node hosts only the job it was bought for: kept for it until it starts (at most ``provision_booking_s``
-after the node is ready) and while it runs there, then for nobody. A member node of a growable group that has
+A bought node is kept for the job it was bought for until it starts (at most ``provision_booking_s`` after the
+node is ready); while that job runs there, jobs of its queue may use the GPUs it leaves free (the queue pays
+for the node anyway); once the job has left it, no new work goes there. A member node of a growable group that has
 held no pod for the group's ``idle_s`` (a bought one counted from when it stopped being kept) is given back
 (``Release``) while the group stays at or above its minimum; a bought node's queue is then charged what it
 really cost, from ready until given back, in place of the up-front charge. All of it is pure: ``now`` comes in, the

@@ -92,11 +92,20 @@ class GrowthBook:
         self.spent[queue] = (self.window_start(queue, now), max(used_hours + gpu_hours, 0.0),
                              max(used_money + money, 0.0))
 
-    def exclusive(self, now: float) -> dict[str, str]:
-        """Who may use each bought node at ``now``: the job it was bought for while it is kept for it, else
-        nobody (``""``: it only waits to be given back). A bought node never hosts other work, so it can be
-        given back as soon as its job is done with it, and its queue pays for that job alone."""
-        return {n: b.job_id if b.until > now else "" for n, b in self.booked.items()}
+    def exclusive(self, now: float) -> dict[str, tuple[str, str]]:
+        """Who may use each bought node at ``now``, as (job, queue): until the job it was bought for starts, that
+        job alone (``(job, "")``); while that job runs there, the jobs of its queue too (``("", queue)``: they
+        use the GPUs it leaves free, and the queue pays for the node anyway); once the job has left it, nobody
+        (``("", "")``: it only waits to be given back). So a bought node never outlives its job by new work."""
+        out: dict[str, tuple[str, str]] = {}
+        for n, b in self.booked.items():
+            if b.until <= now:
+                out[n] = ("", "")
+            elif math.isinf(b.until):
+                out[n] = ("", b.queue)
+            else:
+                out[n] = (b.job_id, "")
+        return out
 
     def kept_for(self, job_id: str, now: float) -> bool:
         return any(b.job_id == job_id and b.until > now for b in self.booked.values())

@@ -37,10 +37,10 @@ class Reservations:
         estimate_of: Callable[[Job], float],
         scope: ScopeOf,
         types_for: Callable[[Job], list[str]],
-        booked: Mapping[str, str] | None = None,
+        booked: Mapping[str, tuple[str, str]] | None = None,
     ) -> None:
         self._now = now
-        #: bought nodes (node -> the job they are kept for, "" for none): no other job may use them
+        #: bought nodes -> (the job, the queue) that may use them (``GrowthBook.exclusive``): no other job may
         self._booked = booked or {}
         self._estimate_of = estimate_of
         self._scope = scope
@@ -75,8 +75,11 @@ class Reservations:
         found = self._reserved_for(job)
         if not self._booked:
             return found
-        others = frozenset(n for n, j in self._booked.items() if j != job.job_id)
-        return Excluded(found.reserved | others, found.held) if others else found
+        others = tuple(sorted(n for n, (j, q) in self._booked.items() if j != job.job_id and q != job.queue))
+        if not others:
+            return found
+        # ``held`` keys the cycle's memo of placement misses: it names the bought nodes excluded too
+        return Excluded(found.reserved | frozenset(others), (*found.held, *(f"bought:{n}" for n in others)))
 
     def _reserved_for(self, job: Job) -> Excluded:
         held = self.held
@@ -95,7 +98,8 @@ class Reservations:
         found = self._excluding(tuple(r.job_id for r, _ in self.held))
         if not self._booked:
             return found
-        return Excluded(found.reserved | frozenset(self._booked), found.held)
+        return Excluded(found.reserved | frozenset(self._booked),
+                        (*found.held, *(f"bought:{n}" for n in sorted(self._booked))))
 
     def _excluding(self, held: tuple[str, ...]) -> Excluded:
         if not held:

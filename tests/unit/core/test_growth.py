@@ -273,3 +273,21 @@ def test_a_cycle_searches_a_bounded_number_of_jobs_and_buys_nothing_on_a_guess()
         st.provision_requested(p, 10.0)
     second = schedule(st, 20.0, FCFS)
     assert [p.job_id for p in second.provisions] == [f"w{i:02d}" for i in range(searched, n)]
+
+
+def test_while_its_job_runs_a_bought_node_shares_its_free_gpus_with_the_jobs_of_its_queue_only() -> None:
+    st = grown_state(nodes=0)
+    st.submit(job("half", gpus_per_pod=4, runtime_estimate=3600.0))
+    p = schedule(st, 0.0, FCFS).provisions[0]
+    st.provision_requested(p, 0.0)
+    [name] = arrive(st, "cloud-a100", p, 360.0)
+    no_buying = SchedulerConfig(queue_order="submit", provisioning=False)
+    assert admitted(cycle(st, 360.0, no_buying)) == {"half"}
+    st.submit(job("theirs", queue="other", gpus_per_pod=4, submit=400.0))
+    st.submit(job("ours", gpus_per_pod=4, submit=401.0, runtime_estimate=600.0))
+    assert admitted(cycle(st, 410.0, no_buying)) == {"ours"}  # the queue that pays for the node
+    st.job_finished("ours", 1000.0)
+    st.job_finished("half", 3960.0)
+    st.submit(job("later", gpus_per_pod=4, submit=3970.0))
+    assert admitted(cycle(st, 3970.0, no_buying)) == set()  # its job has left: no new work
+    assert [r.node for r in schedule(st, 3960.0 + 600.0, FCFS).releases] == [name]
