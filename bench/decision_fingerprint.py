@@ -12,11 +12,17 @@ Cases: the four Pollux workloads (muster, tiresias, and muster with every multi-
 a cluster scaled to 0.2178 of its nodes (days 29-32 of the trace, busy ones). ``--quick`` keeps Pollux
 workload 1 and one Philly day (day 21).
 Wall times are printed for reference only; they are not part of the fingerprint.
+
+Decisions and statuses are hashed in a canonical text (``canonical``) that leaves out every field holding its
+default, so a new field of a decision (added with a default that keeps the old meaning) does not change the
+fingerprint of runs that never set it. The same script run over an older tree (``PYTHONPATH=OLD_TREE``)
+gives that tree's fingerprint in the same scheme.
 """
 
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import hashlib
 import json
 import sys
@@ -42,6 +48,22 @@ POLLUX = SimOptions(round_s=60.0, restart_cost_s=30.0, all_checkpointable=True)
 PHILLY_SCALE = 0.2178
 
 
+def canonical(value: Any) -> str:
+    """``repr`` of a value, but a dataclass shows only the fields that differ from their defaults."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        parts = []
+        for f in dataclasses.fields(value):
+            v = getattr(value, f.name)
+            if f.default is not dataclasses.MISSING and v == f.default:
+                continue
+            parts.append(f"{f.name}={canonical(v)}")
+        return f"{type(value).__name__}({', '.join(parts)})"
+    if isinstance(value, tuple | list):
+        inner = ", ".join(canonical(v) for v in value)
+        return f"({inner})" if isinstance(value, tuple) else f"[{inner}]"
+    return repr(value)
+
+
 class Recorder:
     """Wraps ``schedule`` and folds every result into one running hash."""
 
@@ -57,8 +79,8 @@ class Recorder:
         self.cycles += 1
         self.decisions += len(result.decisions)
         self.statuses += len(result.pending)
-        self.digest.update(repr((now, result.decisions)).encode())
-        self.digest.update(repr(sorted(result.pending.items())).encode())
+        self.digest.update(canonical((now, result.decisions)).encode())
+        self.digest.update(canonical(sorted(result.pending.items())).encode())
         return result
 
 

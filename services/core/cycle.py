@@ -329,13 +329,15 @@ class Cycle:
             memo.preemptor_queues = frozenset(pending[j].queue for j in self.st.victims_of if j in pending)
         return memo.preemptor_queues
 
-    def commit_admit(self, job: Job, gpu_type: str, placement: Placement, pods: int, borrowed: bool) -> None:
+    def commit_admit(self, job: Job, gpu_type: str, placement: Placement, pods: int, borrowed: bool,
+                     bought: bool = False) -> None:
         for a in placement.nodes:
             self.cap.take_for(job, a)
-        self.book.add(job.queue, job_request(job, gpu_type, pods), job.user, +1)
+        if not bought:
+            self.book.add(job.queue, job_request(job, gpu_type, pods), job.user, +1)
         out, memo = self.out, self.memo
         out.admitted[job.job_id] = (len(out.decisions), job, gpu_type)
-        out.decisions.append(Admit(job.job_id, job.attempt, placement, pods, borrowed))
+        out.decisions.append(Admit(job.job_id, job.attempt, placement, pods, borrowed, bought))
         out.admissions += 1
         memo.shares.pop(job.queue, None)
         memo.headroom.pop(job.queue, None)

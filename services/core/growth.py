@@ -3,18 +3,19 @@
 A job the walk found blocked on capacity (its quota is there, the nodes are not) may have nodes of a growable
 group bought for it (``Provision``) when all of these hold:
 
-- its quota would let it start now (bought nodes never buy quota), and nothing in the existing cluster can
-  host it at all or it waits for capacity;
-- its queue has a burst budget with room for the charge: the bought GPUs for the group's provisioning delay,
-  the job's estimated runtime and the group's idle time, in GPU-hours and in money;
+- it waits for capacity, or nothing in the existing cluster can host it, or its queue's quota is spent: work
+  on bought nodes runs outside the queue's quota (``Admit.bought``), paid by the burst budget alone;
+- its queue has a burst budget with room for the charge: the bought GPUs from ready until the job's estimated
+  end plus the group's idle time, in GPU-hours and in money;
 - a growable group can host its pods (GPU type, selector, taints, cluster pin, pod size) and has room below
   its maximum for the nodes its main role needs;
 - the bought nodes would be ready more than ``provision_margin_s`` before existing capacity would start it.
-  That start is the reservation the walk found for it, else the decisions' own estimate of when it starts
-  behind the jobs ahead of it, else the earliest time its pool frees up as the running jobs end as
-  estimated; unknown counts as never. So nothing is bought for work that existing capacity serves sooner.
-  The last search clones the capacity index, so a cycle makes at most ``MAX_SEARCHES_PER_CYCLE``; a job it
-  could not search gets nothing bought this cycle (never on a guess).
+  That start is, for a job waiting for quota, when its quota frees up; else the reservation the walk found
+  for it, else the decisions' own estimate of when it starts behind the jobs ahead of it, else the earliest
+  time its pool frees up as the running jobs end as estimated; unknown counts as never. So nothing is
+  bought for work that existing capacity serves sooner. The last search clones the capacity index, so a
+  cycle makes at most ``MAX_SEARCHES_PER_CYCLE``; a job it could not search gets nothing bought this cycle
+  (never on a guess).
 
 Among the groups that qualify the cheapest is taken, then the one ready first. One request per job is in
 flight at a time; while it is, the job waits with reason ``waiting_for_provisioning`` and the request's
@@ -41,8 +42,8 @@ from typing import TYPE_CHECKING
 from .backfill import find_reservation
 from .growth_book import GrowthBook
 from .model import GrowableGroup, Job, PendingReason, Provision, Release
-from .placement import node_eligible
-from .quota import job_request
+from .placement import Placer, node_eligible
+from .reservations import Excluded
 
 if TYPE_CHECKING:
     from .cycle import Cycle
@@ -56,8 +57,12 @@ MAX_SEARCHES_PER_CYCLE = 16
 #: ``existing_start`` when the cycle's searches are spent: not known, so nothing is bought
 NOT_SEARCHED = -math.inf
 
-_GROWS_FOR = (PendingReason.CAPACITY, PendingReason.RESERVATION, PendingReason.TOPOLOGY,
-              PendingReason.BEHIND_RESERVATION, PendingReason.NO_MATCHING_NODES)
+_CAPACITY_REASONS = (PendingReason.CAPACITY, PendingReason.RESERVATION, PendingReason.TOPOLOGY,
+                     PendingReason.BEHIND_RESERVATION, PendingReason.NO_MATCHING_NODES)
+#: a queue's quota is spent (or lent out): bought nodes carry its work beyond it, paid by its burst budget
+_QUOTA_REASONS = (PendingReason.QUEUE_QUOTA, PendingReason.COHORT_QUOTA, PendingReason.QUOTA_LENT,
+                  PendingReason.NON_PREEMPTIBLE_QUOTA)
+_GROWS_FOR = (*_CAPACITY_REASONS, *_QUOTA_REASONS)
 
 
 def pods_per_node(group: GrowableGroup, job: Job) -> int:
@@ -107,8 +112,6 @@ def consider(cycle: Cycle, job: Job, reason: PendingReason, start: float | None)
     runtime = cycle.estimate_of(job)
     best: tuple[float, float, str, Provision] | None = None
     for grp in candidates:
-        if not _quota_allows(cycle, job, grp):
-            continue
         nodes = math.ceil(max(job.min_size, 1) / pods_per_node(grp, job))
         if g.size(grp.name) + cycle.out.growing.get(grp.name, 0) + nodes > grp.max_nodes:
             continue
@@ -154,16 +157,30 @@ def message(cycle: Cycle, job: Job, reason: PendingReason) -> str | None:
     return None
 
 
-def _quota_allows(cycle: Cycle, job: Job, grp: GrowableGroup) -> bool:
-    """Whether the job's quota would let it start on the group's GPU type now (nodes never buy quota)."""
-    reason, _ = cycle.book.check(job.queue, job_request(job, grp.template.gpu_type, max(job.min_size, 1)),
-                                 may_borrow=job.preemptible)
-    return reason is None
+def admit_on_bought(cycle: Cycle, job: Job) -> bool:
+    """Step 3a: a job whose bought nodes are ready starts there, outside its queue's quota (True: admitted)."""
+    g, now = cycle.st.growth, cycle.now
+    kept = [n for n, b in g.booked.items() if b.job_id == job.job_id and now < b.until < math.inf]
+    if not kept:
+        return False
+    tenant = job.tenant or cycle.book.queues[job.queue].tenant
+    if tenant and tenant in cycle.st.exhausted:
+        return False
+    pods = max(job.min_size, 1)
+    others = Excluded(frozenset(cycle.cap.nodes).difference(kept), ("bought-for:" + job.job_id,))
+    for gpu_type in sorted({cycle.cap.nodes[n].gpu_type for n in kept if n in cycle.cap.nodes}):
+        placement = Placer(cycle.cap, job, others).place(gpu_type, pods, pods)
+        if placement is not None:
+            cycle.commit_admit(job, gpu_type, placement, pods, borrowed=False, bought=True)
+            return True
+    return False
 
 
 def existing_start(cycle: Cycle, job: Job, reason: PendingReason, start: float | None) -> float | None:
     """When existing capacity would start the job, as far as the cycle can tell (None: never, or unknown;
     ``NOT_SEARCHED``: the cycle's searches are spent, so it cannot tell)."""
+    if reason in _QUOTA_REASONS:
+        return cycle.forecast.quota_start(job, reason, start)  # when its quota frees up (None: never known)
     if reason is PendingReason.RESERVATION and start is not None:
         return start
     t = cycle.forecast.start_in_order(job, commit=False)

@@ -395,6 +395,7 @@ class RunningJob:
     start_time: float
     borrowed: bool = False
     terminating: bool = False
+    bought: bool = False  # runs on nodes bought for it: outside its queue's quota (``Admit.bought``)
     served_gpu_s: float = 0.0  # GPU-seconds this attempt received before its current size (``sized_at``)
     sized_at: float | None = None  # when it took its current size (None: at start_time)
     stopping_since: float | None = None  # when it was asked to stop: checkpoint and teardown are no service
@@ -439,6 +440,8 @@ class Admit:
     placement: Placement
     replicas: int
     borrowed: bool = False  # admitted on capacity borrowed from the cohort
+    #: placed on nodes bought for it (``growth``): paid by its queue's burst budget, not charged to its quota
+    bought: bool = False
     kind: DecisionKind = DecisionKind.ADMIT
 
 

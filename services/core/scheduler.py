@@ -11,8 +11,8 @@ from .consolidation import find_moves
 from .cycle import Cycle
 from .elastic import grow, grow_ahead_of, may_grow_in_walk
 from .fifo import fifo_global, fifo_per_queue
+from .growth import admit_on_bought, idle_releases
 from .growth import consider as consider_growth
-from .growth import idle_releases
 from .growth import message as growth_message
 from .model import (
     CycleResult,
@@ -305,6 +305,7 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
        victims will free, until they are gone.
     2. ``_start_whole``: an elastic job that would start below its full size preempts or shrinks running
        jobs to start whole, if victims are found as for any waiting job.
+    3a. ``growth.admit_on_bought``: nodes bought for it are ready: it starts there, outside its quota.
     3. ``Cycle.try_admit``: it starts now if its quota, its user's limit and free capacity allow.
     4. ``_make_room``: it waits for quota or capacity: one of the cycle's bounded victim searches (quota
        reclaim, priority, fair share, the queue's order) preempts or shrinks running jobs for it; if only
@@ -328,6 +329,8 @@ def _consider(cycle: Cycle, job: Job, position: int, report: bool) -> PendingRea
         verdict = _start_whole(cycle, job)  # 2
         looked = verdict is not None
         if verdict is None:
+            if cycle.st.growth.booked and admit_on_bought(cycle, job):  # 3a
+                return None
             found = cycle.try_admit(job)  # 3
             if found is None:
                 return None

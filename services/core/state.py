@@ -394,7 +394,7 @@ class SchedulerState:
                 gpu_type = node.gpu_type
                 break
         self.run_type[d.job_id] = gpu_type or job.gpu_type
-        rj = RunningJob(job, d.placement, d.replicas, now, borrowed=d.borrowed)
+        rj = RunningJob(job, d.placement, d.replicas, now, borrowed=d.borrowed, bought=d.bought)
         self._hold(rj, +1, now)
         if job.max_runtime_s is not None:
             heapq.heappush(self.run_deadlines, (now + job.max_runtime_s, d.job_id, now))
@@ -413,7 +413,8 @@ class SchedulerState:
                 self.node_jobs.get(a.node, {}).pop(job_id, None)
         if self.growth.node_group:
             self._note_idle(rj, sign, now)
-        self.book.add(job.queue, job_request(job, self.run_type[job_id], rj.replicas), job.user, sign)
+        if not rj.bought:  # work on nodes bought for it is paid by the burst budget, not charged to quota
+            self.book.add(job.queue, job_request(job, self.run_type[job_id], rj.replicas), job.user, sign)
         if sign > 0:
             self.running[job_id] = rj
             if not rj.terminating:

@@ -176,20 +176,17 @@ def philly_cluster(
 def with_burst(cluster: MusterConfig, nodes: int, delay_s: float, price_per_gpu_hour: float,
                gpu_hours: float) -> MusterConfig:
     """The partitioned set-up with a cloud to burst to: every VC may have up to ``nodes`` more nodes bought
-    (ready ``delay_s`` after they are asked for), kept in its own partition (its label, so its pool), its
-    queue's nominal quota raised by their GPUs and a burst budget of ``gpu_hours`` a month."""
+    (ready ``delay_s`` after they are asked for) in its own partition (its label, so its pool), within a burst
+    budget of ``gpu_hours`` a month. Its quota is unchanged: work on bought nodes runs outside it."""
     if not cluster.pools:
         raise ValueError("bursting is modelled for the partitioned set-up only")
-    grown: list[NodeGroupConfig] = []
-    queues: list[QueueConfig] = []
-    for q in cluster.queues:
-        home = next(g for c in cluster.clusters for g in c.node_groups if g.name == q.name)
-        grown.append(home.model_copy(update={
-            "count": 0, "topology": TopologyConfig(rack_prefix=f"cloud-{q.name}"),
-            "autoscale": AutoscaleConfig(max=nodes, provision_delay_s=delay_s, price_per_gpu_hour=price_per_gpu_hour)}))
-        quotas = {r: v.model_copy(update={"nominal": v.nominal + nodes * home.gpus_per_node})
-                  for r, v in q.quotas.items()}
-        queues.append(q.model_copy(update={"quotas": quotas, "burst_budget": BurstBudgetConfig(gpu_hours=gpu_hours)}))
+    grown = [
+        home.model_copy(update={
+            "count": 0, "topology": TopologyConfig(rack_prefix=f"cloud-{home.name}"),
+            "autoscale": AutoscaleConfig(max=nodes, provision_delay_s=delay_s, price_per_gpu_hour=price_per_gpu_hour)})
+        for c in cluster.clusters for home in c.node_groups
+    ]
+    queues = [q.model_copy(update={"burst_budget": BurstBudgetConfig(gpu_hours=gpu_hours)}) for q in cluster.queues]
     cloud = ClusterConfig(name="cloud", burst=True, node_groups=grown)
     return cluster.model_copy(update={"clusters": [*cluster.clusters, cloud], "queues": queues})
 

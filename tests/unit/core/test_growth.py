@@ -10,7 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st_
 
 from services.core import Job, PendingReason, SchedulerConfig, SchedulerState, schedule
-from services.core.model import BurstBudget, GrowableGroup, Provision
+from services.core.model import Admit, BurstBudget, GrowableGroup, Provision
 
 from .builders import FCFS, admitted, cycle, job, node, queue, state
 
@@ -84,11 +84,33 @@ def test_no_budget_or_too_small_a_budget_buys_nothing(budget: BurstBudget | None
     assert result.pending["gang"].reason is PendingReason.NO_MATCHING_NODES
 
 
-def test_quota_blocked_jobs_and_other_queues_buy_nothing() -> None:
+def test_work_beyond_its_queue_quota_runs_on_bought_nodes_outside_the_quota() -> None:
     st = grown_state(quota=16)
-    st.submit(job("gang", gpus_per_pod=8, replicas=4, runtime_estimate=1800.0))  # over its queue's 16 GPUs
-    st.submit(job("theirs", queue="other", gpus_per_pod=8, replicas=4, runtime_estimate=1800.0))  # no budget
-    assert schedule(st, 0.0, FCFS).provisions == ()
+    st.submit(job("home", gpus_per_pod=8, replicas=2, runtime_estimate=8 * 3600.0))
+    cycle(st, 0.0, FCFS)  # the queue's 16 GPUs are taken for 8 hours
+    st.submit(job("gang", gpus_per_pod=8, replicas=4, submit=1.0, runtime_estimate=1800.0))
+    st.submit(job("theirs", queue="other", gpus_per_pod=8, replicas=4, submit=2.0))  # no budget: never
+    result = schedule(st, 10.0, FCFS)
+    assert [(p.job_id, p.nodes) for p in result.provisions] == [("gang", 4)]
+    st.provision_requested(result.provisions[0], 10.0)
+    arrive(st, "cloud-a100", result.provisions[0], 370.0)
+    started = cycle(st, 370.0, FCFS)
+    [admit] = [d for d in started.decisions if isinstance(d, Admit)]
+    assert admit.job_id == "gang" and admit.bought
+    assert {a.node for a in admit.placement.nodes} == {f"cloud-a100-b{i}" for i in range(1, 5)}
+    assert st.queue_usage("q") == {"gpu:a100": 16}  # the bought work is not charged to the quota
+    st.job_finished("gang", 2170.0)
+    assert st.queue_usage("q") == {"gpu:a100": 16}
+
+
+def test_a_job_whose_quota_frees_up_soon_buys_nothing() -> None:
+    st = grown_state(quota=16)
+    st.submit(job("home", gpus_per_pod=8, replicas=2, runtime_estimate=200.0))
+    cycle(st, 0.0, FCFS)
+    st.submit(job("next", gpus_per_pod=8, replicas=2, submit=1.0, runtime_estimate=1800.0))
+    result = schedule(st, 10.0, FCFS)
+    assert result.provisions == ()  # its quota frees at 200; bought nodes would be ready at 370
+    assert result.pending["next"].reason is PendingReason.QUEUE_QUOTA
 
 
 def test_the_group_maximum_counts_requests_in_flight() -> None:
