@@ -77,12 +77,28 @@ class GrowthBook:
             return 0.0, 0.0
         return gpu_hours, money
 
+    def overrun(self, queue: str, now: float) -> tuple[float, float]:
+        """What the queue's bought nodes still held have cost by ``now`` beyond what was charged for them up front
+        (their jobs ran longer than estimated): counted against the budget before it is trued up."""
+        hours = money = 0.0
+        for b in self.booked.values():
+            if b.queue == queue:
+                extra = b.gpus * max(now - b.ready_at, 0.0) / 3600.0 - b.charged_gpu_hours
+                if extra > 0:
+                    hours += extra
+                    money += extra * b.price_per_gpu_hour
+        return hours, money
+
     def allows(self, queue: str, gpu_hours: float, money: float, now: float) -> bool:
-        """Whether the queue's budget has room for a further charge (no budget: never)."""
+        """Whether the queue's budget has room for a further charge (no budget: never), counting what its
+        bought nodes have really cost so far."""
         budget = self.budgets.get(queue)
         if budget is None:
             return False
         used_hours, used_money = self.spent_in_window(queue, now)
+        over_hours, over_money = self.overrun(queue, now)
+        used_hours += over_hours
+        used_money += over_money
         if budget.gpu_hours is not None and used_hours + gpu_hours > budget.gpu_hours + 1e-9:
             return False
         return not (budget.money is not None and used_money + money > budget.money + 1e-9)

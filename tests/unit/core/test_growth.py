@@ -313,3 +313,21 @@ def test_while_its_job_runs_a_bought_node_shares_its_free_gpus_with_the_jobs_of_
     st.submit(job("later", gpus_per_pod=4, submit=3970.0))
     assert admitted(cycle(st, 3970.0, no_buying)) == set()  # its job has left: no new work
     assert [r.node for r in schedule(st, 3960.0 + 600.0, FCFS).releases] == [name]
+
+
+def test_what_bought_nodes_really_cost_so_far_counts_against_the_budget_before_they_are_given_back() -> None:
+    st = grown_state(nodes=0, budget=BurstBudget(gpu_hours=40.0))
+    st.submit(job("long", gpus_per_pod=8, runtime_estimate=600.0))  # estimated 10 min, runs for hours
+    p = schedule(st, 0.0, FCFS).provisions[0]
+    assert p.gpu_hours == pytest.approx(8 * 1200 / 3600)
+    st.provision_requested(p, 0.0)
+    arrive(st, "cloud-a100", p, 360.0)
+    cycle(st, 360.0, FCFS)
+    st.submit(job("next", gpus_per_pod=8, replicas=2, submit=400.0, runtime_estimate=600.0))
+    nxt = schedule(st, 400.0, FCFS).provisions
+    assert [q.job_id for q in nxt] == ["next"]  # 2.7 + 5.3 GPU-hours of 40
+    st.provision_requested(nxt[0], 400.0)
+    st.submit(job("third", gpus_per_pod=8, replicas=2, submit=500.0, runtime_estimate=600.0))
+    assert [q.job_id for q in schedule(st, 500.0, FCFS).provisions] == ["third"]
+    # four hours on, "long" has cost 8 x 4 = 32 GPU-hours, not the 2.7 charged: 32 + 5.3 + 5.3 would pass 40
+    assert schedule(st, 360.0 + 4 * 3600.0, FCFS).provisions == ()
