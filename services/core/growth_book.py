@@ -111,14 +111,18 @@ class GrowthBook:
     def exclusive(self, now: float) -> dict[str, tuple[str, str]]:
         """Who may use each bought node at ``now``, as (job, queue): until the job it was bought for starts, that
         job alone (``(job, "")``); while that job runs there, the jobs of its queue too (``("", queue)``: they
-        use the GPUs it leaves free, and the queue pays for the node anyway); once the job has left it, nobody
+        use the GPUs it leaves free, and the queue pays for the node anyway) unless the queue's burst budget is
+        spent (nothing new may start there then: it would keep the node longer); once the job has left it, nobody
         (``("", "")``: it only waits to be given back). So a bought node never outlives its job by new work."""
         out: dict[str, tuple[str, str]] = {}
+        spent: dict[str, bool] = {}
         for n, b in self.booked.items():
             if b.until <= now:
                 out[n] = ("", "")
             elif math.isinf(b.until):
-                out[n] = ("", b.queue)
+                if b.queue not in spent:
+                    spent[b.queue] = not self.allows(b.queue, 0.0, 0.0, now)
+                out[n] = ("", "") if spent[b.queue] else ("", b.queue)  # a spent budget shares nothing more
             else:
                 out[n] = (b.job_id, "")
         return out

@@ -331,3 +331,19 @@ def test_what_bought_nodes_really_cost_so_far_counts_against_the_budget_before_t
     assert [q.job_id for q in schedule(st, 500.0, FCFS).provisions] == ["third"]
     # four hours on, "long" has cost 8 x 4 = 32 GPU-hours, not the 2.7 charged: 32 + 5.3 + 5.3 would pass 40
     assert schedule(st, 360.0 + 4 * 3600.0, FCFS).provisions == ()
+
+
+def test_once_the_budget_is_spent_a_bought_node_takes_no_more_work_of_its_queue() -> None:
+    st = grown_state(nodes=0, budget=BurstBudget(gpu_hours=10.0))
+    st.submit(job("half", gpus_per_pod=4, runtime_estimate=600.0))  # estimated 10 min, runs for hours
+    p = schedule(st, 0.0, FCFS).provisions[0]
+    st.provision_requested(p, 0.0)
+    arrive(st, "cloud-a100", p, 360.0)
+    no_buying = SchedulerConfig(queue_order="submit", provisioning=False)
+    assert admitted(cycle(st, 360.0, no_buying)) == {"half"}
+    st.submit(job("early", gpus_per_pod=4, submit=400.0, runtime_estimate=60.0))
+    assert admitted(cycle(st, 400.0, no_buying)) == {"early"}  # shares the free GPUs
+    st.job_finished("early", 460.0)
+    st.submit(job("late", gpus_per_pod=4, submit=2 * 3600.0))
+    # by two hours the node has cost 8 x 1.9 = 15 GPU-hours, past the 10 of the budget: nothing new goes there
+    assert admitted(cycle(st, 2 * 3600.0, no_buying)) == set()
