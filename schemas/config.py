@@ -320,6 +320,16 @@ class TenantDefined(_Defined):
     item: TenantConfig
 
 
+class ClusterDefined(_Defined):
+    """A cluster with node groups that can grow (``autoscale``): the queue manager buys nodes of them for waiting
+    jobs of queues with a burst budget. The gateway publishes the clusters of its configuration file that have
+    such a group (a cluster of fixed groups needs no definition: its nodes are observed)."""
+
+    TYPE: ClassVar[str] = "ClusterDefined"
+    KIND: ClassVar[str] = "cluster"
+    item: ClusterConfig
+
+
 class RecurringJobConfig(_Strict):
     """A job spec submitted again on its cron ``spec.schedule`` (UTC), like a Kubernetes CronJob.
 
@@ -359,5 +369,5 @@ class ConfigItemDeleted(Message):
 
 CONFIG: tuple[type[Message], ...] = (
     QueueDefined, CohortDefined, PriorityClassDefined, GpuTypeDefined, PoolDefined, TenantDefined,
-    RecurringJobDefined, ConfigItemDeleted,
+    RecurringJobDefined, ConfigItemDeleted, ClusterDefined,
 )

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated, ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import AwareDatetime, BaseModel, ConfigDict, Field
 
 from schemas.capacity import NodeName
 from schemas.envelope import JobId, Message, Name, Reason, Text
@@ -111,4 +111,38 @@ class JobRejected(_JobDecision):
     message: Text
 
 
-DECISIONS: tuple[type[Message], ...] = (JobAdmitted, JobPreemptionRequested, JobScaled, JobRejected)
+class NodesRequested(_JobDecision):
+    """Buy ``nodes`` nodes of node group ``group`` of ``cluster`` for the waiting job (its attempt): the dispatcher
+    asks the cluster's autoscaler with a ``ProvisioningRequest`` named ``request`` in ``namespace``. Each node is
+    expected to look like the group's (``gpus_per_node`` GPUs of ``gpu_type``) by ``ready_by``; the queue's
+    burst budget was charged ``gpu_hours`` and ``money`` for it up front."""
+
+    TYPE: ClassVar[str] = "NodesRequested"
+    queue: Name
+    namespace: Name
+    cluster: Name
+    group: Name
+    request: Name
+    nodes: int = Field(ge=1, le=4096)
+    gpus_per_node: int = Field(ge=0, le=64)
+    gpu_type: Name
+    ready_by: AwareDatetime
+    gpu_hours: float = Field(ge=0)
+    money: float = Field(ge=0)
+
+
+class NodeReleaseRequested(Message):
+    """Give back a bought node of ``group`` that has held no pod for the group's idle time: the dispatcher marks
+    it for scale-down (``muster.dev/scale-down`` taint), and the cluster's autoscaler removes it."""
+
+    TYPE: ClassVar[str] = "NodeReleaseRequested"
+    cluster: Name
+    group: Name
+    node: NodeName
+
+    def key(self) -> str:
+        return f"{self.cluster}/{self.node}"
+
+
+DECISIONS: tuple[type[Message], ...] = (JobAdmitted, JobPreemptionRequested, JobScaled, JobRejected, NodesRequested,
+                                        NodeReleaseRequested)

@@ -37,6 +37,8 @@ class JobRecord(BaseModel):
     replicas: int = Field(default=0, ge=0)
     placement: PlacementPlan | None = None
     borrowed: bool = False
+    bought: bool = Field(default=False, exclude_if=lambda v: not v,
+                         description="runs on nodes bought for it: paid by its queue's burst budget, outside quota")
     admitted_at: AwareDatetime | None = None
     finished_at: AwareDatetime | None = None
     reason: ReasonText = ""

@@ -23,6 +23,12 @@ GPU_FRACTION = "gpu-fraction"
 # -- nodes ------------------------------------------------------------------------------------------
 GPU_TYPE = "muster.dev/gpu-type"  # node label of the GPU type (Jobs select by it); a Job annotation too
 NODE_GROUP = "muster.dev/node-group"
+#: on a node the cloud made for a ProvisioningRequest: the request's name (``<namespace>.<name>`` is not needed:
+#: the request's name holds the job and attempt, unique across namespaces)
+PROVISIONING_REQUEST = "muster.dev/provisioning-request"
+#: the taint with which the dispatcher marks a bought node to give back: nothing new lands there, and the
+#: cluster's autoscaler removes it
+SCALE_DOWN = "muster.dev/scale-down"
 POOL = "muster.dev/pool"
 NVLINK_GROUPS = "muster.dev/nvlink-groups"  # node annotation: the NVLink / NUMA groups of its GPUs
 #: node label: how many of its nvidia.com/gpu may hold fractional pods (GPU sharing); absent: none
@@ -93,3 +99,13 @@ DELETED_BY = "muster.dev/deleted-by"
 DELETE_REASON = "muster.dev/delete-reason"
 #: on a suspended new revision: the name of the revision it replaces; it is released once that one's pods are gone
 REPLACES = "muster.dev/replaces"
+
+
+# -- capacity that grows: cluster-autoscaler's ProvisioningRequest ------------------------------------
+PROVISIONING_API = "autoscaling.x-k8s.io/v1"
+PROVISIONING_KIND = "ProvisioningRequest"
+PROVISIONING_PLURAL = "provisioningrequests"
+#: the class Muster asks for: all of the nodes or none, kept (booked) for the pods for a while once made
+PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
+#: the request's parameter that names the node group to grow (Muster decided which one is cheapest)
+NODE_GROUP_PARAMETER = "muster.dev/node-group"

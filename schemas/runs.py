@@ -148,8 +148,30 @@ class RunIdle(_RunEvent):
     pods: int = Field(ge=1, description="the pods whose GPUs were measured idle")
 
 
+class NodesProvisioned(_RunEvent):
+    """The cluster's autoscaler satisfied the attempt's ``ProvisioningRequest`` (condition ``Provisioned``):
+    ``nodes`` are the nodes it made for it (those labelled with the request, empty when the autoscaler labels
+    none)."""
+
+    TYPE: ClassVar[str] = "NodesProvisioned"
+    request: Name
+    group: Name
+    nodes: list[NodeName] = Field(default_factory=list, max_length=4096)
+
+
+class ProvisioningFailed(_RunEvent):
+    """The attempt's ``ProvisioningRequest`` failed (condition ``Failed``, or ``BookingExpired``/
+    ``CapacityRevoked`` before the job started there): the job waits for existing capacity."""
+
+    TYPE: ClassVar[str] = "ProvisioningFailed"
+    request: Name
+    reason: Reason
+    message: Text = ""
+
+
 RUNS: tuple[type[Message], ...] = (
     RunStarted, RunAllPodsReady, RunSucceeded, RunFailed, RunEvicted, RunDeleted, RunResized, RunIdle,
+    NodesProvisioned, ProvisioningFailed,
 )
 DISPATCHES: tuple[type[Message], ...] = (JobDispatched, DispatchFailed, JobStopped)
 
@@ -173,7 +195,8 @@ def ends_attempt(message: object, *, started: bool) -> bool:
       created, so the queue manager requeues the job as its next attempt. Once the attempt runs, a retryable
       failure is of a rescale, and the run goes on as it was.
     - Nothing else does (decisions, ``JobDispatched``, ``RunStarted``, ``RunAllPodsReady``, ``RunResized``,
-      ``RunIdle``: a preemption or an idle release ends the attempt with the ``JobStopped`` that follows).
+      ``RunIdle``: a preemption or an idle release ends the attempt with the ``JobStopped`` that follows;
+      ``NodesProvisioned``, ``ProvisioningFailed``: nodes bought for a waiting job, or not).
 
     ``started``: whether the attempt has been seen running (a ``RunStarted`` or ``RunAllPodsReady`` of it); the
     queue manager counts a job it is stopping as started, since its stop ends the attempt. Runs and dispatches

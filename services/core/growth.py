@@ -20,8 +20,9 @@ group bought for it (``Provision``) when all of these hold:
 Among the groups that qualify the cheapest is taken, then the one ready first. One request per job is in
 flight at a time; while it is, the job waits with reason ``waiting_for_provisioning`` and the request's
 ready time as its estimated start. When the nodes come they are kept for the job (``provision_booking_s``):
-other jobs may not use them meanwhile. A failed request gives its charge back and leaves the job waiting for
-existing capacity, its status saying why.
+other jobs may not use them meanwhile. A failed request (or one unanswered ``provision_timeout_s`` after the
+nodes were expected: ``overdue``) gives its charge back and leaves the job waiting for existing capacity, its
+status saying why; nothing more is bought for it for ``provision_retry_s``.
 
 A bought node is kept for the job it was bought for until it starts (at most ``provision_booking_s`` after the
 node is ready); while that job runs there, jobs of its queue may use the GPUs it leaves free (the queue pays
@@ -106,6 +107,9 @@ def consider(cycle: Cycle, job: Job, reason: PendingReason, start: float | None)
         return None
     if g.kept_for(job.job_id, cycle.now):
         return None  # its bought nodes are here: it waits for something else
+    failed = g.failed.get(job.job_id)
+    if failed is not None and cycle.now < failed[1] + cycle.cfg.provision_retry_s:
+        return None  # its last request failed a short while ago: it waits for existing capacity
     candidates = [grp for grp in sorted(g.groups.values(), key=lambda x: x.name) if can_host(grp, job)]
     if not candidates:
         return None
@@ -155,6 +159,12 @@ def message(cycle: Cycle, job: Job, reason: PendingReason) -> str | None:
     if failed is not None:
         return f"{cycle.out.info[job.job_id].message}; buying nodes failed ({failed[0]}), waiting for existing capacity"
     return None
+
+
+def overdue(book: GrowthBook, now: float, timeout_s: float) -> list[str]:
+    """The jobs whose request is still unanswered ``timeout_s`` after the nodes were expected: the caller fails
+    them (``SchedulerState.provision_failed``), and they wait for existing capacity."""
+    return sorted(job for job, p in book.requests.items() if now > p.ready_at + timeout_s)
 
 
 def admit_on_bought(cycle: Cycle, job: Job) -> bool:

@@ -675,6 +675,10 @@ class SchedulerConfig:
     provision_margin_s: float = 300.0
     # bought nodes are kept for the job they were bought for this long after they are ready
     provision_booking_s: float = 600.0
+    # a request not answered this long after its expected ready time counts as failed (``growth.overdue``)
+    provision_timeout_s: float = 900.0
+    # after a failed request, nothing more is bought for the job this long (it waits for existing capacity)
+    provision_retry_s: float = 1800.0
     # the flags an operator set explicitly (``MUSTER_SCHEDULER_<FLAG>``): a preset never overrides them
     explicit: frozenset[str] = frozenset()
 

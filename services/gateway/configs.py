@@ -6,6 +6,7 @@ from collections.abc import Sequence
 
 from schemas.api import JobView
 from schemas.config import (
+    ClusterConfig,
     CohortConfig,
     CohortDefined,
     GpuTypeConfig,
@@ -54,6 +55,12 @@ def file_items(cfg: MusterConfig) -> list[tuple[ConfigKind, ConfigItem]]:
     items += [("tenant", t) for t in cfg.tenants]
     items += [("queue", q) for q in cfg.queues]
     return items
+
+
+def growing_clusters(cfg: MusterConfig) -> list[ClusterConfig]:
+    """The clusters of a file with a node group that can grow: the queue manager must know them to buy nodes
+    (``ClusterDefined``); the others need no definition, their nodes are observed."""
+    return [c for c in cfg.clusters if any(g.autoscale is not None for g in c.node_groups)]
 
 
 def check_definition(kind: ConfigKind, name: str, item: ConfigItem, config: ConfigView) -> None:

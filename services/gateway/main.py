@@ -10,6 +10,7 @@ import os
 
 from prometheus_client import CollectorRegistry
 
+from schemas.config import ClusterDefined
 from schemas.envelope import Envelope
 from schemas.topics import (
     CAPACITY_TOPIC,
@@ -22,7 +23,7 @@ from schemas.topics import (
 )
 from services.gateway.app import create_app
 from services.gateway.auth import TokenTable
-from services.gateway.configs import file_items
+from services.gateway.configs import file_items, growing_clusters
 from services.gateway.context import GatewayContext
 from services.gateway.firing_loop import FiringLoop
 from services.gateway.http import bind, serve_app, socket_url
@@ -35,6 +36,7 @@ from services.runtime.kafka.table import CompactedTable
 from services.runtime.options import ServeOptions
 from services.runtime.service import BackgroundTask, ServiceMain, ServiceRunner, unless_stopped
 from services.spec.cluster_file import load_cluster_file
+from services.spec.config_items import CLUSTER
 
 log = logging.getLogger(__name__)
 
@@ -56,6 +58,10 @@ async def seed_config(ctx: GatewayContext, options: ServeOptions) -> int:
     published = 0
     for kind, item in file_items(cfg):
         if await ctx.define(kind, item, origin="seed") is not None:
+            published += 1
+    for cluster in growing_clusters(cfg):
+        if ctx.config.cluster(cluster.name) != cluster:
+            await ctx.publish_config(ClusterDefined(item=cluster), CLUSTER, "seed")
             published += 1
     log.info("seeded %d configuration items from %s", published, options.config_file)
     return published

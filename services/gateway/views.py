@@ -10,7 +10,7 @@ from collections import deque
 from dataclasses import dataclass
 from datetime import datetime
 
-from schemas.config import PriorityClassConfig, QueueConfig, RecurringJobConfig, TenantConfig
+from schemas.config import ClusterConfig, PriorityClassConfig, QueueConfig, RecurringJobConfig, TenantConfig
 from schemas.envelope import Envelope
 from schemas.status import JobStatusChanged
 from schemas.usage import QueueUsageReported
@@ -88,6 +88,10 @@ class ConfigView:
 
     def items(self, kind: ConfigKind) -> list[ConfigItem]:
         return self._config.of_kind(kind)
+
+    def cluster(self, name: str) -> ClusterConfig | None:
+        """A cluster with node groups that can grow, as the gateway seeded it."""
+        return self._config.clusters.get(name)
 
     def recurring(self, name: str) -> RecurringJobConfig | None:
         return self._config.recurring_jobs.get(name)

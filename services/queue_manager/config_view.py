@@ -10,6 +10,7 @@ from schemas.config import QueueConfig
 from schemas.envelope import Message
 from services.core import SchedulerState
 from services.queue_manager.pools import Shard, queue_pool
+from services.spec.cluster_file import burst_budget
 from services.spec.config_items import ConfigItems
 from services.spec.core_types import cohort_spec, queue_spec
 
@@ -40,6 +41,7 @@ class ConfigView(ConfigItems):
             queue = self.queues[change.name]
             if self.shard.owns(queue_pool(queue)):
                 state.set_queue(queue_spec(queue))
+                state.set_burst_budget(queue.name, burst_budget(queue))
             elif isinstance(change.previous, QueueConfig) and self.shard.owns(queue_pool(change.previous)):
                 log.warning("queue %r moved to pool %r, which this instance (%s) does not own: its jobs here "
                             "stay until a restart, new ones go to the pool's shard", change.name,

@@ -12,6 +12,7 @@ from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC
 from services.core import Admit, Preempt, Reject, Scale, SchedulerConfig, schedule
 from services.queue_manager.dependencies import expire_unknown, settle
 from services.queue_manager.entries import utc
+from services.queue_manager.growth import expire, released, requested
 from services.queue_manager.queue_state import Out, QueueState
 from services.spec.core_types import main_role_name, placement_plan
 
@@ -40,6 +41,7 @@ def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bo
     """``report`` False: decide only; waiting jobs keep the position and estimate of an earlier cycle."""
     out = CycleOutcome()
     out.add(expire_unknown(qs, now))  # jobs held for an unknown job too long end; their dependants follow
+    expire(qs, now, config)  # requests for nodes the cloud left unanswered too long count as failed
     result = schedule(qs.sched, now, config, report=report)
     for decision in result.decisions:
         entry = qs.jobs.get(decision.job_id)
@@ -52,6 +54,7 @@ def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bo
             entry.replicas = decision.replicas
             entry.placement = placement_plan(decision.placement, main_role_name(entry.spec))
             entry.borrowed = decision.borrowed
+            entry.bought = decision.bought
             entry.admitted_at = utc(now)
             out.records.append(qs.record(entry))
             out.decisions.append(qs.admitted(entry))
@@ -74,6 +77,8 @@ def run_cycle(qs: QueueState, now: float, config: SchedulerConfig, *, report: bo
                                                  reason=decision.reason[:MAX_REASON],
                                                  message=decision.message[:MAX_TEXT]))
             )
+    out.decisions += requested(qs, result.provisions, now)  # nodes to buy for waiting jobs
+    out.decisions += released(qs, result.releases, now)  # bought nodes idle long enough
     out.add(settle(qs, now))  # the jobs this cycle rejected end the jobs that waited for them
     for job_id, info in result.pending.items():
         entry = qs.jobs.get(job_id)

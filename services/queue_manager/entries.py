@@ -40,6 +40,7 @@ class JobEntry:
     replicas: int = 0
     placement: PlacementPlan | None = None
     borrowed: bool = False
+    bought: bool = False  # runs on nodes bought for it (outside its queue's quota)
     admitted_at: datetime | None = None
     finished_at: datetime | None = None
     reason: str = ""
@@ -91,6 +92,7 @@ class JobEntry:
             replicas=self.replicas,
             placement=self.placement,
             borrowed=self.borrowed,
+            bought=self.bought,
             admitted_at=self.admitted_at,
             finished_at=self.finished_at,
             reason=self.reason[:MAX_REASON],
@@ -114,6 +116,7 @@ class JobEntry:
             replicas=rec.replicas,
             placement=rec.placement,
             borrowed=rec.borrowed,
+            bought=rec.bought,
             admitted_at=rec.admitted_at,
             finished_at=rec.finished_at,
             reason=rec.reason,
@@ -171,6 +174,7 @@ class JobEntry:
         self.replicas = 0
         self.placement = None
         self.borrowed = False
+        self.bought = False
         self.admitted_at = None
         self.reason = reason
         self.message = message

@@ -19,11 +19,13 @@ from schemas.envelope import Message
 from schemas.kube import POOL
 from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC, STATUS_TOPIC
 from schemas.usage import BudgetStatusReported, QueueUsageReported
-from services.core import Job, SchedulerConfig, SchedulerState, queue_order
+from services.core import Job, Node, SchedulerConfig, SchedulerState, queue_order
 from services.queue_manager.config_view import ConfigView
 from services.queue_manager.entries import JobEntry
+from services.queue_manager.growth_view import GrowthView
 from services.queue_manager.pools import Shard, node_pool
 from services.queue_manager.status import StatusBook
+from services.spec.config_items import CLUSTER
 from services.spec.core_types import configured_job, node_from_state
 
 #: How many applied input event ids are remembered to recognise a redelivered input.
@@ -54,12 +56,14 @@ class QueueState:
     held_unknown: dict[str, None] = field(default_factory=dict)  # ... of which some wait for an unknown job
     waiters: dict[str, dict[str, None]] = field(default_factory=dict)  # job id or name -> held jobs waiting
     woken: set[str] = field(default_factory=set)  # held jobs to judge again (what they wait for changed)
+    growth: GrowthView = field(default_factory=GrowthView)  # node groups that can grow (``growth``)
+    policy: SchedulerConfig = field(default_factory=SchedulerConfig)  # the scheduler's knobs
 
     @classmethod
     def for_shard(cls, shard: Shard, config: SchedulerConfig | None = None) -> QueueState:
         """The state of one shard, its queues ranked as ``config``'s policy orders them."""
         cfg = config or SchedulerConfig()
-        qs = cls(sched=SchedulerState(half_life_s=cfg.fair_share_half_life_s, order=queue_order(cfg)))
+        qs = cls(sched=SchedulerState(half_life_s=cfg.fair_share_half_life_s, order=queue_order(cfg)), policy=cfg)
         qs.config.shard = shard
         return qs
 
@@ -177,41 +181,53 @@ class QueueState:
 
     # ------------------------------------------------------------ compacted inputs
 
-    def fold_config(self, key: str, message: Message | None) -> bool:
+    def fold_config(self, key: str, message: Message | None, now: float = 0.0) -> bool:
+        """``now``: when the service folds it (a growable group's nodes count as idle from then)."""
         changed = self.config.fold_into(key, message, self.sched)
+        if key.startswith(f"{CLUSTER}/") or isinstance(message, PoolDefined) or key.startswith("pool/"):
+            self.growth.fold_clusters(self.sched, self.config.clusters.values(), self.config.pools.values(),
+                                      self.nodes, now)
+            changed = changed or key.startswith(f"{CLUSTER}/")
         pools_changed = isinstance(message, PoolDefined) or (
             isinstance(message, ConfigItemDeleted) and message.kind == "pool") or (
             message is None and key.startswith("pool/"))
         if changed and pools_changed:
             for state in self.nodes.values():
-                self._place_node(state)
+                if not self.growth.held_back(self.sched, state, now):
+                    self.place_node(state)
         return changed
 
-    def fold_capacity(self, key: str, message: Message | None) -> bool:
+    def fold_capacity(self, key: str, message: Message | None, now: float = 0.0) -> bool:
+        """``now``: when the service folds it (a node of a growable group counts as idle from then)."""
         if isinstance(message, NodeStateObserved):
             state = message.state
             if not state.healthy and state.unhealthy_since is None:  # a report that does not say since when
                 state = state.model_copy(update={"unhealthy_since": message.observed_at})
             self.nodes[state.node] = state
-            self._place_node(state)
+            if not self.growth.held_back(self.sched, state, now):
+                self.place_node(state)
         elif isinstance(message, NodeRemoved):
             self.nodes.pop(message.node, None)
-            self.sched.remove_node(message.node)
+            self.growth.node_gone(self.sched, message.node, now)
         elif message is None and "/" in key:
             name = key.split("/", 1)[1]
             self.nodes.pop(name, None)
-            self.sched.remove_node(name)
+            self.growth.node_gone(self.sched, name, now)
         else:
             return False
         return True
 
-    def _place_node(self, state: NodeState) -> None:
+    def core_node(self, state: NodeState) -> Node:
+        """The node as the core sees it: labelled with its pool."""
+        return node_from_state(state, {POOL: node_pool(state.labels, self.config.pools.values())})
+
+    def place_node(self, state: NodeState) -> None:
         """Show the node to the core, labelled with its pool, if this shard owns that pool; else hide it."""
-        pool = node_pool(state.labels, self.config.pools.values())
-        if not self.shard.owns(pool):
+        node = self.core_node(state)
+        if not self.shard.owns(node.labels[POOL]):
             self.sched.remove_node(state.node)
             return
-        self.sched.upsert_node(node_from_state(state, {POOL: pool}))
+        self.sched.upsert_node(node)
 
     def fold_usage(self, message: Message | None) -> bool:
         if isinstance(message, QueueUsageReported):

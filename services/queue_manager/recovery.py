@@ -58,7 +58,8 @@ def rebuild(qs: QueueState, records: Iterable[tuple[JobRecord, str | None]]) -> 
             continue
         admitted_at = entry.admitted_at.timestamp()
         placement = placement_from_plan(entry.placement, main_role_name(entry.spec))
-        qs.sched.apply(Admit(entry.job_id, entry.attempt, placement, entry.replicas, entry.borrowed), admitted_at)
+        qs.sched.apply(Admit(entry.job_id, entry.attempt, placement, entry.replicas, entry.borrowed,
+                             bought=entry.bought), admitted_at)
         if entry.state == "admitted":
             republish.append(qs.admitted(entry))
         elif entry.state == "preempting":

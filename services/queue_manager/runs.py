@@ -28,6 +28,8 @@ from schemas.runs import (
     NOT_RESTARTED_REASONS,
     DispatchFailed,
     JobStopped,
+    NodesProvisioned,
+    ProvisioningFailed,
     RunAllPodsReady,
     RunDeleted,
     RunEvicted,
@@ -40,6 +42,7 @@ from schemas.runs import (
 )
 from services.core import Preempt, PreemptReason
 from services.queue_manager.entries import JobEntry
+from services.queue_manager.growth import on_provisioning
 from services.queue_manager.queue_state import Out, QueueState
 from services.spec.core_types import main_role_name, placement_plan
 
@@ -56,6 +59,9 @@ def on_run(qs: QueueState, message: Message, now: float) -> list[Out]:
     attempt = getattr(message, "attempt", None)
     if entry is None or entry.terminal or attempt != entry.attempt:
         return []  # unknown, finished, or an event of an earlier attempt
+    if isinstance(message, NodesProvisioned | ProvisioningFailed):
+        on_provisioning(qs, message, now)
+        return []  # its status follows (the job is dirty)
     if isinstance(message, RunStarted | RunAllPodsReady):
         if entry.state != "admitted":
             return []

@@ -162,13 +162,13 @@ class QueueManager:
     # ------------------------------------------------------------ compacted inputs (followed)
 
     def _on_config(self, key: str, envelope: Envelope | None) -> None:
-        if self.state.fold_config(key, envelope.payload if envelope else None):
+        if self.state.fold_config(key, envelope.payload if envelope else None, self.clock()):
             self._mark_changed()
         for problem in self._tags.note(self.state.config, envelope.payload if envelope else None):
             log.error("%s", problem)
 
     def _on_capacity(self, key: str, envelope: Envelope | None) -> None:
-        if self.state.fold_capacity(key, envelope.payload if envelope else None):
+        if self.state.fold_capacity(key, envelope.payload if envelope else None, self.clock()):
             self._mark_changed()
 
     def _on_usage(self, key: str, envelope: Envelope | None) -> None:

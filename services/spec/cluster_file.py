@@ -18,7 +18,7 @@ from types import MappingProxyType
 
 import yaml
 
-from schemas.config import MusterConfig, NodeGroupConfig, PoolConfig
+from schemas.config import ClusterConfig, MusterConfig, NodeGroupConfig, PoolConfig, QueueConfig
 from schemas.kube import GPU_TYPE, NODE_GROUP, POOL
 from services.core.model import BurstBudget, CohortSpec, GrowableGroup, Node, QueueSpec
 from services.spec.core_types import cohort_spec, queue_spec
@@ -68,8 +68,12 @@ def node_pool(labels: Mapping[str, str], pools: Iterable[PoolConfig]) -> str:
 
 def group_node(cfg: MusterConfig, cluster: str, group: NodeGroupConfig, name: str, index: int) -> Node:
     """One node of a group as the core sees it, labelled with its group, GPU type and pool."""
+    return _node(cfg.pools, cluster, group, name, index)
+
+
+def _node(pools: Iterable[PoolConfig], cluster: str, group: NodeGroupConfig, name: str, index: int) -> Node:
     own = {**group.labels, NODE_GROUP: group.name, GPU_TYPE: group.gpu_type}
-    labels = {**own, POOL_LABEL: node_pool(own, cfg.pools)}
+    labels = {**own, POOL_LABEL: node_pool(own, pools)}
     topo = {"zone": group.topology.zone, "block": group.topology.block, "rack": rack_of(group, index)}
     return Node(
         name=name,
@@ -104,29 +108,40 @@ def bought_node_name(group: str, serial: int) -> str:
     return f"{group}-b{serial}"
 
 
+def growable_groups(cluster: ClusterConfig, pools: Iterable[PoolConfig]) -> list[tuple[GrowableGroup, NodeGroupConfig]]:
+    """The node groups of ``cluster`` that can grow, as the core sees them (labelled with their pool), each with
+    its configuration."""
+    pools = list(pools)
+    out: list[tuple[GrowableGroup, NodeGroupConfig]] = []
+    for group in cluster.node_groups:
+        auto = group.autoscale
+        if auto is None:
+            continue
+        name = growable_group_name(cluster.name, group)
+        template = _node(pools, cluster.name, group, bought_node_name(name, 0), 0)
+        out.append((GrowableGroup(name, template, auto.min, auto.max, auto.provision_delay_s,
+                                  auto.price_per_gpu_hour, auto.idle_s), group))
+    return out
+
+
 def core_growable_groups(cfg: MusterConfig) -> list[tuple[GrowableGroup, list[str]]]:
     """The node groups that can grow, each with the names of the nodes it starts with."""
-    out: list[tuple[GrowableGroup, list[str]]] = []
-    for cluster in cfg.clusters:
-        for group in cluster.node_groups:
-            auto = group.autoscale
-            if auto is None:
-                continue
-            name = growable_group_name(cluster.name, group)
-            template = group_node(cfg, cluster.name, group, bought_node_name(name, 0), 0)
-            grown = GrowableGroup(name, template, auto.min, auto.max, auto.provision_delay_s,
-                                  auto.price_per_gpu_hour, auto.idle_s)
-            out.append((grown, group_node_names(cluster.name, group)))
-    return out
+    return [(grown, group_node_names(cluster.name, group))
+            for cluster in cfg.clusters for grown, group in growable_groups(cluster, cfg.pools)]
 
 
 BUDGET_WINDOW_S = {"day": 24 * 3600.0, "week": 7 * 24 * 3600.0, "month": 30 * 24 * 3600.0}
 
 
+def burst_budget(queue: QueueConfig) -> BurstBudget | None:
+    """A queue's burst budget as the core checks it (None: nothing is bought for its jobs)."""
+    b = queue.burst_budget
+    return None if b is None else BurstBudget(b.gpu_hours, b.money, BUDGET_WINDOW_S[b.window])
+
+
 def core_burst_budgets(cfg: MusterConfig) -> dict[str, BurstBudget]:
     """Each queue's burst budget, as the core checks it."""
-    return {q.name: BurstBudget(q.burst_budget.gpu_hours, q.burst_budget.money, BUDGET_WINDOW_S[q.burst_budget.window])
-            for q in cfg.queues if q.burst_budget is not None}
+    return {q.name: b for q in cfg.queues if (b := burst_budget(q)) is not None}
 
 
 def core_queues(cfg: MusterConfig) -> list[QueueSpec]:

@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 
 from schemas.config import (
+    ClusterConfig,
     CohortConfig,
     ConfigItemDeleted,
     GpuTypeConfig,
@@ -26,6 +27,8 @@ from schemas.envelope import Message
 ConfigKind = Literal["queue", "cohort", "priority-class", "gpu-type", "pool", "tenant"]
 ConfigItem = QueueConfig | CohortConfig | PriorityClassConfig | GpuTypeConfig | PoolConfig | TenantConfig
 RECURRING_JOB = "recurring-job"
+#: clusters with node groups that can grow (``ClusterDefined``): seeded from the gateway's file, not an API kind
+CLUSTER = "cluster"
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,8 +38,8 @@ class ConfigChange:
 
     kind: str
     name: str
-    item: ConfigItem | RecurringJobConfig | None
-    previous: ConfigItem | RecurringJobConfig | None = None
+    item: ConfigItem | RecurringJobConfig | ClusterConfig | None
+    previous: ConfigItem | RecurringJobConfig | ClusterConfig | None = None
 
 
 class ConfigItems:
@@ -50,10 +53,11 @@ class ConfigItems:
         self.pools: dict[str, PoolConfig] = {}
         self.tenants: dict[str, TenantConfig] = {}
         self.recurring_jobs: dict[str, RecurringJobConfig] = {}
+        self.clusters: dict[str, ClusterConfig] = {}
         self._by_kind: dict[str, dict[str, Any]] = {
             "queue": self.queues, "cohort": self.cohorts, "priority-class": self.priority_classes,
             "gpu-type": self.gpu_types, "pool": self.pools, "tenant": self.tenants,
-            RECURRING_JOB: self.recurring_jobs,
+            RECURRING_JOB: self.recurring_jobs, CLUSTER: self.clusters,
         }
         if base is not None:
             for kind, items in (("queue", base.queues), ("cohort", base.cohorts),

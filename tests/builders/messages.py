@@ -6,11 +6,15 @@ from datetime import UTC, datetime
 
 from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved, NodeTopology, Taint
 from schemas.config import (
+    AutoscaleConfig,
+    ClusterConfig,
+    ClusterDefined,
     CohortConfig,
     CohortDefined,
     ConfigItemDeleted,
     GpuTypeConfig,
     GpuTypeDefined,
+    NodeGroupConfig,
     PoolConfig,
     PoolDefined,
     PriorityClassConfig,
@@ -23,7 +27,16 @@ from schemas.config import (
     TenantConfig,
     TenantDefined,
 )
-from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected, JobScaled, NodePods, PlacementPlan
+from schemas.decisions import (
+    JobAdmitted,
+    JobPreemptionRequested,
+    JobRejected,
+    JobScaled,
+    NodePods,
+    NodeReleaseRequested,
+    NodesRequested,
+    PlacementPlan,
+)
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SubmitJob, SuspendJob
 from schemas.jobs import JobRecord, JobRecorded
@@ -32,7 +45,9 @@ from schemas.runs import (
     DispatchFailed,
     JobDispatched,
     JobStopped,
+    NodesProvisioned,
     PodBound,
+    ProvisioningFailed,
     RunAllPodsReady,
     RunDeleted,
     RunEvicted,
@@ -95,6 +110,10 @@ def example_messages() -> list[Message]:
                                preemptor="j-0002", cluster="east"),
         JobScaled(job_id=job, attempt=1, replicas=4, placement=_placement()),
         JobRejected(job_id=job, attempt=0, reason="no_matching_nodes", message="no node has 16 GPUs"),
+        NodesRequested(job_id=job, attempt=1, queue="team-a", namespace="team-a", cluster="cloud", group="a100",
+                       request="j-0001-a1", nodes=4, gpus_per_node=8, gpu_type="a100", ready_by=T0, gpu_hours=96.0,
+                       money=288.0),
+        NodeReleaseRequested(cluster="cloud", group="a100", node="cloud-a100-b1"),
         JobDispatched(**run, namespace="team-a", object_name="j-0001-a1"),
         DispatchFailed(**run, reason="invalid", message="admission webhook denied", retryable=False),
         JobStopped(**run, reason="higher_priority", requeue=True, checkpointed=True),
@@ -106,6 +125,8 @@ def example_messages() -> list[Message]:
         RunDeleted(**run, by="muster"),
         RunResized(**run, replicas=4, pods=[PodBound(name="web-7d9f-x2", index=0, node="east-a100-1")]),
         RunIdle(**run, idle_since=T0, pods=1),
+        NodesProvisioned(**run, request="j-0001-a1", group="a100", nodes=["cloud-a100-b1", "cloud-a100-b2"]),
+        ProvisioningFailed(**run, request="j-0001-a1", reason="OutOfCapacity", message="no a100 left in the zone"),
         JobStatusChanged(job_id=job, tenant="team-a", queue="team-a", name="train-llm", state="pending", attempt=0,
                          priority_class="normal", replicas=4, gpus=32, position=3, reason="queue_quota_exhausted",
                          message="team-a uses 16/16 gpu:a100", estimated_start=T0, submitted_at=T0, updated_at=T0),
@@ -126,6 +147,9 @@ def example_messages() -> list[Message]:
             name="team-a.nightly", tenant="team-a", user="alice", created_at=T0,
             spec=example_spec().model_copy(update={"name": "nightly", "schedule": "0 2 * * *"}))),
         ConfigItemDeleted(kind="queue", name="old-queue"),
+        ClusterDefined(item=ClusterConfig(name="cloud", burst=True, node_groups=[NodeGroupConfig(
+            name="a100", count=0, gpus_per_node=8, gpu_type="a100",
+            autoscale=AutoscaleConfig(max=8, provision_delay_s=360, price_per_gpu_hour=3.0))])),
         JobRecorded(job_id=job, queue="team-a", record=JobRecord(
             submission=SubmitJob(job_id=job, tenant="team-a", user="alice", spec=example_spec(), submitted_at=T0),
             priority=100, state="running", attempt=1, replicas=4, placement=_placement(), admitted_at=T0)),

@@ -6,7 +6,15 @@ from __future__ import annotations
 
 import pytest
 
-from schemas.decisions import DECISIONS, JobAdmitted, JobPreemptionRequested, JobRejected, JobScaled
+from schemas.decisions import (
+    DECISIONS,
+    JobAdmitted,
+    JobPreemptionRequested,
+    JobRejected,
+    JobScaled,
+    NodeReleaseRequested,
+    NodesRequested,
+)
 from schemas.envelope import Message
 from schemas.runs import (
     ATTEMPT_ENDS,
@@ -15,6 +23,8 @@ from schemas.runs import (
     DispatchFailed,
     JobDispatched,
     JobStopped,
+    NodesProvisioned,
+    ProvisioningFailed,
     RunAllPodsReady,
     RunDeleted,
     RunEvicted,
@@ -64,6 +74,10 @@ TABLE: list[tuple[str, Message, bool, bool]] = [
     ("deleted, by whom unknown", RunDeleted(**_RUN), True, True),
     ("resized by its owner", _example(RunResized), False, False),
     ("idle: the stop that follows ends it", _example(RunIdle), False, False),
+    ("nodes requested for it", _example(NodesRequested), False, False),
+    ("a bought node released", _example(NodeReleaseRequested), False, False),
+    ("its nodes provisioned", _example(NodesProvisioned), False, False),
+    ("its provisioning failed: it waits for existing capacity", _example(ProvisioningFailed), False, False),
 ]
 
 
