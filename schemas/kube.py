@@ -104,7 +104,6 @@ REPLACES = "muster.dev/replaces"
 # -- capacity that grows: cluster-autoscaler's ProvisioningRequest ------------------------------------
 PROVISIONING_API = "autoscaling.x-k8s.io/v1"
 PROVISIONING_KIND = "ProvisioningRequest"
-PROVISIONING_PLURAL = "provisioningrequests"
 #: the class Muster asks for: all of the nodes or none, kept (booked) for the pods for a while once made
 PROVISIONING_CLASS = "best-effort-atomic-scale-up.autoscaling.x-k8s.io"
 #: the request's parameter that names the node group to grow (Muster decided which one is cheapest)

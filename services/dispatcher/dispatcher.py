@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import logging
 
-from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled
+from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled, NodeReleaseRequested, NodesRequested
 from schemas.envelope import Envelope
 from schemas.runs import RunFailed
-from services.dispatcher import admission, preemption_handshake, replacement, restarts, workloads
+from services.dispatcher import admission, preemption_handshake, provisioning, replacement, restarts, workloads
 from services.dispatcher.book import rebuild
 from services.dispatcher.context import Context
 from services.dispatcher.workloads import WorkloadOps
@@ -59,6 +59,10 @@ class Dispatcher:
         elif isinstance(payload, JobScaled):
             if not await workloads.scale(self.ctx, self.workload_ops, envelope, delivery):
                 await admission.scale(self.ctx, envelope, delivery)
+        elif isinstance(payload, NodesRequested):
+            await provisioning.request_nodes(self.ctx, envelope)
+        elif isinstance(payload, NodeReleaseRequested):
+            await provisioning.release_node(self.ctx, envelope)
         elif isinstance(payload, RunFailed) and not await workloads.on_failed(self.ctx, envelope, delivery):
             await restarts.on_run_failed(self.ctx, envelope, delivery)
 

@@ -15,6 +15,7 @@ from schemas.capacity import NodeRemoved
 from schemas.kube import JOB_ID
 from services.node_watcher.gpu_metrics import Samples, exporter_urls, merged, parse_selector, pod_utilisation
 from services.node_watcher.metrics import WatcherMetrics
+from services.node_watcher.provisioning import ProvisioningTracker
 from services.node_watcher.publisher import Outbox
 from services.node_watcher.runs import chain_of
 from services.node_watcher.tracker import NodeTracker, RunTracker
@@ -32,6 +33,7 @@ from services.runtime.kube import (
     pod_cache,
 )
 from services.runtime.kube.errors import is_not_found, status_of
+from services.runtime.kube.resources import PROVISIONING_REQUESTS
 from services.spec.kinds import KINDS, WorkloadKind
 
 log = logging.getLogger(__name__)
@@ -84,12 +86,14 @@ class NodeWatcher:
         self.nodes = NodeTracker(cluster)
         self.runs = RunTracker(cluster, node_down=self.nodes.down)
         self.workloads = WorkloadTracker(cluster)
+        self.provisioning = ProvisioningTracker(cluster)
         self.gpu_metrics = gpu_metrics or GpuMetrics()
         self.ready = asyncio.Event()
 
     def _on_node(self, event_type: str, obj: KubeObject) -> None:
         messages = self.nodes.on_node(event_type, obj, self.clock())
         self.outbox.put(messages)
+        self.outbox.put(self.provisioning.on_node(event_type, obj, self.clock()))
         if messages:
             self.metrics.capacity(self.nodes.published.values())
 
@@ -135,6 +139,29 @@ class NodeWatcher:
             informers.append(informer)
         return informers
 
+    def _on_request(self, event_type: str, obj: KubeObject) -> None:
+        self.outbox.put(self.provisioning.on_request(event_type, obj, self.clock()))
+
+    async def _request_informer(self) -> Informer | None:
+        """An informer of Muster's ProvisioningRequests, when the cluster serves them (else None)."""
+        try:
+            await self.rest.list(PROVISIONING_REQUESTS, label_selector=JOB_ID, page_size=1)
+        except Exception as exc:
+            if is_not_found(exc) or status_of(exc) == 403:
+                return None  # no autoscaler API here (or not allowed): nodes are never bought on this cluster
+            raise
+        informer = Informer(ApiEventSource(self.rest, PROVISIONING_REQUESTS, label_selector=JOB_ID),
+                            backoff=self.backoff)
+        informer.add_handler(self._on_request)
+        return informer
+
+    async def _tick_requests(self, stop: asyncio.Event) -> None:
+        """Answer provisioned requests whose nodes were not all observed within their grace period."""
+        while not stop.is_set():
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(stop.wait(), timeout=5.0)
+            self.outbox.put(self.provisioning.tick(self.clock()))
+
     async def run(self, stop: asyncio.Event) -> None:
         """Keep the three caches until ``stop`` is set."""
         pods = pod_cache(self.rest, backoff=self.backoff)
@@ -146,6 +173,9 @@ class NodeWatcher:
         informers: list[Informer] = [pods, jobs, nodes]
         try:
             workloads = await self._workload_informers()
+            requests = await self._request_informer()
+            if requests is not None:
+                workloads.append(requests)
             informers += workloads
             pods.start()
             jobs.start()
@@ -160,9 +190,12 @@ class NodeWatcher:
             log.info("cluster %s: watching %d nodes, %d pods, %d Muster jobs", self.cluster,
                      len(nodes.store), len(pods.store), len(jobs.store))
             self.ready.set()
-            if self.gpu_metrics.enabled:
-                await self._read_gpus(stop, pods)
-            await stop.wait()
+            async with asyncio.TaskGroup() as group:
+                if requests is not None:
+                    group.create_task(self._tick_requests(stop), name=f"node_watcher:{self.cluster}:requests")
+                if self.gpu_metrics.enabled:
+                    await self._read_gpus(stop, pods)
+                await stop.wait()
         finally:
             for informer in informers:
                 await informer.stop()

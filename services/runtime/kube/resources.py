@@ -40,3 +40,7 @@ PODS = Resource("v1", "Pod", "pods", namespaced=True)
 EVENTS = Resource("v1", "Event", "events", namespaced=True)
 JOBS = Resource("batch/v1", "Job", "jobs", namespaced=True)
 LEASES = Resource("coordination.k8s.io/v1", "Lease", "leases", namespaced=True)
+POD_TEMPLATES = Resource("v1", "PodTemplate", "podtemplates", namespaced=True)
+#: cluster-autoscaler's request for nodes (``schemas.kube.PROVISIONING_API``), where its CRD is installed
+PROVISIONING_REQUESTS = Resource("autoscaling.x-k8s.io/v1", "ProvisioningRequest", "provisioningrequests",
+                                 namespaced=True)
