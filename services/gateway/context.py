@@ -22,7 +22,7 @@ from services.gateway.errors import ApiError
 from services.gateway.metrics import GatewayMetrics
 from services.gateway.presenters import job_from_status, job_from_submission
 from services.gateway.publisher import Publisher
-from services.gateway.submission_rules import SubmissionPlan, plan_submission
+from services.gateway.submission_rules import SubmissionPlan, plan_submission, with_growth
 from services.gateway.submissions import RecentSubmissions
 from services.gateway.tenant_queues import PendingQueues
 from services.gateway.views import ConfigItem, ConfigKind, ConfigView, StatusView, UsageView
@@ -106,8 +106,9 @@ class GatewayContext:
     async def submit(self, spec: JobSpec, principal: Principal, idempotency_key: str | None,
                      *, source: str = "api") -> tuple[SubmissionPlan, JobView]:
         try:
+            sizes = with_growth(self.dashboard.nodes.sizes, self.config.clusters())
             plan = plan_submission(spec, principal, idempotency_key, self.config, self.status, self.recent,
-                                   self.fresh_id, self.dashboard.nodes.sizes)
+                                   self.fresh_id, sizes)
         except ApiError as exc:
             self.metrics.submissions.labels(source, exc.error).inc()
             raise

@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from datetime import datetime
 
-from schemas.config import QueueConfig, gpu_resource, is_gpu_resource
+from schemas.config import ClusterConfig, QueueConfig, gpu_resource, is_gpu_resource
 from schemas.jobspec import DependencySpec, JobSpec, SecuritySpec
 from schemas.status import JobStatusChanged
 from services.gateway.auth import Principal
@@ -91,6 +91,20 @@ def check_env(spec: JobSpec, *, field_prefix: str = "spec") -> None:
     if len(found) > 1:
         detail += f" (so do {', '.join(e['field'].rsplit('.', 1)[-1] for e in found[1:])})"
     raise ApiError(422, PLAIN_SECRET_ENV, detail, field=found[0]["field"])
+
+
+def with_growth(sizes: Mapping[tuple[str, str], Mapping[int, int]],
+                clusters: Iterable[ClusterConfig]) -> dict[tuple[str, str], dict[int, int]]:
+    """``sizes`` (observed nodes) with the nodes growable groups may still add (``autoscale.max`` less the group's
+    starting count): a job that fits only once its cluster grows is accepted, and waits for that."""
+    out = {shape: dict(by_size) for shape, by_size in sizes.items()}
+    for cluster in clusters:
+        for group in cluster.node_groups:
+            if group.autoscale is None or group.whole_gpus == 0:
+                continue
+            by_size = out.setdefault((cluster.name, group.gpu_type), {})
+            by_size[group.whole_gpus] = by_size.get(group.whole_gpus, 0) + max(group.autoscale.max - group.count, 0)
+    return out
 
 
 def check_capacity(spec: JobSpec, sizes: Mapping[tuple[str, str], Mapping[int, int]]) -> None:

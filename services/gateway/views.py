@@ -14,7 +14,7 @@ from schemas.config import ClusterConfig, PriorityClassConfig, QueueConfig, Recu
 from schemas.envelope import Envelope
 from schemas.status import JobStatusChanged
 from schemas.usage import QueueUsageReported
-from services.spec.config_items import RECURRING_JOB, ConfigItem, ConfigItems, ConfigKind
+from services.spec.config_items import CLUSTER, RECURRING_JOB, ConfigItem, ConfigItems, ConfigKind
 
 __all__ = ["ConfigItem", "ConfigKind", "ConfigView", "HistoryEntry", "StatusView", "UsageView"]
 
@@ -88,6 +88,10 @@ class ConfigView:
 
     def items(self, kind: ConfigKind) -> list[ConfigItem]:
         return self._config.of_kind(kind)
+
+    def clusters(self) -> list[ClusterConfig]:
+        """The clusters with node groups that can grow, by name."""
+        return self._config.of_kind(CLUSTER)
 
     def cluster(self, name: str) -> ClusterConfig | None:
         """A cluster with node groups that can grow, as the gateway seeded it."""

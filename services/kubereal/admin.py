@@ -118,3 +118,9 @@ class AdminApi:
                 return False
             raise
         return True
+
+
+def established(crd: KubeObject | None) -> bool:
+    """Whether a CustomResourceDefinition's API is served (its ``Established`` condition)."""
+    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
+    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)

@@ -1,6 +1,7 @@
 """What a fresh local control plane gets before Muster uses it: the cluster file's nodes as KWOK
-nodes, the ServiceAccounts and RBAC of ``deploy/kubernetes``, and one kubeconfig per Muster service
-that authenticates as that service's ServiceAccount (never as the admin).
+nodes, the ServiceAccounts and RBAC of ``deploy/kubernetes``, cluster-autoscaler's ProvisioningRequest API
+(``autoscaler_api``), and one kubeconfig per Muster service that authenticates as that service's
+ServiceAccount (never as the admin).
 
 Every step is idempotent: running it again on a cluster that has it all changes nothing but the
 tokens, which are requested anew.
@@ -10,6 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import copy
+import logging
 from collections.abc import Iterable
 from dataclasses import dataclass
 from pathlib import Path
@@ -18,6 +20,8 @@ from typing import Any
 import yaml
 
 from schemas.config import ClusterConfig
+from services.kubereal.autoscaler_api import install_provisioning_api
+from services.kubereal.build import BuildError
 from services.kubereal.controlplane import KWOK_NODE_ANNOTATION, ControlPlane
 from services.kubesim.nodes import cluster_nodes, node_ready
 from services.runtime.credentials import write_private
@@ -34,6 +38,8 @@ from services.runtime.kube import (
     delete,
 )
 from services.runtime.kube.errors import status_of
+
+log = logging.getLogger(__name__)
 
 DEPLOY_DIR = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 SYSTEM_NAMESPACE = "muster-system"
@@ -212,6 +218,15 @@ async def clear_workloads(rest: KubeRest, keep_namespaces: Iterable[str] = SYSTE
     return deleted
 
 
+async def _provisioning_api(plane: ControlPlane) -> None:
+    """cluster-autoscaler's ProvisioningRequest API, so node groups can grow (``autoscaler_api``); a plane without it
+    still runs everything else (Muster's requests for nodes then go unanswered and count as failed)."""
+    try:
+        await asyncio.to_thread(install_provisioning_api, plane, log.info)
+    except BuildError as exc:
+        log.warning("the ProvisioningRequest API is not installed on %s: %s", plane.url, exc)
+
+
 async def bootstrap(plane: ControlPlane, cluster: ClusterConfig | None, deploy_dir: Path = DEPLOY_DIR) -> Bootstrapped:
     """Nodes, RBAC and per-service kubeconfigs on a started control plane."""
     api = await build_api_client(kubeconfig=str(plane.admin_kubeconfig))
@@ -223,6 +238,7 @@ async def bootstrap(plane: ControlPlane, cluster: ClusterConfig | None, deploy_d
         for obj in manifests(deploy_dir / m for m in RBAC_MANIFESTS):
             await apply(rest, obj)
         nodes = await register_nodes(rest, cluster)
+        await _provisioning_api(plane)
         kubeconfigs: dict[str, Path] = {}
         for service, account in SERVICE_ACCOUNTS.items():
             token = await service_token(rest, account)

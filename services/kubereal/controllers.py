@@ -27,7 +27,7 @@ from typing import Self
 
 import httpx
 
-from services.kubereal.admin import AdminApi, ApiError, KubeObject
+from services.kubereal.admin import AdminApi, ApiError, KubeObject, established
 from services.kubereal.controller_build import ControllerBuild
 from services.kubereal.controller_catalog import resolve
 from services.kubereal.controller_launch import LAUNCHERS, PROBES, Launch, Site, webhook_identity
@@ -128,7 +128,7 @@ class Controllers:
                     names.append(crd["metadata"]["name"])
         deadline = time.monotonic() + self.ready_timeout
         for crd_name in names:
-            while not _established(api.get(CRD_API, "CustomResourceDefinition", crd_name)):
+            while not established(api.get(CRD_API, "CustomResourceDefinition", crd_name)):
                 if time.monotonic() > deadline:
                     raise ControllerError(f"CRD {crd_name} not Established after {self.ready_timeout:.0f}s")
                 time.sleep(0.1)
@@ -213,11 +213,6 @@ class Controllers:
                 raise ControllerError(f"{name} not ready after {self.ready_timeout:.0f}s ({last}); its log "
                                       f"({process.log_path}) ends:\n{tail(process.log_path)}")
             time.sleep(0.2)
-
-
-def _established(crd: KubeObject | None) -> bool:
-    conditions = ((crd or {}).get("status") or {}).get("conditions") or []
-    return any(c.get("type") == "Established" and c.get("status") == "True" for c in conditions)
 
 
 def _passes(request: Callable[[KubeObject], object], obj: KubeObject) -> Callable[[], str | None]:
