@@ -12,7 +12,7 @@ from typing import Any
 import click
 import yaml
 
-from schemas.config import MusterConfig
+from schemas.config import ClusterConfig, MusterConfig
 from schemas.topics import INTENTS_TOPIC
 from services.cli.contexts import remember
 from services.runtime.credentials import write_credentials, write_private
@@ -103,6 +103,7 @@ async def _real_clusters(cfg: MusterConfig, state_dir: Path, stack: contextlib.A
             checks.append(running.check_alive)
             _step(f"workload controllers on {cluster.name!r}: {', '.join(running.names)} (logs beside the plane's)")
         gpu_metrics = await _simulated_dcgm_exporter(plane.admin_kubeconfig, stack)
+        await _fake_cloud(cluster, stack, kubeconfig=plane.admin_kubeconfig)
         access[cluster.name] = ClusterAccess(plane.url, done.kubeconfigs, gpu_metrics=gpu_metrics)
         admins[cluster.name] = plane.admin_config
         _step(f"Kubernetes control plane {cluster.name!r}: {done.nodes} KWOK nodes at {plane.url} "
@@ -118,6 +119,30 @@ async def _simulated_dcgm_exporter(kubeconfig: Path, stack: contextlib.AsyncExit
 
     api = await stack.enter_async_context(await build_api_client(kubeconfig=str(kubeconfig)))
     return await stack.enter_async_context(DcgmExporter(KubeRest(api)).serve())
+
+
+async def _fake_cloud(cluster: ClusterConfig, stack: contextlib.AsyncExitStack, *, kubeconfig: Path | None = None,
+                      url: str | None = None) -> None:
+    """For a cluster with node groups that can grow: the cloud that answers its ProvisioningRequests with nodes
+    (KWOK nodes on a real control plane, given by ``kubeconfig``; on kubesim, at ``url``), in this process
+    (``services.kubereal.fake_cloud``), until ``muster up`` ends."""
+    if not any(g.autoscale is not None for g in cluster.node_groups):
+        return
+    from services.kubereal.fake_cloud import FakeCloud
+    from services.runtime.kube import KubeRest, build_api_client
+
+    client = await build_api_client(url) if url is not None else await build_api_client(kubeconfig=str(kubeconfig))
+    api = await stack.enter_async_context(client)
+    stop = asyncio.Event()
+    cloud = FakeCloud(KubeRest(api), cluster, kwok=url is None)
+    task = asyncio.create_task(cloud.run(stop), name=f"fake-cloud:{cluster.name}")
+    _step(f"fake cloud of {cluster.name!r}: sells nodes of its growable groups (answers ProvisioningRequests)")
+
+    async def stopped() -> None:
+        stop.set()
+        await task
+
+    stack.push_async_callback(stopped)
 
 
 async def _tenant_namespaces(kubeconfig: Path, namespaces: list[str]) -> None:
@@ -224,6 +249,7 @@ async def _run(cfg: MusterConfig, config_file: Path, state_dir: Path, bootstrap:
                     url = await stack.enter_async_context(sim.serve(host="127.0.0.1", port=port + i if port else 0))
                     # kubesim plays its nodes' DCGM exporters too (a pod's simulated GPU utilisation)
                     access[cluster.name] = ClusterAccess(url, gpu_metrics=url + DCGM_PATH)
+                    await _fake_cloud(cluster, stack, url=url)
                     gpus = sum(g.count * g.gpus_per_node for g in cluster.node_groups)
                     nodes = sum(g.count for g in cluster.node_groups)
                     _step(f"simulated cluster {cluster.name!r}: {nodes} nodes, {gpus} GPUs at {url}")

@@ -1,5 +1,5 @@
-"""A fake cloud for local control planes: it plays cluster-autoscaler's part for ``ProvisioningRequest``s, with
-KWOK nodes for machines. Not part of Muster's services: on a real cluster, cluster-autoscaler (or the cloud's
+"""A fake cloud for local clusters: it plays cluster-autoscaler's part for ``ProvisioningRequest``s, with KWOK
+nodes for machines on a real control plane (on kubesim, nodes it makes Ready itself). Not part of Muster's services: on a real cluster, cluster-autoscaler (or the cloud's
 own provisioner) answers the requests the dispatcher makes, and removes the nodes it marks.
 
 For each request of class ``best-effort-atomic-scale-up`` naming a node group of the cluster file
@@ -59,13 +59,14 @@ class FakeCloud:
     """The cloud of one cluster (``cluster``: its file entry, whose growable groups it sells)."""
 
     def __init__(self, rest: KubeRest, cluster: ClusterConfig, *, stock: Mapping[str, int] | None = None,
-                 poll_s: float = 1.0) -> None:
+                 poll_s: float = 1.0, kwok: bool = True) -> None:
         self.rest = rest
         self.cluster = cluster
         self.groups = {g.name: g for g in cluster.node_groups if g.autoscale is not None}
         self.stock = {name: (stock or {}).get(name, g.autoscale.max - g.count if g.autoscale else 0)
                       for name, g in self.groups.items()}
         self.poll_s = poll_s
+        self.kwok = kwok  # the nodes are KWOK's to make Ready (a real control plane); else made Ready (kubesim)
         self.made: dict[str, list[str]] = {}  # request "<namespace>/<name>" -> the nodes made for it
         self.removed: list[str] = []  # nodes given back, in order
 
@@ -147,7 +148,8 @@ class FakeCloud:
             if serial in taken:
                 continue
             name = f"{prefix}{serial}"
-            obj = kwok_node(node_object(self.cluster.name, group, group.count + serial, name, "10.255.0.1"))
+            made = node_object(self.cluster.name, group, group.count + serial, name, "10.255.0.1")
+            obj = kwok_node(made) if self.kwok else {"apiVersion": "v1", "kind": "Node", **made}
             obj["metadata"]["labels"][PROVISIONING_REQUEST] = request
             await create_or_get(self.rest, NODES, obj)
             names.append(name)

@@ -70,13 +70,21 @@ LEADERWORKERSETS = ResourceType("leaderworkersets", "leaderworkerset", "LeaderWo
 WORKLOAD_TYPES: tuple[ResourceType, ...] = (DEPLOYMENTS, STATEFULSETS, JOBSETS, TRAINJOBS, TRAINING_RUNTIMES,
                                             CLUSTER_TRAINING_RUNTIMES, RAYJOBS, RAYCLUSTERS, LEADERWORKERSETS)
 
-RESOURCE_TYPES: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, EVENTS, JOBS, LEASES, *WORKLOAD_TYPES)
+# -- capacity that grows: cluster-autoscaler's ProvisioningRequest and the PodTemplates it refers to (storage only;
+# the fake cloud of ``services.kubereal.fake_cloud`` answers the requests, as on the real control plane)
+POD_TEMPLATES = ResourceType("podtemplates", "podtemplate", "PodTemplate", "", "v1", True)
+PROVISIONING_REQUESTS = ResourceType("provisioningrequests", "provisioningrequest", "ProvisioningRequest",
+                                     "autoscaling.x-k8s.io", "v1", True, ("provreq",), ("status",), custom=True)
+
+RESOURCE_TYPES: tuple[ResourceType, ...] = (NAMESPACES, NODES, PODS, EVENTS, JOBS, LEASES, *WORKLOAD_TYPES,
+                                            POD_TEMPLATES, PROVISIONING_REQUESTS)
 
 GROUP_VERSIONS: dict[str, tuple[str, str]] = {
     "v1": ("", "v1"),
     "batch/v1": ("batch", "v1"),
     "coordination.k8s.io/v1": ("coordination.k8s.io", "v1"),
     **{rt.api_version: (rt.group, rt.version) for rt in WORKLOAD_TYPES},
+    PROVISIONING_REQUESTS.api_version: (PROVISIONING_REQUESTS.group, PROVISIONING_REQUESTS.version),
 }
 
 

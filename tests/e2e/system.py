@@ -26,6 +26,7 @@ from services.quota_accountant.main import QuotaAccountantMain
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube import (
     JOBS,
+    NODES,
     PODS,
     Backoff,
     KubeObject,
@@ -167,6 +168,20 @@ class Cluster:
         except TimeoutError:
             names = [j["metadata"]["name"] for j in left]
             raise AssertionError(f"Jobs of {job_id} still on {self.name} after {within}s: {names}") from None
+
+    async def wait_nodes_gone(self, names: set[str], *, within: float = 30.0) -> None:
+        """Wait until none of the named nodes is left on the cluster."""
+        left: set[str] = set(names)
+        try:
+            async with asyncio.timeout(within):
+                while True:
+                    nodes, _ = await self.rest.list(NODES)
+                    left = names & {n["metadata"]["name"] for n in nodes}
+                    if not left:
+                        return
+                    await asyncio.sleep(0.2)
+        except TimeoutError:
+            raise AssertionError(f"nodes still on {self.name} after {within}s: {sorted(left)}") from None
 
 
 @dataclass

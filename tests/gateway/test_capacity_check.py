@@ -6,10 +6,11 @@ import httpx
 import pytest
 
 from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
+from schemas.config import AutoscaleConfig, ClusterConfig, ClusterDefined, NodeGroupConfig
 from schemas.envelope import Envelope, Message, make_envelope
 from schemas.topics import INTENTS_TOPIC
 from tests.builders.jobspecs import job_spec
-from tests.gateway.builders import T0, Harness, auth
+from tests.gateway.builders import T0, Harness, auth, feed
 
 
 def add_node(gw: Harness, name: str, gpus: int, gpu_type: str = "a100", cluster: str = "east") -> None:
@@ -64,3 +65,15 @@ async def test_removed_nodes_no_longer_count(client: httpx.AsyncClient, two_node
     two_nodes.ctx.dashboard_feeds().capacity(gone.key(), _envelope(gone))
     r = await client.post("/v1/jobs", json=sized(8, 2), headers=auth("alice"))
     assert r.status_code == 422
+
+
+async def test_a_gang_that_fits_once_a_growable_group_grows_is_accepted(client: httpx.AsyncClient,
+                                                                       two_nodes: Harness) -> None:
+    """A cluster defined with a node group that can grow counts the nodes it may still add (max less count)."""
+    assert (await client.post("/v1/jobs", json=sized(8, 5), headers=auth("alice"))).status_code == 422
+    grows = NodeGroupConfig(name="burst", count=1, gpus_per_node=8, gpu_type="a100",
+                            autoscale=AutoscaleConfig(max=4))
+    feed(two_nodes.ctx.config, ClusterDefined(item=ClusterConfig(name="east", node_groups=[grows])))
+    assert (await client.post("/v1/jobs", json=sized(8, 5), headers=auth("alice"))).status_code == 202  # 2 + 3
+    r = await client.post("/v1/jobs", json=sized(8, 6), headers=auth("alice"))
+    assert r.status_code == 422 and "at most 5 fit" in r.json()["detail"]
