@@ -1,6 +1,7 @@
 """A fake cloud for local clusters: it plays cluster-autoscaler's part for ``ProvisioningRequest``s, with KWOK
-nodes for machines on a real control plane (on kubesim, nodes it makes Ready itself). Not part of Muster's services: on a real cluster, cluster-autoscaler (or the cloud's
-own provisioner) answers the requests the dispatcher makes, and removes the nodes it marks.
+nodes for machines on a real control plane (on kubesim, nodes it makes Ready itself). Not part of Muster's
+services: on a real cluster, cluster-autoscaler (or the cloud's own provisioner) answers the requests the
+dispatcher makes, and removes the nodes it marks.
 
 For each request of class ``best-effort-atomic-scale-up`` naming a node group of the cluster file
 (``muster.dev/node-group`` parameter) that can grow:

@@ -100,9 +100,20 @@ def on_provisioning(qs: QueueState, message: NodesProvisioned | ProvisioningFail
     template = qs.sched.growth.groups[p.group].template
     qs.growth.requests.pop(message.job_id, None)
     qs.dirty[message.job_id] = None
-    nodes = [_node_of(qs, name, template) for name in message.nodes]
+    names = list(message.nodes) or _unlabelled(qs, p)
+    nodes = [_node_of(qs, name, template) for name in names]
     qs.sched.provisioned(message.job_id, nodes, now, now + qs.policy.provision_booking_s)
     _show_held_nodes(qs, message.job_id, now)
+
+
+def _unlabelled(qs: QueueState, p: Provision) -> list[str]:
+    """The request's nodes when the autoscaler named none (cluster-autoscaler labels no node with its request):
+    the group's nodes that joined it since the request was made and hold nothing yet, newest first."""
+    book = qs.sched.growth
+    asked_at = p.ready_at - book.groups[p.group].provision_delay_s
+    fresh = [n for n in book.members.get(p.group, {}) if n not in book.booked and not qs.sched.node_jobs.get(n)
+             and book.idle_since.get(n, -1.0) >= asked_at]
+    return sorted(fresh, key=lambda n: (-book.idle_since[n], n))[:p.nodes]
 
 
 def _show_held_nodes(qs: QueueState, job_id: str, now: float) -> None:

@@ -194,3 +194,19 @@ def test_a_record_without_bought_reads_as_before() -> None:
     rec = JobRecord.model_validate_json(JobRecord(submission=submit("x"), priority=1, state="pending")
                                         .model_dump_json())
     assert not rec.bought and "bought" not in rec.model_dump(mode="json")
+
+
+def test_an_answer_that_names_no_nodes_books_the_groups_new_idle_nodes() -> None:
+    """cluster-autoscaler labels no node with its request: the nodes of the group that joined since are the job's."""
+    qs = _state()
+    _big(qs)
+    run_cycle(qs, NOW, CFG)
+    names = [f"cloud-a100-{i}" for i in range(4)]
+    for name in names:
+        n = _cloud_node(name, None)
+        qs.fold_capacity(n.key(), n, NOW + 300)
+    _input(qs, NodesProvisioned(**{**run_fields("big"), "cluster": "cloud"}, request=REQUEST, group="a100",
+                                nodes=[]), NOW + 360)
+    assert {n: b.job_id for n, b in qs.sched.growth.booked.items()} == dict.fromkeys(names, "big")
+    [adm] = of_type(run_cycle(qs, NOW + 361, CFG).decisions, JobAdmitted)
+    assert {n.node for n in adm.placement.nodes} == set(names)
