@@ -16,7 +16,14 @@ from pathlib import Path
 
 import pytest
 
-from schemas.config import AutoscaleConfig, BurstBudgetConfig, MusterConfig, NodeGroupConfig, TopologyConfig
+from schemas.config import (
+    AutoscaleConfig,
+    BurstBudgetConfig,
+    ClusterConfig,
+    MusterConfig,
+    NodeGroupConfig,
+    TopologyConfig,
+)
 from schemas.decisions import JobAdmitted, NodeReleaseRequested, NodesRequested
 from schemas.runs import NodesProvisioned, ProvisioningFailed
 from services.kubereal.fake_cloud import FakeCloud
@@ -48,17 +55,33 @@ def _config() -> MusterConfig:
                                              for q in cfg.queues]})
 
 
+def _burst_config() -> MusterConfig:
+    """The on-premises cluster (one 8-GPU node) and a cloud cluster to pour over into, empty until nodes are bought
+    (up to 4); team-a may spend 50 GPU-hours a month there."""
+    cloud = ClusterConfig(name="cloud", burst=True, node_groups=[NodeGroupConfig(
+        name="a100", count=0, gpus_per_node=8, gpu_type="a100", cpu=64, memory_gb=512,
+        topology=TopologyConfig(zone="cloud-z", block="b0", racks=1), taints=["nvidia.com/gpu"],
+        autoscale=AutoscaleConfig(max=4, provision_delay_s=DELAY_S, price_per_gpu_hour=4.0, idle_s=IDLE_S))])
+    cfg = muster_config([gpu_cluster("east", nodes=1, gpus_per_node=8), cloud], nominal=8)
+    return cfg.model_copy(update={"queues": [q.model_copy(update={
+        "burst_budget": BurstBudgetConfig(gpu_hours=50, window="month") if q.name == "team-a" else None})
+        for q in cfg.queues]})
+
+
 @contextlib.asynccontextmanager
 async def _growing(settings: KafkaSettings, real_kube: RealKube | None, tmp_path: Path,
-                   stock: dict[str, int] | None = None) -> AsyncIterator[tuple[System, FakeCloud]]:
-    config = _config()
+                   stock: dict[str, int] | None = None, config: MusterConfig | None = None,
+                   ) -> AsyncIterator[tuple[System, FakeCloud]]:
+    """The system, and the fake cloud of the config's (last) cluster with a growable group."""
+    config = config or _config()
+    grows = [c for c in config.clusters if any(g.autoscale is not None for g in c.node_groups)][-1]
     async with running_system(settings, config, tmp_path, real=real_kube) as system:
-        cluster = system.first_cluster()
+        cluster = system.clusters[grows.name]
         try:
             await cluster.rest.list(PROVISIONING_REQUESTS, page_size=1)
         except Exception as exc:
             pytest.fail(f"the control plane does not serve ProvisioningRequests: {exc}")
-        cloud = FakeCloud(cluster.rest, config.clusters[0], stock=stock, poll_s=0.5, kwok=real_kube is not None)
+        cloud = FakeCloud(cluster.rest, grows, stock=stock, poll_s=0.5, kwok=real_kube is not None)
         stop = asyncio.Event()
         task = asyncio.create_task(cloud.run(stop), name="fake-cloud")
         try:
@@ -69,9 +92,11 @@ async def _growing(settings: KafkaSettings, real_kube: RealKube | None, tmp_path
         assert system.log.dead_letters == [], "messages went to a dead-letter topic"
 
 
+@pytest.mark.realkube
 async def test_a_gang_too_big_for_the_cluster_runs_on_bought_nodes_given_back_once_idle(
-        e2e_settings: KafkaSettings, kube_backend: RealKube | None, tmp_path: Path) -> None:
-    async with _growing(e2e_settings, kube_backend, tmp_path) as (system, cloud):
+        e2e_settings: KafkaSettings, real_kube: RealKube, tmp_path: Path) -> None:
+    """On the real control plane (kubesim takes the same path in ``test_a_gang_pours_over_into_a_burst_cluster``)."""
+    async with _growing(e2e_settings, real_kube, tmp_path) as (system, cloud):
         api = system.api
         big = await api.submit(job_spec("big", gpus=8, replicas=4, duration_s=5.0))
         await system.log.wait_until(lambda: bool(system.log.messages(NodesRequested, job_id=big)), within=30,
@@ -121,3 +146,22 @@ async def test_a_request_the_cloud_cannot_serve_falls_back_to_waiting_with_the_r
         assert "OutOfCapacity" in status["message"], status
         assert len(system.log.messages(NodesRequested, job_id=big)) == 1  # not asked again at once
         await api.cancel(big)
+
+
+async def test_a_gang_pours_over_into_a_burst_cluster(e2e_settings: KafkaSettings, tmp_path: Path) -> None:
+    """Burst to a second cluster goes the same way, through the multi-cluster path (kubesim: two clusters)."""
+    async with _growing(e2e_settings, None, tmp_path, config=_burst_config()) as (system, cloud):
+        api = system.api
+        big = await api.submit(job_spec("big", gpus=8, replicas=2, duration_s=3.0))
+        await api.wait_state(big, "running", within=DELAY_S + 60)
+        [asked] = system.log.messages(NodesRequested, job_id=big)
+        assert (asked.cluster, asked.group, asked.nodes) == ("cloud", "a100", 2)
+        [admitted] = system.log.messages(JobAdmitted, job_id=big)
+        assert admitted.placement.cluster == "cloud"
+        assert all(n.node.startswith("cloud-a100-b") for n in admitted.placement.nodes)
+        assert await system.clusters["cloud"].pods(big) and not await system.clusters["east"].pods(big)
+        await api.wait_state(big, "succeeded", within=60)
+        await system.log.wait_until(lambda: len(system.log.messages(NodeReleaseRequested)) >= 2,
+                                    within=IDLE_S + 40, what="the cloud nodes given back")
+        await system.clusters["cloud"].wait_nodes_gone({n.node for n in admitted.placement.nodes}, within=30)
+        assert len(cloud.removed) == 2
