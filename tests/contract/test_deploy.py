@@ -49,10 +49,15 @@ WORKLOAD_RESOURCES = (("apps", "deployments"), ("apps", "statefulsets"), ("jobse
 MANAGE_VERBS = {"create", "get", "list", "patch", "delete"}
 EXPECTED_RULES: dict[str, dict[tuple[str, str], set[str]]] = {
     "node_watcher": {("", "nodes"): READ_VERBS, ("", "pods"): READ_VERBS, ("batch", "jobs"): READ_VERBS,
-                     **{r: READ_VERBS for r in WORKLOAD_RESOURCES}},
+                     **{r: READ_VERBS for r in WORKLOAD_RESOURCES},
+                     ("autoscaling.x-k8s.io", "provisioningrequests"): READ_VERBS},  # the autoscaler's answers
     "dispatcher": {("batch", "jobs"): MANAGE_VERBS,
                    ("", "pods"): {"list", "watch", "patch", "delete"}, ("", "pods/binding"): {"create"},
-                   ("", "nodes"): {"list", "watch"}, ("", "events"): {"create"},
+                   # patch: the scale-down taint of a bought node given back
+                   ("", "nodes"): {"list", "watch", "patch"}, ("", "events"): {"create"},
+                   # asking the cluster's autoscaler for nodes (services/dispatcher/provisioning.py)
+                   ("", "podtemplates"): {"create", "get"},
+                   ("autoscaling.x-k8s.io", "provisioningrequests"): {"create", "get"},
                    ("", "namespaces"): {"create", "get"},
                    **{r: MANAGE_VERBS for r in WORKLOAD_RESOURCES},
                    ("trainer.kubeflow.org", "clustertrainingruntimes"): {"get"},

@@ -14,7 +14,8 @@ async def test_discovery_and_version(api: Api) -> None:
     _, groups = await api.get("/apis")
     assert {g["name"] for g in groups["groups"]} == {
         "batch", "coordination.k8s.io", "apps", "jobset.x-k8s.io", "trainer.kubeflow.org", "ray.io",
-        "leaderworkerset.x-k8s.io"}  # the last five storage only: the workload kinds Muster queues
+        "leaderworkerset.x-k8s.io", "autoscaling.x-k8s.io"}  # storage only: the workload kinds Muster queues,
+    # and cluster-autoscaler's ProvisioningRequests
     _, core = await api.get("/api/v1")
     names = {r["name"] for r in core["resources"]}
     assert {"pods", "pods/status", "pods/log", "nodes", "nodes/status", "namespaces", "events"} <= names
