@@ -28,7 +28,11 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("dispatcher", "create", "", "pods", NAMESPACE, False),
     ("dispatcher", "create", "", "events", NAMESPACE, True),  # a cancelled user object left in place is told
     ("dispatcher", "delete", "", "events", NAMESPACE, False),
-    ("dispatcher", "patch", "", "nodes", None, False),
+    ("dispatcher", "patch", "", "nodes", None, True),  # the scale-down taint of a bought node given back
+    ("dispatcher", "delete", "", "nodes", None, False),
+    ("dispatcher", "create", "autoscaling.x-k8s.io", "provisioningrequests", NAMESPACE, True),
+    ("dispatcher", "delete", "autoscaling.x-k8s.io", "provisioningrequests", NAMESPACE, False),
+    ("dispatcher", "create", "", "podtemplates", NAMESPACE, True),
     ("dispatcher", "get", "", "secrets", NAMESPACE, False),
     ("dispatcher", "create", "", "namespaces", None, True),
     ("dispatcher", "delete", "", "namespaces", None, False),
@@ -36,6 +40,8 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("node-watcher", "watch", "", "pods", None, True),
     ("node-watcher", "watch", "batch", "jobs", None, True),
     ("node-watcher", "patch", "", "nodes", None, False),
+    ("node-watcher", "watch", "autoscaling.x-k8s.io", "provisioningrequests", None, True),
+    ("node-watcher", "patch", "autoscaling.x-k8s.io", "provisioningrequests", NAMESPACE, False),
     ("node-watcher", "create", "batch", "jobs", NAMESPACE, False),
     ("node-watcher", "delete", "", "pods", NAMESPACE, False),
     ("gateway", "watch", "batch", "jobs", None, True),
