@@ -136,7 +136,8 @@ def submit(qs: QueueState, msg: SubmitJob, now: float) -> list[Out]:
     entry = JobEntry(submission=msg, priority=priority or 0, state="pending")
     qs.add(entry)
     refusal = refuse(qs, msg)
-    if refusal is None and priority is None:
+    if refusal is None and priority is None and qs.config.priority_classes:
+        # with no priority class configured at all every job has priority 0, as the gateway accepts it
         refusal = Refusal.UNKNOWN_PRIORITY_CLASS, f"unknown priority class {msg.spec.priority_class!r}"
     if refusal is not None:
         reason, text = refusal

@@ -5,6 +5,7 @@ from __future__ import annotations
 import uuid
 from datetime import UTC, datetime
 
+from schemas.config import PriorityClassDefined
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected
 from schemas.envelope import Message
 from schemas.intents import CancelJob, ChangePriority, ResumeJob, ScaleJob, SuspendJob
@@ -16,7 +17,16 @@ from services.queue_manager.cycle_outcome import CycleOutcome, run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.queue_state import Out, QueueState
 from services.queue_manager.status import WAITING_REFRESH_S
-from tests.queue_manager.builders import NOW, T0, folded_state, node, of_type, run_fields, submit
+from tests.queue_manager.builders import (
+    NOW,
+    T0,
+    config_messages,
+    folded_state,
+    node,
+    of_type,
+    run_fields,
+    submit,
+)
 
 CFG = SchedulerConfig(min_runtime_s=0.0)
 
@@ -193,6 +203,20 @@ def test_unknown_priority_class_and_unknown_queue_are_rejected() -> None:
     (rej2,) = of_type(cycle(qs).decisions, JobRejected)
     assert (rej2.job_id, rej2.reason) == ("j2", "unknown_queue")
     assert qs.jobs["j2"].state == "rejected"
+
+
+def test_with_no_priority_class_configured_any_class_is_queued_at_priority_zero() -> None:
+    """As the gateway accepts it: a cluster file without priority classes does not reject every job."""
+    qs = QueueState()
+    for msg in config_messages(64):
+        if not isinstance(msg, PriorityClassDefined):
+            qs.fold_config(msg.key(), msg)
+    n = node("east-a100-0", 8)
+    qs.fold_capacity(n.key(), n)
+    feed(qs, submit("j1", priority_class="normal"))
+    assert qs.jobs["j1"].state == "pending" and qs.jobs["j1"].priority == 0
+    (adm,) = of_type(cycle(qs).decisions, JobAdmitted)
+    assert adm.job_id == "j1" and adm.priority == 0
 
 
 def test_unchanged_status_is_not_republished() -> None:
