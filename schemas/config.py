@@ -218,6 +218,11 @@ class ClusterConfig(_Strict):
                     "it usually starts empty (count 0)",
     )
 
+    @property
+    def grows(self) -> bool:
+        """Whether a node group of the cluster can grow (``autoscale``)."""
+        return any(g.autoscale is not None for g in self.node_groups)
+
     @model_validator(mode="after")
     def _burst_groups_grow(self) -> ClusterConfig:
         if self.burst:

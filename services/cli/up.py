@@ -126,7 +126,7 @@ async def _fake_cloud(cluster: ClusterConfig, stack: contextlib.AsyncExitStack, 
     """For a cluster with node groups that can grow: the cloud that answers its ProvisioningRequests with nodes
     (KWOK nodes on a real control plane, given by ``kubeconfig``; on kubesim, at ``url``), in this process
     (``services.kubereal.fake_cloud``), until ``muster up`` ends."""
-    if not any(g.autoscale is not None for g in cluster.node_groups):
+    if not cluster.grows:
         return
     from services.kubereal.fake_cloud import FakeCloud
     from services.runtime.kube import KubeRest, build_api_client

@@ -60,7 +60,7 @@ def file_items(cfg: MusterConfig) -> list[tuple[ConfigKind, ConfigItem]]:
 def growing_clusters(cfg: MusterConfig) -> list[ClusterConfig]:
     """The clusters of a file with a node group that can grow: the queue manager must know them to buy nodes
     (``ClusterDefined``); the others need no definition, their nodes are observed."""
-    return [c for c in cfg.clusters if any(g.autoscale is not None for g in c.node_groups)]
+    return [c for c in cfg.clusters if c.grows]
 
 
 def check_definition(kind: ConfigKind, name: str, item: ConfigItem, config: ConfigView) -> None:

@@ -8,6 +8,7 @@ asked of the API's discovery once per group version, so kinds from CRDs installe
 from __future__ import annotations
 
 import ssl
+import time
 from pathlib import Path
 from types import TracebackType
 from typing import Any, Self
@@ -118,6 +119,20 @@ class AdminApi:
                 return False
             raise
         return True
+
+    def wait_established(self, names: list[str], timeout_s: float) -> str | None:
+        """Wait until the API serves every named CustomResourceDefinition; the first one still not served after
+        ``timeout_s`` (None: all are)."""
+        deadline = time.monotonic() + timeout_s
+        for name in names:
+            while not established(self.get(CRD_API, "CustomResourceDefinition", name)):
+                if time.monotonic() > deadline:
+                    return name
+                time.sleep(0.1)
+        return None
+
+
+CRD_API = "apiextensions.k8s.io/v1"
 
 
 def established(crd: KubeObject | None) -> bool:

@@ -10,11 +10,10 @@ from __future__ import annotations
 
 import json
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
-from services.kubereal.admin import AdminApi, established
+from services.kubereal.admin import AdminApi
 from services.kubereal.build import BuildError, cache_root, go_environment, run_go
 from services.kubereal.controlplane import ControlPlane
 from services.kubereal.manifests import load
@@ -23,7 +22,6 @@ MODULE = "k8s.io/autoscaler/cluster-autoscaler/apis"
 VERSION = "v0.0.0-20240830133931-adfbe7e45277"
 CRD_FILE = "config/crd/autoscaling.x-k8s.io_provisioningrequests.yaml"
 CRD_NAME = "provisioningrequests.autoscaling.x-k8s.io"
-CRD_API = "apiextensions.k8s.io/v1"
 
 
 def provisioning_crd(log: Callable[[str], None] = print, environ: dict[str, str] | None = None) -> Path:
@@ -54,9 +52,5 @@ def install_provisioning_api(plane: ControlPlane, log: Callable[[str], None] = p
     with AdminApi(plane.url, plane.admin_token, plane.ca_file) as api:
         for crd in load(path):
             api.apply(crd)
-        deadline = time.monotonic() + timeout_s
-        while not established(api.get(CRD_API, "CustomResourceDefinition", CRD_NAME)):
-            if time.monotonic() > deadline:
-                raise BuildError(f"CRD {CRD_NAME} not Established after {timeout_s:.0f}s")
-            time.sleep(0.1)
-
+        if api.wait_established([CRD_NAME], timeout_s) is not None:
+            raise BuildError(f"CRD {CRD_NAME} not Established after {timeout_s:.0f}s")

@@ -27,7 +27,7 @@ from typing import Self
 
 import httpx
 
-from services.kubereal.admin import AdminApi, ApiError, KubeObject, established
+from services.kubereal.admin import AdminApi, ApiError, KubeObject
 from services.kubereal.controller_build import ControllerBuild
 from services.kubereal.controller_catalog import resolve
 from services.kubereal.controller_launch import LAUNCHERS, PROBES, Launch, Site, webhook_identity
@@ -39,7 +39,6 @@ from services.runtime.broker.probe import free_port
 from services.runtime.credentials import write_private
 
 PORT_RACE_TRIES = 3
-CRD_API = "apiextensions.k8s.io/v1"
 
 
 class ControllerError(ControlPlaneError):
@@ -126,12 +125,9 @@ class Controllers:
                 for crd in load(build.manifest(path)):
                     api.apply(crd)
                     names.append(crd["metadata"]["name"])
-        deadline = time.monotonic() + self.ready_timeout
-        for crd_name in names:
-            while not established(api.get(CRD_API, "CustomResourceDefinition", crd_name)):
-                if time.monotonic() > deadline:
-                    raise ControllerError(f"CRD {crd_name} not Established after {self.ready_timeout:.0f}s")
-                time.sleep(0.1)
+        late = api.wait_established(names, self.ready_timeout)
+        if late is not None:
+            raise ControllerError(f"CRD {late} not Established after {self.ready_timeout:.0f}s")
 
     def _site(self, name: str) -> Site:
         spec = self.builds[name].spec

@@ -30,6 +30,7 @@ from typing import Any
 from schemas.config import ClusterConfig, NodeGroupConfig
 from schemas.kube import NODE_GROUP, NODE_GROUP_PARAMETER, PROVISIONING_CLASS, PROVISIONING_REQUEST, SCALE_DOWN
 from services.kubereal.bootstrap import kwok_node
+from services.kubesim.meta import now_rfc3339
 from services.kubesim.nodes import node_object, node_ready
 from services.runtime.kube import NODES, PODS, KubeObject, KubeRest, PatchType, create_or_get, delete, patch
 from services.runtime.kube.errors import status_of
@@ -46,7 +47,7 @@ def _conditions(obj: KubeObject) -> dict[str, dict[str, Any]]:
 
 def _condition(kind: str, reason: str, message: str, generation: int) -> dict[str, Any]:
     return {"type": kind, "status": "True", "reason": reason, "message": message[:1000],
-            "lastTransitionTime": datetime.now(UTC).strftime("%Y-%m-%dT%H:%M:%SZ"), "observedGeneration": generation}
+            "lastTransitionTime": now_rfc3339(), "observedGeneration": generation}
 
 
 @dataclass
@@ -68,7 +69,6 @@ class FakeCloud:
                       for name, g in self.groups.items()}
         self.poll_s = poll_s
         self.kwok = kwok  # the nodes are KWOK's to make Ready (a real control plane); else made Ready (kubesim)
-        self.made: dict[str, list[str]] = {}  # request "<namespace>/<name>" -> the nodes made for it
         self.removed: list[str] = []  # nodes given back, in order
 
     async def run(self, stop: asyncio.Event) -> None:
@@ -92,7 +92,6 @@ class FakeCloud:
 
     async def _serve(self, request: KubeObject, nodes: list[KubeObject], now: datetime) -> None:
         meta = request["metadata"]
-        key = f"{meta.get('namespace')}/{meta['name']}"
         conditions = _conditions(request)
         if "Provisioned" in conditions or "Failed" in conditions:
             return
@@ -101,13 +100,14 @@ class FakeCloud:
             await self._set(request, [_condition("Accepted", "Accepted", "the fake cloud took the request",
                                                  generation)])
             conditions = _conditions(request)
-        answer = await self._provision(request, key, nodes, now)
+        answer = await self._provision(request, nodes, now)
         if answer is not None:
             await self._set(request, [*conditions.values(),
                                       _condition(answer.kind, answer.reason, answer.message, generation)])
 
-    async def _provision(self, request: KubeObject, key: str, nodes: list[KubeObject],
-                         now: datetime) -> _Answer | None:
+    async def _provision(self, request: KubeObject, nodes: list[KubeObject], now: datetime) -> _Answer | None:
+        """The answer to a request once there is one: its nodes (those labelled with it) are made after the
+        group's delay, then it is ``Provisioned`` once KWOK made them all Ready."""
         spec = request.get("spec") or {}
         wanted = sum(int(p.get("count") or 0) for p in spec.get("podSets") or [])
         group_name = (spec.get("parameters") or {}).get(NODE_GROUP_PARAMETER, "")
@@ -118,27 +118,26 @@ class FakeCloud:
             return _Answer("Failed", "UnknownNodeGroup", f"cluster {self.cluster.name} has no node group "
                            f"{group_name!r} that can grow")
         name = request["metadata"]["name"]
-        mine = [n for n in nodes if (n["metadata"].get("labels") or {}).get(PROVISIONING_REQUEST) == name]
-        if key not in self.made and not mine:
-            created = _created(request) or now
-            if (now - created).total_seconds() < group.autoscale.provision_delay_s:
-                return None  # the machines are on their way
-            if wanted > self.stock[group_name]:
+        mine = [n["metadata"]["name"] for n in nodes
+                if (n["metadata"].get("labels") or {}).get(PROVISIONING_REQUEST) == name]
+        if not mine and (now - (_created(request) or now)).total_seconds() < group.autoscale.provision_delay_s:
+            return None  # the machines are on their way
+        missing = wanted - len(mine)
+        if missing > 0:
+            if missing > self.stock[group_name]:
                 return _Answer("Failed", "OutOfCapacity", f"the cloud has {self.stock[group_name]} {group.gpu_type} "
                                f"node(s) of group {group_name} left; the request asks for {wanted}")
-            self.stock[group_name] -= wanted
-            self.made[key] = await self._make_nodes(group, name, wanted, nodes)
+            self.stock[group_name] -= missing
+            await self._make_nodes(group, name, missing, nodes)
             return None
-        made = self.made.get(key) or [n["metadata"]["name"] for n in mine]
-        self.made[key] = made
         ready = {n["metadata"]["name"] for n in nodes if node_ready(n)}
-        if not set(made) <= ready:
+        if not set(mine) <= ready:
             return None  # KWOK has not made them Ready yet
-        return _Answer("Provisioned", "Provisioned", f"{len(made)} node(s) of group {group_name} ready: "
-                       f"{', '.join(made)}")
+        return _Answer("Provisioned", "Provisioned", f"{len(mine)} node(s) of group {group_name} ready: "
+                       f"{', '.join(mine)}")
 
     async def _make_nodes(self, group: NodeGroupConfig, request: str, count: int,
-                          nodes: list[KubeObject]) -> list[str]:
+                          nodes: list[KubeObject]) -> None:
         prefix = f"{self.cluster.name}-{group.name}-b"
         taken = {int(n["metadata"]["name"][len(prefix):]) for n in nodes
                  if n["metadata"]["name"].startswith(prefix) and n["metadata"]["name"][len(prefix):].isdigit()}
@@ -155,7 +154,6 @@ class FakeCloud:
             await create_or_get(self.rest, NODES, obj)
             names.append(name)
         log.info("fake cloud of %s: made %s for %s", self.cluster.name, ", ".join(names), request)
-        return names
 
     async def _maybe_remove(self, node: KubeObject) -> None:
         taints = (node.get("spec") or {}).get("taints") or []

@@ -74,7 +74,7 @@ async def _growing(settings: KafkaSettings, real_kube: RealKube | None, tmp_path
                    ) -> AsyncIterator[tuple[System, FakeCloud]]:
     """The system, and the fake cloud of the config's (last) cluster with a growable group."""
     config = config or _config()
-    grows = [c for c in config.clusters if any(g.autoscale is not None for g in c.node_groups)][-1]
+    grows = [c for c in config.clusters if c.grows][-1]
     async with running_system(settings, config, tmp_path, real=real_kube) as system:
         cluster = system.clusters[grows.name]
         try:
