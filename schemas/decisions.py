@@ -86,6 +86,9 @@ class JobAdmitted(_JobDecision):
     #: whole-gang restarts the job already spent on its own failures in earlier attempts that ended with an
     #: infrastructure failure: the attempt starts with that many of its ``spec.max_restarts`` used
     restarts: int = Field(default=0, ge=0)
+    bought: bool = Field(default=False, exclude_if=lambda v: not v,
+                         description="runs on nodes bought for it: its queue's burst budget pays for them, so the "
+                                     "attempt is charged neither to the queue's quota nor to its usage")
 
 
 class JobPreemptionRequested(_JobDecision):
@@ -115,7 +118,8 @@ class NodesRequested(_JobDecision):
     """Buy ``nodes`` nodes of node group ``group`` of ``cluster`` for the waiting job (its attempt): the dispatcher
     asks the cluster's autoscaler with a ``ProvisioningRequest`` named ``request`` in ``namespace``. Each node is
     expected to look like the group's (``gpus_per_node`` GPUs of ``gpu_type``) by ``ready_by``; the queue's
-    burst budget was charged ``gpu_hours`` and ``money`` for it up front."""
+    burst budget was charged ``gpu_hours`` and ``money`` for it up front (the quota accountant charges the nodes'
+    real time from their answer to their release at ``price_per_gpu_hour``)."""
 
     TYPE: ClassVar[str] = "NodesRequested"
     queue: Name
@@ -129,16 +133,20 @@ class NodesRequested(_JobDecision):
     ready_by: AwareDatetime
     gpu_hours: float = Field(ge=0)
     money: float = Field(ge=0)
+    price_per_gpu_hour: float | None = Field(default=None, ge=0, exclude_if=lambda v: v is None,
+                                             description="what a node of the group costs per GPU and hour")
 
 
 class NodeReleaseRequested(Message):
     """Give back a bought node of ``group`` that has held no pod for the group's idle time: the dispatcher marks
-    it for scale-down (``muster.dev/scale-down`` taint), and the cluster's autoscaler removes it."""
+    it for scale-down (``muster.dev/scale-down`` taint), and the cluster's autoscaler removes it. ``queue`` is
+    the queue whose burst budget paid for the node (None for a node of the group that was not bought)."""
 
     TYPE: ClassVar[str] = "NodeReleaseRequested"
     cluster: Name
     group: Name
     node: NodeName
+    queue: Name | None = Field(default=None, exclude_if=lambda v: v is None)
 
     def key(self) -> str:
         return f"{self.cluster}/{self.node}"

@@ -66,4 +66,24 @@ class ChargebackRecorded(Message):
         return f"charge/{self.job_id}/{self.attempt}"
 
 
-USAGE: tuple[type[Message], ...] = (QueueUsageReported, BudgetStatusReported, ChargebackRecorded)
+class BurstSpendReported(Message):
+    """What a queue's bought nodes have cost in the current window of its burst budget (``window_start`` to
+    ``window_end``, UTC calendar day, ISO week or month): GPU-hours and money, from each node's ready time to
+    its release, nodes still held counted up to ``as_of``. The queue manager counts at least this much against
+    the budget, so a restart of it does not forget what was spent."""
+
+    TYPE: ClassVar[str] = "BurstSpendReported"
+    queue: Name
+    window: Literal["day", "week", "month"]
+    window_start: AwareDatetime
+    window_end: AwareDatetime
+    as_of: AwareDatetime
+    gpu_hours: float = Field(ge=0)
+    money: float = Field(ge=0)
+    nodes_held: int = Field(default=0, ge=0, description="bought nodes of the queue not given back yet")
+
+    def key(self) -> str:
+        return f"burst/{self.queue}"
+
+
+USAGE: tuple[type[Message], ...] = (QueueUsageReported, BudgetStatusReported, ChargebackRecorded, BurstSpendReported)

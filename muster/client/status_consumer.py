@@ -35,7 +35,7 @@ from muster.client.errors import TransportError
 from schemas.codec import DecodeError, decode
 from schemas.status import JobStatusChanged
 from schemas.topics import STATUS_TOPIC, USAGE_TOPIC
-from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from schemas.usage import BudgetStatusReported, BurstSpendReported, ChargebackRecorded, QueueUsageReported
 from services.runtime.kafka import FollowedRecord, KafkaSettings, RecordFollower
 from services.runtime.kafka.follow import KafkaError
 
@@ -61,9 +61,10 @@ class JobForgotten:
 
 @dataclass(frozen=True)
 class UsageReport:
-    """A report of the quota accountant (``muster.usage.v1``): a queue's usage, a tenant's budget, a charge."""
+    """A report of the quota accountant (``muster.usage.v1``): a queue's usage, a tenant's budget, a charge, a queue's
+    burst spend."""
 
-    report: QueueUsageReported | BudgetStatusReported | ChargebackRecorded
+    report: QueueUsageReported | BudgetStatusReported | ChargebackRecorded | BurstSpendReported
 
 
 StatusEvent = JobStatus | JobForgotten | UsageReport
@@ -152,7 +153,7 @@ class StatusConsumer:
             return None
         if isinstance(payload, JobStatusChanged):
             return JobStatus(payload, record.offset, record.partition)
-        if isinstance(payload, QueueUsageReported | BudgetStatusReported | ChargebackRecorded):
+        if isinstance(payload, QueueUsageReported | BudgetStatusReported | ChargebackRecorded | BurstSpendReported):
             return UsageReport(payload)
         self.skipped.add("unexpected_type")
         return None

@@ -1,6 +1,7 @@
 """What the state knows of capacity that grows: the growable node groups and their members, the requests for
 nodes in flight, the bought nodes kept for the job they were bought for, when each member went idle, and what
-each queue spent of its burst budget in the current window. Read by ``growth``, changed by ``SchedulerState``."""
+each queue spent of its burst budget in the current window (as this state charged it, and as the quota accountant
+last reported it). Read by ``growth``, changed by ``SchedulerState``."""
 
 from __future__ import annotations
 
@@ -26,7 +27,8 @@ class Bought:
 
 
 class GrowthBook:
-    __slots__ = ("booked", "budgets", "failed", "groups", "idle_since", "members", "node_group", "requests", "spent")
+    __slots__ = ("booked", "budgets", "failed", "groups", "idle_since", "members", "node_group", "reported", "requests",
+                 "spent")
 
     def __init__(self) -> None:
         self.groups: dict[str, GrowableGroup] = {}
@@ -38,6 +40,8 @@ class GrowthBook:
         self.idle_since: dict[str, float] = {}  # member node without pods -> since when
         self.failed: dict[str, tuple[str, float]] = {}  # job -> (why its last request failed, when)
         self.spent: dict[str, tuple[float, float, float]] = {}  # queue -> (window start, GPU-hours, money)
+        # queue -> (window start, window end, GPU-hours, money) the quota accountant last reported spent
+        self.reported: dict[str, tuple[float, float, float, float]] = {}
 
     def __bool__(self) -> bool:
         return bool(self.groups)
@@ -89,16 +93,27 @@ class GrowthBook:
                     money += extra * b.price_per_gpu_hour
         return hours, money
 
+    def used(self, queue: str, now: float) -> tuple[float, float]:
+        """GPU-hours and money the queue's budget has used by ``now``: what this state charged plus the overrun of
+        the nodes it still holds, or what the quota accountant reported for a window holding ``now`` when that is
+        more (this state was restarted, or a node was kept longer than charged): the accountant's figure is the
+        bought nodes' real time, and outlives a restart of the queue manager."""
+        hours, money = self.spent_in_window(queue, now)
+        over_hours, over_money = self.overrun(queue, now)
+        hours += over_hours
+        money += over_money
+        reported = self.reported.get(queue)
+        if reported is not None and reported[0] <= now < reported[1]:
+            hours, money = max(hours, reported[2]), max(money, reported[3])
+        return hours, money
+
     def allows(self, queue: str, gpu_hours: float, money: float, now: float) -> bool:
         """Whether the queue's budget has room for a further charge (no budget: never), counting what its
         bought nodes have really cost so far."""
         budget = self.budgets.get(queue)
         if budget is None:
             return False
-        used_hours, used_money = self.spent_in_window(queue, now)
-        over_hours, over_money = self.overrun(queue, now)
-        used_hours += over_hours
-        used_money += over_money
+        used_hours, used_money = self.used(queue, now)
         if budget.gpu_hours is not None and used_hours + gpu_hours > budget.gpu_hours + 1e-9:
             return False
         return not (budget.money is not None and used_money + money > budget.money + 1e-9)

@@ -86,6 +86,17 @@ class QuotaLine(_Body):
     lending_limit: int | None
 
 
+class BurstLine(_Body):
+    """What the queue's bought nodes cost in the current window of its burst budget (from the quota accountant)."""
+
+    window: str
+    gpu_hours: float
+    money: float
+    nodes_held: int
+    gpu_hour_budget: float | None = None
+    money_budget: float | None = None
+
+
 class QueueRow(_Body):
     name: str
     tenant: str
@@ -100,6 +111,7 @@ class QueueRow(_Body):
     budget_window: str | None = None
     gpu_hours_used: float | None = None
     gpu_hour_budget: float | None = None
+    burst: BurstLine | None = Field(None, description="bought nodes' spend, for a queue with a burst budget or spend")
     nominal_gpus: int = Field(0, description="the queue's nominal quota of GPUs, every GPU type together")
     fair_share_gpus: float | None = Field(None, description="the queue's fair share of its cohort's GPUs: "
                                           "fair_share times the nominal GPUs of every queue of the cohort "

@@ -17,9 +17,10 @@ from schemas.config import CohortConfig, QueueConfig, is_gpu_resource
 from schemas.jobs import JobRecord
 from schemas.jobspec import JobSpec
 from schemas.status import TERMINAL_STATES, JobStatusChanged
-from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from schemas.usage import BudgetStatusReported, BurstSpendReported, ChargebackRecorded, QueueUsageReported
 from services.gateway.auth import Principal
 from services.gateway.dashboard_models import (
+    BurstLine,
     Charge,
     CohortNode,
     Facets,
@@ -164,9 +165,21 @@ def _gpus(resources: dict[str, int] | dict[str, int | float]) -> int:
     return math.ceil(sum(v for k, v in resources.items() if is_gpu_resource(k)) - 1e-9)
 
 
+def _burst_line(queue: QueueConfig, report: BurstSpendReported | None) -> BurstLine | None:
+    budget = queue.burst_budget
+    if report is None and budget is None:
+        return None
+    return BurstLine(
+        window=report.window if report else budget.window if budget else "month",
+        gpu_hours=round(report.gpu_hours, 2) if report else 0.0, money=round(report.money, 2) if report else 0.0,
+        nodes_held=report.nodes_held if report else 0,
+        gpu_hour_budget=budget.gpu_hours if budget else None, money_budget=budget.money if budget else None)
+
+
 def queues_page(queues: Sequence[QueueConfig], cohorts: Sequence[CohortConfig],
                 usage: Callable[[str], QueueUsageReported | None], budget: Callable[[str], BudgetStatusReported | None],
-                jobs: Iterable[Listed], principal: Principal) -> QueuesPage:
+                jobs: Iterable[Listed], principal: Principal,
+                burst: Callable[[str], BurstSpendReported | None] = lambda _: None) -> QueuesPage:
     counts: dict[str, Counter[str]] = defaultdict(Counter)
     for job in jobs:
         counts[job.queue]["running" if job.state in HOLDING_GPUS else job.state] += 1
@@ -198,6 +211,7 @@ def queues_page(queues: Sequence[QueueConfig], cohorts: Sequence[CohortConfig],
             budget_window=tenant_budget.window if tenant_budget else None,
             gpu_hours_used=round(tenant_budget.gpu_hours_used, 2) if tenant_budget else None,
             gpu_hour_budget=tenant_budget.gpu_hour_budget if tenant_budget else None,
+            burst=_burst_line(queue, burst(queue.name)),
             nominal_gpus=_nominal_gpus(queue),
             fair_share_gpus=round(fair_share * sum(_nominal_gpus(p) for p in peers), 2),
         ))

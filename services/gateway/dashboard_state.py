@@ -24,7 +24,7 @@ from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved
 from schemas.envelope import Envelope
 from schemas.jobs import JobRecord, JobRecorded
 from schemas.status import JobStatusChanged
-from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from schemas.usage import BudgetStatusReported, BurstSpendReported, ChargebackRecorded, QueueUsageReported
 from services.gateway.dashboard_series import PlotSeries
 from services.gateway.job_runs import RunLog
 from services.gateway.live import Change, LiveHub
@@ -107,6 +107,7 @@ class LedgerView:
     def __init__(self) -> None:
         self._charges: dict[str, dict[int, ChargebackRecorded]] = {}
         self._budgets: dict[str, BudgetStatusReported] = {}
+        self._bursts: dict[str, BurstSpendReported] = {}
 
     def apply(self, key: str, envelope: Envelope | None) -> None:
         payload = envelope.payload if envelope is not None else None
@@ -119,6 +120,10 @@ class LedgerView:
             self._budgets[payload.tenant] = payload
         elif payload is None and key.startswith("budget/"):
             self._budgets.pop(key.removeprefix("budget/"), None)
+        elif isinstance(payload, BurstSpendReported):
+            self._bursts[payload.queue] = payload
+        elif payload is None and key.startswith("burst/"):
+            self._bursts.pop(key.removeprefix("burst/"), None)
 
     def charges(self, job_id: str) -> list[ChargebackRecorded]:
         attempts = self._charges.get(job_id, {})
@@ -126,6 +131,9 @@ class LedgerView:
 
     def budget(self, tenant: str) -> BudgetStatusReported | None:
         return self._budgets.get(tenant)
+
+    def burst(self, queue: str) -> BurstSpendReported | None:
+        return self._bursts.get(queue)
 
 
 class Admissions:

@@ -102,7 +102,7 @@ async def dashboard_queues(ctx: Context, caller: Caller) -> QueuesPage:
     """The cohort tree and, per queue, quota, use, borrowing, lending, waiting work, shares and budget."""
     cohorts = [c for c in ctx.config.items("cohort") if isinstance(c, CohortConfig)]
     return queues_page(ctx.config.queues(), cohorts, ctx.usage.queue, ctx.dashboard.ledger.budget,
-                       listed_jobs(ctx), caller)
+                       listed_jobs(ctx), caller, ctx.dashboard.ledger.burst)
 
 
 @router.get("/v1/dashboard/cluster", response_model=ClusterMap)

@@ -55,7 +55,8 @@ def requested(qs: QueueState, provisions: tuple[Provision, ...], now: float) -> 
             job_id=p.job_id, attempt=entry.attempt, queue=p.queue,
             namespace=qs.config.namespace(entry.submission.tenant), cluster=cluster, group=group.name,
             request=request, nodes=p.nodes, gpus_per_node=group.gpus_per_node, gpu_type=group.gpu_type,
-            ready_by=_utc(p.ready_at), gpu_hours=round(p.gpu_hours, 6), money=round(p.money, 6))))
+            ready_by=_utc(p.ready_at), gpu_hours=round(p.gpu_hours, 6), money=round(p.money, 6),
+            price_per_gpu_hour=qs.sched.growth.groups[p.group].price_per_gpu_hour)))
     return outs
 
 
@@ -63,13 +64,15 @@ def released(qs: QueueState, releases: tuple[Release, ...], now: float) -> list[
     """The cycle's nodes to give back: they leave the core now, and the dispatcher marks them for scale-down."""
     outs: list[Out] = []
     for r in releases:
+        bought = qs.sched.growth.booked.get(r.node)
         qs.sched.node_released(r.node, now)
         where = qs.growth.groups.get(r.group)
         if where is None:
             continue
         if r.node in qs.nodes:
             qs.growth.releasing.add(r.node)
-        outs.append(Out(DECISIONS_TOPIC, NodeReleaseRequested(cluster=where[0], group=where[1].name, node=r.node)))
+        outs.append(Out(DECISIONS_TOPIC, NodeReleaseRequested(cluster=where[0], group=where[1].name, node=r.node,
+                                                              queue=bought.queue if bought else None)))
     return outs
 
 

@@ -18,7 +18,7 @@ from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled, Pr
 from schemas.envelope import Message
 from schemas.kube import POOL
 from schemas.topics import DECISIONS_TOPIC, JOBS_TOPIC, STATUS_TOPIC
-from schemas.usage import BudgetStatusReported, QueueUsageReported
+from schemas.usage import BudgetStatusReported, BurstSpendReported, QueueUsageReported
 from services.core import Job, Node, SchedulerConfig, SchedulerState, queue_order
 from services.queue_manager.config_view import ConfigView
 from services.queue_manager.entries import JobEntry
@@ -149,6 +149,7 @@ class QueueState:
                 borrowed=entry.borrowed,
                 spec=entry.spec,
                 restarts=entry.restarts,
+                bought=entry.bought,
             ),
         )
 
@@ -234,6 +235,9 @@ class QueueState:
             self.sched.set_usage(message.queue, message.decayed_gpu_seconds, message.as_of.timestamp())
         elif isinstance(message, BudgetStatusReported):
             self.sched.set_budget_exhausted(message.tenant, message.exhausted)
+        elif isinstance(message, BurstSpendReported):
+            self.sched.growth.reported[message.queue] = (
+                message.window_start.timestamp(), message.window_end.timestamp(), message.gpu_hours, message.money)
         else:
             return False
         return True

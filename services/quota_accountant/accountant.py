@@ -4,7 +4,7 @@ inputs, publishes usage.
 Recovery (why it works this way, and its limits):
 
 - **State in tables.** The ledger (open attempts, settled keys, decayed usage per queue, window usage
-  per tenant) and the allocation per queue and GPU type live in Faust tables, each backed by a compacted
+  per tenant, bought nodes and their spend) and the allocation per queue and GPU type live in Faust tables, each backed by a compacted
   changelog topic (names in ``services.quota_accountant.stream``, rows in
   ``services.quota_accountant.ledger_rows``). Faust's store is in memory (``memory://``, no RocksDB): on
   start, and after every rebalance, the tables are read back from their changelogs and the ledger is
@@ -53,7 +53,7 @@ from services.quota_accountant.handlers import apply, attempt_key_of
 from services.quota_accountant.ledger import DEFAULT_HALF_LIFE_S, DEFAULT_HORIZON_S, Ledger
 from services.quota_accountant.ledger_rows import Change, TableMirror, ledger_of
 from services.quota_accountant.metrics import AccountantMetrics
-from services.quota_accountant.reports import budget_report, chargeback, queue_report_of
+from services.quota_accountant.reports import budget_report, burst_report, chargeback, queue_report_of
 from services.quota_accountant.stream import AccountantStreams, Ack, Rows
 from services.quota_accountant.windows import to_datetime
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings, topic_replication
@@ -103,6 +103,8 @@ class Accountant:
         self._charges: list[tuple[Charge, Envelope | None]] = []
         self._dirty_queues: set[str] = set()
         self._dirty_tenants: set[str] = set()
+        self._dirty_burst: set[str] = set()
+        self._removed: dict[tuple[str, str], float] = {}  # (cluster, node) -> when it was observed removed
         self._producer: EnvelopeProducer | None = None
         self._streams: AccountantStreams | None = None
         self._live = False
@@ -250,11 +252,13 @@ class Accountant:
             effect = apply(self.ledger, envelope, self._node_types)
             key = attempt_key_of(envelope)
             changes = self.mirror.after_fact(self.ledger, [key] if key is not None else [], effect.queues,
-                                             effect.tenants)
+                                             effect.tenants, effect.burst)
             self.metrics.inputs.labels(envelope.type).inc()
             self._dirty_queues.update(effect.queues)
             self._dirty_tenants.update(effect.tenants)
-            for name in (*effect.queues, *(f"tenant/{t}" for t in effect.tenants)):
+            self._dirty_burst.update(effect.burst)
+            for name in (*effect.queues, *(f"tenant/{t}" for t in effect.tenants),
+                         *(f"burst/{q}" for q in effect.burst)):
                 self._causes[name] = envelope
             if effect.charge is not None:
                 self._charges.append((effect.charge, envelope))
@@ -284,7 +288,9 @@ class Accountant:
         pruned: list[Change] = []
         try:
             if periodic:
-                self.ledger.prune(self._clock())
+                now = self._clock()
+                self._close_removed()
+                self.ledger.prune(now)
                 pruned = self.mirror.after_prune(self.ledger)
             await self._publish_locked(everything=periodic)
         except BaseException:
@@ -319,8 +325,16 @@ class Accountant:
         payload = envelope.payload if envelope is not None else None
         if isinstance(payload, NodeStateObserved):
             self._node_types[(payload.state.cluster, payload.state.node)] = payload.state.gpu_type
+            self._removed.pop((payload.state.cluster, payload.state.node), None)
         elif isinstance(payload, NodeRemoved):
             self._node_types.pop((payload.cluster, payload.node), None)
+            self._removed[(payload.cluster, payload.node)] = payload.observed_at.timestamp()
+
+    def _close_removed(self) -> None:
+        """Bought nodes observed removed without being given back stop accruing at their removal (written with
+        the periodic rows)."""
+        for (cluster, node), at in self._removed.items():
+            self._dirty_burst.update(self.ledger.burst.removed(cluster, node, at))
 
     # ------------------------------------------------------------------ outputs
 
@@ -337,9 +351,12 @@ class Accountant:
         if everything:
             self._dirty_queues.update(self.ledger.queue_names() | set(self.view.queues))
             self._dirty_tenants.update(self.ledger.tenant_names() | set(self.view.tenants))
+            self._dirty_burst.update(self.ledger.burst.queues()
+                                     | {q for q in self.view.queues if self.view.burst_window(q) is not None})
         charges, self._charges = self._charges, []
         queues, self._dirty_queues = sorted(self._dirty_queues), set()
         tenants, self._dirty_tenants = sorted(self._dirty_tenants), set()
+        bursts, self._dirty_burst = sorted(self._dirty_burst), set()
         outgoing: list[Envelope] = []
         for charge, origin in charges:
             outgoing.append(_envelope(chargeback(charge), origin))
@@ -353,6 +370,10 @@ class Accountant:
             budget = budget_report(self.ledger, self.view, tenant, now)
             self.metrics.observe_budget(budget)
             outgoing.append(_envelope(budget, causes.get(f"tenant/{tenant}", cause), occurred_at=to_datetime(now)))
+        for queue in bursts:
+            burst = burst_report(self.ledger, self.view, queue, now)
+            self.metrics.observe_burst(burst)
+            outgoing.append(_envelope(burst, causes.get(f"burst/{queue}", cause)))
         self.metrics.active_accruals.set(self.ledger.active_accruals)
         try:
             futures = [await producer.send(USAGE_TOPIC, envelope) for envelope in outgoing]
@@ -362,6 +383,7 @@ class Accountant:
             self._causes = {**causes, **self._causes}
             self._dirty_queues.update(queues)
             self._dirty_tenants.update(tenants)
+            self._dirty_burst.update(bursts)
             raise
         for charge, _ in charges:
             self.metrics.chargebacks.labels(charge.outcome).inc()

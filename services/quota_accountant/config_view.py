@@ -27,6 +27,13 @@ class ConfigView:
         config = self.queues.get(queue)
         return None if config is None else config.cohort
 
+    def burst_window(self, queue: str) -> WindowKind | None:
+        """The window of the queue's burst budget (None: the queue has none)."""
+        config = self.queues.get(queue)
+        if config is None or config.burst_budget is None:
+            return None
+        return config.burst_budget.window
+
     def budget(self, tenant: str) -> tuple[WindowKind, float | None]:
         """The tenant's budget window and GPU-hour budget (month and no budget when not configured)."""
         config = self.tenants.get(tenant)

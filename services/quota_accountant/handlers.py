@@ -6,13 +6,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from datetime import datetime
 
-from schemas.decisions import JobAdmitted, JobScaled
+from schemas.decisions import JobAdmitted, JobScaled, NodeReleaseRequested, NodesRequested
 from schemas.envelope import Envelope
 from schemas.jobspec import JobSpec
 from schemas.runs import (
     ATTEMPT_ENDS,
     AttemptEnd,
     JobStopped,
+    NodesProvisioned,
+    ProvisioningFailed,
     RunDeleted,
     RunEvicted,
     RunFailed,
@@ -21,6 +23,7 @@ from schemas.runs import (
     ends_attempt,
 )
 from services.quota_accountant.attempts import Admission, AttemptKey, Outcome
+from services.quota_accountant.burst import BurstLedger
 from services.quota_accountant.ledger import NO_EFFECT, Effect, Ledger
 
 #: GPU type recorded when neither the job spec nor the capacity view names one
@@ -59,6 +62,9 @@ def stop_outcome(stopped: JobStopped) -> Outcome:
 def apply(ledger: Ledger, envelope: Envelope, node_types: NodeTypes) -> Effect:
     """Fold one decision, run observation or dispatch report into the ledger."""
     msg = envelope.payload
+    if isinstance(msg, JobAdmitted) and msg.bought:
+        # the burst budget pays for its nodes (charged by ``apply_growth``): not the queue's quota or usage
+        return ledger.exempt(msg.job_id, msg.attempt, seconds(envelope.occurred_at))
     if isinstance(msg, JobAdmitted):
         admission = Admission(
             queue=msg.queue,
@@ -81,7 +87,26 @@ def apply(ledger: Ledger, envelope: Envelope, node_types: NodeTypes) -> Effect:
         outcome = end_outcome(msg, started=record is not None and record.started_at is not None)
         if outcome is not None:
             return ledger.end(msg.job_id, msg.attempt, seconds(msg.observed_at), outcome)
-    return NO_EFFECT
+        return NO_EFFECT
+    return Effect(burst=frozenset(apply_growth(ledger.burst, envelope)))
+
+
+def apply_growth(burst: BurstLedger, envelope: Envelope) -> set[str]:
+    """Fold a fact of bought nodes into the burst ledger; the queues whose burst spend changed."""
+    msg = envelope.payload
+    if isinstance(msg, NodesRequested):
+        price = msg.price_per_gpu_hour
+        if price is None:  # a producer before the price was on the wire: what it charged per GPU-hour
+            price = msg.money / msg.gpu_hours if msg.gpu_hours > 0 else 0.0
+        return burst.requested(msg.request, msg.queue, msg.cluster, msg.group, msg.gpus_per_node, price, msg.nodes,
+                               seconds(envelope.occurred_at))
+    if isinstance(msg, NodesProvisioned):
+        return burst.provisioned(msg.request, msg.nodes, seconds(msg.observed_at))
+    if isinstance(msg, ProvisioningFailed):
+        return burst.failed(msg.request, seconds(msg.observed_at))
+    if isinstance(msg, NodeReleaseRequested):
+        return burst.released(msg.cluster, msg.group, msg.node, msg.queue, seconds(envelope.occurred_at))
+    return set()
 
 
 def attempt_key_of(envelope: Envelope) -> AttemptKey | None:

@@ -26,12 +26,19 @@ from dataclasses import dataclass, field
 
 from services.core.fairshare import interval_value
 from services.quota_accountant.attempts import Admission, Attempt, AttemptKey, Charge, Outcome, Segment
+from services.quota_accountant.burst import BurstLedger
 from services.quota_accountant.decay import DecayedTotal
-from services.quota_accountant.windows import WINDOW_KINDS, WindowKind, split_by_window, window_end, window_start
+from services.quota_accountant.windows import (
+    BUCKET_KEEP_S,
+    WINDOW_KINDS,
+    WindowKind,
+    split_by_window,
+    window_end,
+    window_start,
+)
 
 DEFAULT_HALF_LIFE_S = 7 * 24 * 3600.0
 DEFAULT_HORIZON_S = 8 * 24 * 3600.0  # longer than the input topics' retention (7 days)
-_BUCKET_KEEP_S = 64 * 24 * 3600.0  # window buckets kept after their window ended
 
 
 @dataclass(frozen=True)
@@ -41,10 +48,11 @@ class Effect:
     queues: frozenset[str] = frozenset()
     tenants: frozenset[str] = frozenset()
     charge: Charge | None = None
+    burst: frozenset[str] = frozenset()  # queues whose burst spend changed
 
     @property
     def changed(self) -> bool:
-        return bool(self.queues or self.tenants or self.charge)
+        return bool(self.queues or self.tenants or self.charge or self.burst)
 
 
 NO_EFFECT = Effect()
@@ -86,10 +94,12 @@ class Ledger:
     settled: dict[AttemptKey, float] = field(default_factory=dict)  # key -> end time (or settle time)
     _queues: dict[str, _QueueBook] = field(default_factory=dict)
     _windows: dict[str, dict[tuple[WindowKind, float], float]] = field(default_factory=dict)
+    burst: BurstLedger = field(init=False)
 
     def __post_init__(self) -> None:
         if self.half_life_s <= 0:
             raise ValueError("half_life_s must be positive")
+        self.burst = BurstLedger(self.horizon_s)
 
     # ------------------------------------------------------------------ facts
 
@@ -122,6 +132,17 @@ class Ledger:
         record.outcome = outcome
         return self._after(record)
 
+    def exempt(self, job_id: str, attempt: int, at: float) -> Effect:
+        """An attempt that is not the queue's to pay (it runs on nodes bought for it): its facts are ignored, as a
+        settled attempt's are (an open record of facts that came first is dropped; they charged nothing yet,
+        having no admission)."""
+        key = (job_id, attempt)
+        if key in self.settled:
+            return NO_EFFECT
+        self.attempts.pop(key, None)
+        self.settled[key] = at
+        return NO_EFFECT
+
     def restore(self, charge: Charge) -> Effect:
         """Fold a charge recorded before (read back from the usage topic); a settled key is ignored."""
         if charge.key in self.settled:
@@ -143,6 +164,7 @@ class Ledger:
         settled: Mapping[AttemptKey, float] | None = None,
         books: Mapping[str, Book] | None = None,
         buckets: Mapping[str, Buckets] | None = None,
+        burst: BurstLedger | None = None,
     ) -> Ledger:
         """A ledger holding exactly the state read out of another one (see ``book`` and ``buckets``)."""
         ledger = cls(half_life_s, horizon_s)
@@ -151,6 +173,8 @@ class Ledger:
         for queue, book in (books or {}).items():
             ledger._queues[queue] = _QueueBook(DecayedTotal(half_life_s, book.decayed, book.as_of), book.gpu_seconds)
         ledger._windows = {tenant: dict(b) for tenant, b in (buckets or {}).items() if b}
+        if burst is not None:
+            ledger.burst = burst
         return ledger
 
     def book(self, queue: str) -> Book | None:
@@ -227,7 +251,9 @@ class Ledger:
     # ------------------------------------------------------------------ upkeep
 
     def prune(self, now: float) -> None:
-        """Forget settled keys, unmatched facts and window buckets older than the horizon."""
+        """Forget settled keys, unmatched facts and window buckets older than the horizon (and what the burst
+        ledger no longer needs)."""
+        self.burst.prune(now)
         cutoff = now - self.horizon_s
         self.settled = {k: t for k, t in self.settled.items() if t >= cutoff}
         for key, record in list(self.attempts.items()):
@@ -236,7 +262,7 @@ class Ledger:
             if unmatched and last < cutoff:
                 del self.attempts[key]
         for tenant, buckets in list(self._windows.items()):
-            kept = {b: v for b, v in buckets.items() if window_end(b[0], b[1]) >= now - _BUCKET_KEEP_S}
+            kept = {b: v for b, v in buckets.items() if window_end(b[0], b[1]) >= now - BUCKET_KEEP_S}
             if kept:
                 self._windows[tenant] = kept
             else:

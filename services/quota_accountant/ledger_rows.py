@@ -1,6 +1,6 @@
 """The ledger as table rows, and back. Pure: no Kafka, no clock.
 
-The service keeps the ledger in five tables, each a compacted changelog topic (see
+The service keeps the ledger in seven tables, each a compacted changelog topic (see
 ``services.quota_accountant.stream``). A row is JSON (orjson) bytes; a key is a UTF-8 string:
 
 ==============  =========================  ==========================================================
@@ -12,10 +12,13 @@ table           key                        row
 ``allocation``  ``<queue>``                GPUs held per ``gpu:<type>`` by unfinished attempts
 ``decayed``     ``<queue>``                decayed GPU-seconds (as of a time) and plain GPU-seconds
 ``budgets``     ``<tenant>``               settled GPU-seconds per day / week / month window
+``bought``      ``<request name>``         a request for nodes: its queue, price, nodes accruing and
+                                           given back (``services.quota_accountant.burst``)
+``burst``       ``<queue>``                GPU-seconds and money of given-back nodes per window
 ==============  =========================  ==========================================================
 
 ``allocation`` is derived from ``attempts`` (it is what the queue's report lists); the ledger is
-rebuilt from the other four. ``TableMirror`` remembers the last row written per key, so only rows that
+rebuilt from the others. ``TableMirror`` remembers the last row written per key, so only rows that
 changed are written, and a repeated input writes nothing.
 """
 
@@ -28,10 +31,11 @@ from typing import Any, Literal, cast, get_args
 import orjson
 
 from services.quota_accountant.attempts import Admission, Attempt, AttemptKey, Outcome
+from services.quota_accountant.burst import BoughtRequest, BurstLedger, Spend
 from services.quota_accountant.ledger import Book, Ledger
 from services.quota_accountant.windows import WindowKind
 
-TableName = Literal["attempts", "settled", "allocation", "decayed", "budgets"]
+TableName = Literal["attempts", "settled", "allocation", "decayed", "budgets", "bought", "burst"]
 TABLES: tuple[TableName, ...] = get_args(TableName)
 
 Row = bytes | None
@@ -119,6 +123,35 @@ def buckets_of(row: bytes) -> dict[tuple[WindowKind, float], float]:
     return {(cast(WindowKind, kind), float(start)): seconds for kind, start, seconds in orjson.loads(row)}
 
 
+def request_row(request: BoughtRequest) -> bytes:
+    return _dumps({
+        "queue": request.queue, "cluster": request.cluster, "group": request.group,
+        "gpus_per_node": request.gpus_per_node, "price": request.price_per_gpu_hour, "nodes": request.nodes,
+        "provisioned_at": request.provisioned_at, "failed": request.failed, "held": request.held,
+        "closed": request.closed, "last": request.last,
+    })
+
+
+def request_of(row: bytes) -> BoughtRequest:
+    data = orjson.loads(row)
+    return BoughtRequest(
+        queue=data["queue"], cluster=data["cluster"], group=data["group"], gpus_per_node=data["gpus_per_node"],
+        price_per_gpu_hour=data["price"], nodes=data["nodes"], provisioned_at=data["provisioned_at"],
+        failed=data["failed"], held=dict(data["held"]), closed=dict(data["closed"]), last=data["last"],
+    )
+
+
+def spend_row(spend: Spend) -> bytes | None:
+    if not spend:
+        return None
+    return _dumps(sorted([kind, start, seconds, money] for (kind, start), (seconds, money) in spend.items()))
+
+
+def spend_of(row: bytes) -> dict[tuple[WindowKind, float], tuple[float, float]]:
+    return {(cast(WindowKind, kind), float(start)): (seconds, money)
+            for kind, start, seconds, money in orjson.loads(row)}
+
+
 # ---------------------------------------------------------------------- ledger <-> tables
 
 
@@ -130,6 +163,8 @@ def ledger_of(half_life_s: float, horizon_s: float, rows: Mapping[TableName, Map
         settled={parse_attempt_key(k): orjson.loads(v)["ended_at"] for k, v in rows.get("settled", {}).items()},
         books={q: book_of(v) for q, v in rows.get("decayed", {}).items()},
         buckets={t: buckets_of(v) for t, v in rows.get("budgets", {}).items()},
+        burst=BurstLedger(horizon_s, requests={k: request_of(v) for k, v in rows.get("bought", {}).items()},
+                          spend={q: spend_of(v) for q, v in rows.get("burst", {}).items()}),
     )
 
 
@@ -150,6 +185,11 @@ def rows_of(ledger: Ledger) -> dict[TableName, dict[str, bytes]]:
         buckets = buckets_row(ledger.buckets(tenant))
         if buckets is not None:
             rows["budgets"][tenant] = buckets
+    rows["bought"] = {name: request_row(r) for name, r in ledger.burst.requests.items()}
+    for queue, spend in ledger.burst.spend.items():
+        row = spend_row(spend)
+        if row is not None:
+            rows["burst"][queue] = row
     return rows
 
 
@@ -174,9 +214,11 @@ class TableMirror:
             out.append(Change(table, key, row))
 
     def after_fact(self, ledger: Ledger, keys: Iterable[AttemptKey], queues: Iterable[str],
-                   tenants: Iterable[str]) -> list[Change]:
-        """The rows a fact changed: the attempts it touched, and the queues and tenants of its effect."""
+                   tenants: Iterable[str], burst: Iterable[str] = ()) -> list[Change]:
+        """The rows a fact changed: the attempts it touched, the queues and tenants of its effect, and the
+        requests for nodes and spend of the queues whose burst spend it changed."""
         out: list[Change] = []
+        self._burst(ledger, set(burst), out)
         for key in keys:
             record = ledger.attempts.get(key)
             self._put("attempts", attempt_key(key), None if record is None else attempt_row(record), out)
@@ -201,4 +243,16 @@ class TableMirror:
             self._put("allocation", queue, allocation_row(ledger.allocation(queue)), out)
         for tenant in sorted(set(self.rows["budgets"]) | ledger.tenant_names()):
             self._put("budgets", tenant, buckets_row(ledger.buckets(tenant)), out)
+        for name in sorted(set(self.rows["bought"]) - set(ledger.burst.requests)):
+            self._put("bought", name, None, out)
+        self._burst(ledger, set(self.rows["burst"]) | set(ledger.burst.spend), out)
         return out
+
+    def _burst(self, ledger: Ledger, queues: set[str], out: list[Change]) -> None:
+        if not queues:
+            return
+        for name, request in sorted(ledger.burst.requests.items()):
+            if request.queue in queues:
+                self._put("bought", name, request_row(request), out)
+        for queue in sorted(queues):
+            self._put("burst", queue, spend_row(ledger.burst.spend.get(queue, {})), out)

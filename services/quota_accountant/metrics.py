@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from prometheus_client import CollectorRegistry, Counter, Gauge
 
-from schemas.usage import BudgetStatusReported, QueueUsageReported
+from schemas.usage import BudgetStatusReported, BurstSpendReported, QueueUsageReported
 
 
 class AccountantMetrics:
@@ -35,6 +35,19 @@ class AccountantMetrics:
         self.budget_exhausted = Gauge(
             "muster_quota_accountant_budget_exhausted", "1 when the tenant's GPU-hour budget is used up",
             ["tenant"], registry=registry,
+        )
+        self.burst_gpu_hours = Gauge(
+            "muster_quota_accountant_burst_gpu_hours",
+            "GPU-hours of bought nodes charged to the queue in the current window of its burst budget",
+            ["queue", "window"], registry=registry,
+        )
+        self.burst_money = Gauge(
+            "muster_quota_accountant_burst_money", "Money of bought nodes charged to the queue in the current window",
+            ["queue", "window"], registry=registry,
+        )
+        self.burst_nodes = Gauge(
+            "muster_quota_accountant_burst_nodes_held", "Bought nodes of the queue not given back yet",
+            ["queue"], registry=registry,
         )
         self.chargebacks = Counter(
             "muster_quota_accountant_chargebacks", "Chargeback records published, by outcome",
@@ -73,4 +86,10 @@ class AccountantMetrics:
     def observe_budget(self, report: BudgetStatusReported) -> None:
         self.budget_used.labels(report.tenant, report.window).set(report.gpu_hours_used)
         self.budget_exhausted.labels(report.tenant).set(1 if report.exhausted else 0)
+        self.reports.labels(report.TYPE).inc()
+
+    def observe_burst(self, report: BurstSpendReported) -> None:
+        self.burst_gpu_hours.labels(report.queue, report.window).set(report.gpu_hours)
+        self.burst_money.labels(report.queue, report.window).set(report.money)
+        self.burst_nodes.labels(report.queue).set(report.nodes_held)
         self.reports.labels(report.TYPE).inc()

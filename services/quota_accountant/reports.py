@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from schemas.usage import BudgetStatusReported, BurstSpendReported, ChargebackRecorded, QueueUsageReported
 from services.quota_accountant.attempts import Charge
 from services.quota_accountant.config_view import ConfigView
 from services.quota_accountant.ledger import Ledger, QueueUsage
@@ -44,6 +44,21 @@ def budget_report(ledger: Ledger, view: ConfigView, tenant: str, now: float) -> 
         gpu_hours_used=hours,
         gpu_hour_budget=budget,
         exhausted=budget is not None and hours >= budget,
+    )
+
+
+def burst_report(ledger: Ledger, view: ConfigView, queue: str, now: float) -> BurstSpendReported:
+    """What the queue's bought nodes cost in the current window of its burst budget (a month without one)."""
+    spend = ledger.burst.report(queue, view.burst_window(queue) or "month", now)
+    return BurstSpendReported(
+        queue=queue,
+        window=spend.window,
+        window_start=to_datetime(spend.window_start),
+        window_end=to_datetime(spend.window_end),
+        as_of=to_datetime(spend.as_of),
+        gpu_hours=max(spend.gpu_hours, 0.0),
+        money=max(spend.money, 0.0),
+        nodes_held=spend.nodes_held,
     )
 
 

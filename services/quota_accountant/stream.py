@@ -9,7 +9,7 @@ Names (for ACLs and operations), with ``APP_ID`` = ``muster-quota-accountant``:
 - consumer group: ``muster-quota-accountant`` (the app id);
 - changelog topics (compacted, created by the app at start unless they exist):
   ``muster-quota-accountant-<table>-changelog`` for ``<table>`` in attempts, settled, allocation, decayed,
-  budgets;
+  budgets, bought, burst;
 - the Faust assignor's leader topic: ``muster-quota-accountant-__assignor-__leader``.
 
 A prefixed ACL on ``muster-quota-accountant`` (topics and group) covers all of them.

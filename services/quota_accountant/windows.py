@@ -9,6 +9,8 @@ from typing import Literal, get_args
 
 WindowKind = Literal["day", "week", "month"]
 WINDOW_KINDS: tuple[WindowKind, ...] = get_args(WindowKind)
+BUCKET_KEEP_S = 64 * 24 * 3600.0
+"""How long per-window figures are kept after their window ended."""
 
 
 def to_datetime(t: float) -> datetime:

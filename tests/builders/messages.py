@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from datetime import UTC, datetime
+from datetime import UTC, datetime, timedelta
 
 from schemas.capacity import NodeRemoved, NodeState, NodeStateObserved, NodeTopology, Taint
 from schemas.config import (
@@ -59,7 +59,7 @@ from schemas.runs import (
 )
 from schemas.status import JobStatusChanged
 from schemas.topics import TOPIC_OF
-from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from schemas.usage import BudgetStatusReported, BurstSpendReported, ChargebackRecorded, QueueUsageReported
 from tests.builders.jobspecs import job_spec
 
 T0 = datetime(2026, 11, 1, 12, 0, tzinfo=UTC)
@@ -112,8 +112,8 @@ def example_messages() -> list[Message]:
         JobRejected(job_id=job, attempt=0, reason="no_matching_nodes", message="no node has 16 GPUs"),
         NodesRequested(job_id=job, attempt=1, queue="team-a", namespace="team-a", cluster="cloud", group="a100",
                        request="j-0001-a1", nodes=4, gpus_per_node=8, gpu_type="a100", ready_by=T0, gpu_hours=96.0,
-                       money=288.0),
-        NodeReleaseRequested(cluster="cloud", group="a100", node="cloud-a100-b1"),
+                       money=288.0, price_per_gpu_hour=3.0),
+        NodeReleaseRequested(cluster="cloud", group="a100", node="cloud-a100-b1", queue="team-a"),
         JobDispatched(**run, namespace="team-a", object_name="j-0001-a1"),
         DispatchFailed(**run, reason="invalid", message="admission webhook denied", retryable=False),
         JobStopped(**run, reason="higher_priority", requeue=True, checkpointed=True),
@@ -134,6 +134,8 @@ def example_messages() -> list[Message]:
                            nominal={"gpu:a100": 16}, decayed_gpu_seconds=3.6e6, half_life_s=604800),
         BudgetStatusReported(tenant="team-a", window="month", window_start=T0, gpu_hours_used=120.5,
                              gpu_hour_budget=500),
+        BurstSpendReported(queue="team-a", window="month", window_start=T0, window_end=T0 + timedelta(days=30),
+                           as_of=T0, gpu_hours=96.0, money=288.0, nodes_held=4),
         ChargebackRecorded(job_id=job, attempt=1, tenant="team-a", queue="team-a", gpu_type="a100", gpus=32,
                            started_at=T0, ended_at=T0, gpu_seconds=0, outcome="succeeded"),
         QueueDefined(item=QueueConfig(name="team-a", cohort="research", tenant="team-a",

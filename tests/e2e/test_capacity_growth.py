@@ -3,7 +3,8 @@ ProvisioningRequest API, and the fake cloud of ``services.kubereal.fake_cloud`` 
 KWOK nodes on the real control plane).
 
 A 32-GPU gang that the cluster's one 8-GPU node cannot hold has nodes requested for it, waits the cloud's delay,
-runs on the new nodes, and the nodes are given back once idle; a queue whose burst budget cannot pay waits
+runs on the new nodes, and the nodes are given back once idle, the quota accountant charging the queue's burst
+budget for their real time; a queue whose burst budget cannot pay waits
 instead; a request the cloud cannot serve falls back to waiting, with the reason in the job's status.
 """
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -26,11 +28,14 @@ from schemas.config import (
 )
 from schemas.decisions import JobAdmitted, NodeReleaseRequested, NodesRequested
 from schemas.runs import NodesProvisioned, ProvisioningFailed
+from schemas.topics import USAGE_TOPIC
+from schemas.usage import BurstSpendReported
 from services.kubereal.fake_cloud import FakeCloud
 from services.runtime.kafka import KafkaSettings
 from services.runtime.kube.resources import PROVISIONING_REQUESTS
 from tests.builders.realkube import RealKube
 from tests.e2e.builders import gpu_cluster, job_spec, muster_config
+from tests.e2e.log import TopicLog
 from tests.e2e.system import System, running_system
 
 pytestmark = pytest.mark.e2e
@@ -92,12 +97,30 @@ async def _growing(settings: KafkaSettings, real_kube: RealKube | None, tmp_path
         assert system.log.dead_letters == [], "messages went to a dead-letter topic"
 
 
+async def _charged_like_usage(settings: KafkaSettings, queue: str, *, nodes: int, price: float, since: float) -> None:
+    """The quota accountant charged the queue's burst budget for the bought nodes' real time, ready to release:
+    more than nothing, less than every node held since the request, at the group's price."""
+    usage = TopicLog(settings, (USAGE_TOPIC,))
+    await usage.start()
+    try:
+        def given_back() -> bool:
+            return any(r.nodes_held == 0 and r.gpu_hours > 0 for r in usage.messages(BurstSpendReported, queue=queue))
+        await usage.wait_until(given_back, within=30, what="the accountant's report of the bought nodes")
+    finally:
+        await usage.stop()
+    report = [r for r in usage.messages(BurstSpendReported, queue=queue) if r.nodes_held == 0][-1]
+    held_at_most = nodes * 8 * (time.time() - since) / 3600
+    assert 0 < report.gpu_hours < held_at_most, report
+    assert report.money == pytest.approx(report.gpu_hours * price) and report.window == "month"
+
+
 @pytest.mark.realkube
 async def test_a_gang_too_big_for_the_cluster_runs_on_bought_nodes_given_back_once_idle(
         e2e_settings: KafkaSettings, real_kube: RealKube, tmp_path: Path) -> None:
     """On the real control plane (kubesim takes the same path in ``test_a_gang_pours_over_into_a_burst_cluster``)."""
     async with _growing(e2e_settings, real_kube, tmp_path) as (system, cloud):
         api = system.api
+        asked_at = time.time()
         big = await api.submit(job_spec("big", gpus=8, replicas=4, duration_s=5.0))
         await system.log.wait_until(lambda: bool(system.log.messages(NodesRequested, job_id=big)), within=30,
                                     what="the request for nodes")
@@ -125,6 +148,7 @@ async def test_a_gang_too_big_for_the_cluster_runs_on_bought_nodes_given_back_on
         assert released == set(provisioned.nodes)
         await system.first_cluster().wait_nodes_gone(released, within=30)
         assert set(cloud.removed) == released
+        await _charged_like_usage(e2e_settings, "team-a", nodes=4, price=2.5, since=asked_at)
 
         assert not system.log.messages(NodesRequested, job_id=small_budget)
         other = await api.job(small_budget, tenant="team-b")
@@ -152,6 +176,7 @@ async def test_a_gang_pours_over_into_a_burst_cluster(e2e_settings: KafkaSetting
     """Burst to a second cluster goes the same way, through the multi-cluster path (kubesim: two clusters)."""
     async with _growing(e2e_settings, None, tmp_path, config=_burst_config()) as (system, cloud):
         api = system.api
+        asked_at = time.time()
         big = await api.submit(job_spec("big", gpus=8, replicas=2, duration_s=3.0))
         await api.wait_state(big, "running", within=DELAY_S + 60)
         [asked] = system.log.messages(NodesRequested, job_id=big)
@@ -165,3 +190,4 @@ async def test_a_gang_pours_over_into_a_burst_cluster(e2e_settings: KafkaSetting
                                     within=IDLE_S + 40, what="the cloud nodes given back")
         await system.clusters["cloud"].wait_nodes_gone({n.node for n in admitted.placement.nodes}, within=30)
         assert len(cloud.removed) == 2
+        await _charged_like_usage(e2e_settings, "team-a", nodes=2, price=4.0, since=asked_at)

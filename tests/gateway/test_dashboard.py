@@ -16,7 +16,7 @@ from schemas.decisions import NodePods, PlacementPlan
 from schemas.envelope import Message, make_envelope
 from schemas.intents import SubmitJob
 from schemas.jobs import JobRecord, JobRecorded
-from schemas.usage import BudgetStatusReported, ChargebackRecorded, QueueUsageReported
+from schemas.usage import BudgetStatusReported, BurstSpendReported, ChargebackRecorded, QueueUsageReported
 from services.gateway.auth import Principal, TokenEntry, TokenTable
 from services.gateway.dashboard_state import DashboardFeeds
 from services.gateway.http import EmbeddedServer, bind, socket_url
@@ -77,6 +77,9 @@ def busy(gw: Harness, feeds: DashboardFeeds) -> Harness:
                                          half_life_s=3600))
     send(feeds.usage, BudgetStatusReported(tenant="team-a", window="month", window_start=T0, gpu_hours_used=12.5,
                                            gpu_hour_budget=100))
+    send(feeds.usage, BurstSpendReported(queue="team-a", window="month", window_start=T0,
+                                         window_end=T0 + timedelta(days=30), as_of=T0, gpu_hours=96.0, money=288.0,
+                                         nodes_held=4))
     send(feeds.usage, ChargebackRecorded(job_id="a-0", attempt=0, tenant="team-a", queue="team-a", gpu_type="a100",
                                          gpus=8, started_at=T0, ended_at=T0 + timedelta(hours=1), gpu_seconds=28800,
                                          outcome="preempted"))
@@ -146,6 +149,9 @@ async def test_queues_page(client: httpx.AsyncClient, busy: Harness) -> None:
     assert (team_a["running"], team_a["waiting"], team_a["gpus_in_use"]) == (1, 2, 8)
     assert team_a["fair_share"] == 0.5 and team_a["actual_share"] == 0.25
     assert (team_a["gpu_hours_used"], team_a["gpu_hour_budget"], team_a["budget_window"]) == (12.5, 100, "month")
+    assert team_a["burst"] == {"window": "month", "gpu_hours": 96.0, "money": 288.0, "nodes_held": 4,
+                               "gpu_hour_budget": None, "money_budget": None}
+    assert body["queues"][1]["burst"] is None  # no burst budget, nothing bought
     assert body["cohorts"] == [{"name": "research", "parent": None, "weight": 1.0, "queues": ["team-a"],
                                 "children": []}]
 

@@ -26,6 +26,7 @@ from schemas.jobs import JobRecord, JobRecorded
 from schemas.kube import NODE_GROUP, PROVISIONING_REQUEST
 from schemas.runs import NodesProvisioned, ProvisioningFailed, RunStarted, RunSucceeded
 from schemas.status import JobStatusChanged
+from schemas.usage import BurstSpendReported
 from services.core import SchedulerConfig
 from services.queue_manager.cycle_outcome import CycleOutcome, run_cycle
 from services.queue_manager.inputs import on_input
@@ -89,7 +90,7 @@ def test_a_gang_that_does_not_fit_has_nodes_bought_runs_there_and_the_nodes_are_
     assert (req.gpus_per_node, req.gpu_type, req.namespace) == (8, "a100", "ns-team-a")
     assert req.ready_by.timestamp() == NOW + 360
     assert req.gpu_hours == round(4 * 8 * (3600 + 300) / 3600, 6)  # its hour and the idle time, charged up front
-    assert req.money == round(req.gpu_hours * 3.0, 4)
+    assert req.money == round(req.gpu_hours * 3.0, 4) and req.price_per_gpu_hour == 3.0
     waiting = _status(_outs(first), "big")
     assert (waiting.state, waiting.reason) == ("pending", "waiting_for_provisioning")
     assert "provisioning 4 x a100 nodes" in waiting.message and "ready in ~6 min" in waiting.message
@@ -107,6 +108,7 @@ def test_a_gang_that_does_not_fit_has_nodes_bought_runs_there_and_the_nodes_are_
     admitted = run_cycle(qs, NOW + 361, CFG)
     [adm] = of_type(admitted.decisions, JobAdmitted)
     assert adm.placement.cluster == "cloud" and {n.node for n in adm.placement.nodes} == set(names)
+    assert adm.bought  # the accountant charges the attempt to neither quota nor usage
     [rec] = [r.record for r in of_type(admitted.records, JobRecorded) if r.job_id == "big"]
     assert rec.bought and qs.sched.queue_usage("team-a").get("gpu:a100", 0) == 0  # outside the queue's quota
 
@@ -122,7 +124,8 @@ def test_a_gang_that_does_not_fit_has_nodes_bought_runs_there_and_the_nodes_are_
     _input(qs, RunSucceeded(**run_fields("big")), NOW + 3970)
     assert not of_type(run_cycle(qs, NOW + 4000, CFG).decisions, NodeReleaseRequested)  # idle 30 s of 300
     released = of_type(run_cycle(qs, NOW + 4300, CFG).decisions, NodeReleaseRequested)
-    assert sorted(r.node for r in released) == names and {(r.cluster, r.group) for r in released} == {("cloud", "a100")}
+    assert sorted(r.node for r in released) == names
+    assert {(r.cluster, r.group, r.queue) for r in released} == {("cloud", "a100", "team-a")}  # whose budget paid
     assert not set(names) & set(qs.sched.cap.nodes)
     again = _cloud_node(names[0], None)  # still observed until the autoscaler removes it: kept out of the core
     qs.fold_capacity(again.key(), again, NOW + 4310)
@@ -167,6 +170,25 @@ def test_a_queue_without_room_in_its_burst_budget_waits_for_existing_capacity() 
     c = run_cycle(qs, NOW, CFG)
     assert not of_type(c.decisions, NodesRequested)
     assert _status(_outs(c), "big").reason != "waiting_for_provisioning"
+
+
+def test_what_the_accountant_reports_spent_counts_against_the_budget_after_a_restart() -> None:
+    """A restarted queue manager has charged nothing itself: the quota accountant's report of the bought nodes'
+    real cost in the budget's window is what it counts (a report of another window counts for nothing)."""
+    need = 4 * 8 * (3600 + 300) / 3600
+    for start, end, spent, buys in ((NOW - 100, NOW + 86400, 200.0 - need + 1, False),
+                                    (NOW - 100, NOW + 86400, 200.0 - need - 1, True),
+                                    (NOW - 86500, NOW - 100, 200.0, True)):
+        qs = _state(budget_gpu_hours=200.0)
+        report = BurstSpendReported(queue="team-a", window="month", window_start=_utc(start), window_end=_utc(end),
+                                    as_of=_utc(NOW - 1), gpu_hours=spent, money=spent * 3.0, nodes_held=0)
+        assert qs.fold_usage(report)
+        _big(qs)
+        assert bool(of_type(run_cycle(qs, NOW, CFG).decisions, NodesRequested)) is buys, (start, spent)
+
+
+def _utc(t: float) -> datetime:
+    return datetime.fromtimestamp(t, UTC)
 
 
 def test_a_queue_without_a_burst_budget_never_has_nodes_bought() -> None:

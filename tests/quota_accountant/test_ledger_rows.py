@@ -92,7 +92,7 @@ def test_pruning_deletes_the_forgotten_rows() -> None:
 
 def test_changelog_topics_and_group_have_the_apps_prefix() -> None:
     assert CONSUMER_GROUP == "muster-quota-accountant"
-    tables = ("attempts", "settled", "allocation", "decayed", "budgets")
+    tables = ("attempts", "settled", "allocation", "decayed", "budgets", "bought", "burst")
     assert list(CHANGELOG_TOPICS) == [f"muster-quota-accountant-{t}-changelog" for t in tables]
     assert broker_urls("a:9092, b:9093") == ["kafka://a:9092", "kafka://b:9093"]
 

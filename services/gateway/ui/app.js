@@ -624,7 +624,10 @@ function Queues() {
             <td class="num">${q.running}</td><td class="num">${q.waiting}</td>
             <td>${percent(q.fair_share)}</td><td>${percent(q.actual_share)}</td>
             <td>${q.gpu_hours_used === null ? "–" : html`${q.gpu_hours_used}${q.gpu_hour_budget !== null ? ` of ${q.gpu_hour_budget}` : ""}
-              <small class="muted"> per ${q.budget_window}</small>`}</td>
+              <small class="muted"> per ${q.budget_window}</small>`}
+              ${q.burst && html`<div class="small" data-burst>bought: ${q.burst.gpu_hours}${q.burst.gpu_hour_budget !== null ? ` of ${q.burst.gpu_hour_budget}` : ""} GPU-h${" "}
+                · ${q.burst.money}${q.burst.money_budget !== null ? ` of ${q.burst.money_budget}` : ""}
+                <small class="muted"> per ${q.burst.window}${q.burst.nodes_held > 0 ? ` · ${q.burst.nodes_held} nodes held` : ""}</small></div>`}</td>
           </tr>`)}</tbody>
       </table></div>
     </section>`;
