@@ -4,8 +4,8 @@ inputs, publishes usage.
 Recovery (why it works this way, and its limits):
 
 - **State in tables.** The ledger (open attempts, settled keys, decayed usage per queue, window usage
-  per tenant, bought nodes and their spend) and the allocation per queue and GPU type live in Faust tables, each backed by a compacted
-  changelog topic (names in ``services.quota_accountant.stream``, rows in
+  per tenant, bought nodes and their spend) and the allocation per queue and GPU type live in Faust
+  tables, each backed by a compacted changelog topic (names in ``services.quota_accountant.stream``, rows in
   ``services.quota_accountant.ledger_rows``). Faust's store is in memory (``memory://``, no RocksDB): on
   start, and after every rebalance, the tables are read back from their changelogs and the ledger is
   rebuilt from them. An attempt that is still running is in the ``attempts`` table however long ago it
