@@ -662,6 +662,9 @@ class SchedulerConfig:
     max_reorder_restarts: int = 0  # a job requeued this many times is no longer preempted for order (0: no cap)
     las_threshold_gpu_s: float = 16 * 3600.0  # "las": attained GPU-seconds that move a job to the lower level
     las_promote_knob: float = 0.0  # "las": waiting this many times its last run moves a job up again (0: off)
+    # "remaining": least remaining work inside Tiresias' two levels of attained service (a job past
+    # las_threshold_gpu_s goes behind every job below it, whatever the estimates say)
+    remaining_in_levels: bool = True
     # move small checkpointable jobs when a gang waits only because the free GPUs are scattered
     # (``consolidation``): at most this many jobs per cycle, each restarted fewer than this many times,
     # and only when the gang's GPUs x its wait saved exceed the moved GPUs x the cost of one move

@@ -9,6 +9,10 @@ enters the queue (and again when what its rank depends on changes), so the walk 
 - ``las``: least attained service in two levels, as Tiresias (2D-LAS) does without any estimate:
   jobs that have received less than ``las_threshold_gpu_s`` GPU-seconds first, then the rest, each
   level in submit order.
+- ``remaining`` with ``remaining_in_levels``: the two levels of ``las``, least remaining work inside each.
+  An estimate then orders jobs only among those that have received about as much service: a job that
+  has run long already (its estimate was wrong, or it is simply long) cannot keep new work waiting
+  because it is estimated to be nearly done.
 
 A ranked order can make a job wait behind ever newer, shorter ones. Each job therefore gets a
 promotion time, after which it is walked before every unpromoted job of its priority: under
@@ -29,6 +33,8 @@ from .model import Job, QueueOrderKind, SchedulerConfig
 
 REMAINING, SUBMIT, LAS = QueueOrderKind.REMAINING, QueueOrderKind.SUBMIT, QueueOrderKind.LAS
 NEVER = math.inf
+#: the rank distance between the two levels of ``remaining_in_levels``: more GPU-seconds than any job needs
+LEVEL_SPAN = 1e15
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +48,7 @@ class QueueOrder:
     starvation_age_s: float = 24 * 3600.0
     las_threshold_gpu_s: float = 16 * 3600.0
     las_promote_knob: float = 0.0
+    remaining_in_levels: bool = True
 
     @classmethod
     def of(cls, cfg: SchedulerConfig) -> QueueOrder:
@@ -53,6 +60,7 @@ class QueueOrder:
             starvation_age_s=cfg.starvation_age_s,
             las_threshold_gpu_s=cfg.las_threshold_gpu_s,
             las_promote_knob=cfg.las_promote_knob,
+            remaining_in_levels=cfg.remaining_in_levels,
         )
 
     def remaining(self, job: Job, estimate: float | None, attained: float) -> float:
@@ -69,10 +77,14 @@ class QueueOrder:
         further ahead), waiting or running: its submit time, its level of attained service, or its
         remaining work, by the order's kind."""
         if self.kind == REMAINING:
-            return self.remaining(job, estimate, attained)
+            return self.levelled(self.remaining(job, estimate, attained), attained)
         if self.kind == LAS:
             return float(self.level(attained))
         return job.submit_time
+
+    def levelled(self, remaining: float, attained: float) -> float:
+        """Remaining work as a place in the order: behind every job of a lower level when levels are on."""
+        return remaining + self.level(attained) * LEVEL_SPAN if self.remaining_in_levels else remaining
 
     def level(self, attained: float) -> int:
         return 0 if attained < self.las_threshold_gpu_s else 1
@@ -80,7 +92,7 @@ class QueueOrder:
     def rank(self, job: Job, estimate: float | None) -> float:
         """The job's place among equal-priority jobs of its queue while it waits (lower goes first)."""
         if self.kind == REMAINING:
-            return self.remaining(job, estimate, job.attained_gpu_s)
+            return self.levelled(self.remaining(job, estimate, job.attained_gpu_s), job.attained_gpu_s)
         if self.kind == LAS:
             return float(self.level(job.attained_gpu_s))
         return 0.0

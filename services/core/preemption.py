@@ -184,9 +184,10 @@ def _may_shrink_for(cycle: Cycle, rj: RunningJob, job: Job) -> bool:
         return True
     order, st = cycle.order, cycle.st
     behind = order.standing(v, st.estimate(v, order.learned), rj.attained(cycle.now))
-    ahead = order.standing(job, st.estimate(job, order.learned), job.attained_gpu_s)
     if order.kind == QueueOrderKind.REMAINING:
-        return behind > cycle.cfg.reorder_ratio * ahead
+        ahead = order.remaining(job, st.estimate(job, order.learned), job.attained_gpu_s)
+        return behind > order.levelled(cycle.cfg.reorder_ratio * ahead, job.attained_gpu_s)
+    ahead = order.standing(job, st.estimate(job, order.learned), job.attained_gpu_s)
     if order.kind == QueueOrderKind.LAS:
         return behind > ahead
     return (ahead, job.job_id) < (behind, v.job_id)
@@ -226,7 +227,7 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimR
         promoted = order.promote_at(job, estimate) <= now
         floor = 0.0 if promoted else float(order.level(job.attained_gpu_s))
         return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
-    floor = cfg.reorder_ratio * order.remaining(job, estimate, job.attained_gpu_s)
+    floor = order.levelled(cfg.reorder_ratio * order.remaining(job, estimate, job.attained_gpu_s), job.attained_gpu_s)
     return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
 
 

@@ -19,6 +19,11 @@ ABLATIONS: dict[str, SchedulerConfig] = {
     # the order inside a queue and what it builds on
     "muster-submit-order": SchedulerConfig(policy=Policy.MUSTER, queue_order=QueueOrderKind.SUBMIT),
     "muster-las-order": SchedulerConfig(policy=Policy.MUSTER, queue_order=QueueOrderKind.LAS),
+    # LAS with Tiresias' starvation guard (a job waiting 8x its last run moves up), every other mechanism as muster
+    "muster-las-guarded-order": SchedulerConfig(policy=Policy.MUSTER, queue_order=QueueOrderKind.LAS,
+                                                las_promote_knob=8.0),
+    # least remaining work over every job, not inside the two levels of attained service (the order before #35)
+    "muster-no-remaining-levels": SchedulerConfig(policy=Policy.MUSTER, remaining_in_levels=False),
     "muster-no-learnt-runtimes": SchedulerConfig(policy=Policy.MUSTER, learn_runtimes=False),
     "muster-no-reorder-preemption": SchedulerConfig(policy=Policy.MUSTER, reorder_preemption=False),
     "muster-reorder-always": SchedulerConfig(policy=Policy.MUSTER, reorder_wait_ratio=0.0),

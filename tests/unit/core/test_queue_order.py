@@ -57,6 +57,37 @@ def test_promoted_jobs_go_by_their_bound_not_by_submit_time() -> None:
     assert ordered_ids(st, 5000) == ["short", "long", "later"]  # a newer job never passes a due bound
 
 
+FLAT = replace(REMAINING, remaining_in_levels=False)
+
+
+@pytest.mark.parametrize(("cfg", "first"), [(REMAINING, "fresh"), (FLAT, "rerun")])
+def test_remaining_work_ranks_inside_the_levels_of_attained_service(cfg: SchedulerConfig, first: str) -> None:
+    """A job that has received more than 16 GPU-hours goes behind every job below that, however little its
+    estimate says it still needs (``remaining_in_levels``, the default; ``FLAT``: the order before it)."""
+    st = state([queue("q", 8)], [node("n", 8)], order=queue_order(cfg))
+    # 8 GPUs x 10,000 s estimated, 79,000 GPU-s (22 GPU-hours) received already: 1,000 GPU-s left
+    st.submit(job("rerun", gpus_per_pod=8, runtime_estimate=10_000.0, attained_gpu_s=79_000.0, submit=0))
+    st.submit(job("fresh", gpus_per_pod=8, runtime_estimate=1_000.0, submit=1))  # 8,000 GPU-s left
+    assert ordered_ids(st, 10, cfg)[0] == first
+
+
+@pytest.mark.parametrize(("cfg", "preempts"), [(REMAINING, True), (FLAT, False)])
+def test_a_job_of_the_first_level_preempts_one_that_left_it(cfg: SchedulerConfig, preempts: bool) -> None:
+    """Inside a level the ``reorder_ratio`` rule holds; a running job above the threshold is behind any job
+    below it, so it is preempted for one even when its own remaining work is not ``reorder_ratio`` times more."""
+    st = state([queue("q", 8)], [node("n", 8)], order=queue_order(cfg))
+    st.submit(job("long", gpus_per_pod=8, runtime_estimate=10_000.0, checkpointable=True))
+    assert admitted(cycle(st, 0, cfg)) == {"long"}
+    st.submit(job("new", gpus_per_pod=8, runtime_estimate=2_000.0, submit=10))
+    assert cycle(st, 7_100, cfg).decisions == ()  # 8 x 7,100 GPU-s: still in the first level
+    # at 7,300 s "long" has 58,400 GPU-s (past 16 GPU-hours) and 21,600 left, less than 4 x the new job's 16,000
+    found = cycle(st, 7_300, cfg).decisions
+    assert bool(found) is preempts
+    if preempts:
+        (d,) = found
+        assert isinstance(d, Preempt) and d.job_id == "long" and d.reason == PreemptReason.QUEUE_ORDER.value
+
+
 def test_a_job_past_its_estimate_is_expected_to_need_as_much_again() -> None:
     order = QueueOrder()
     j = job("j", gpus_per_pod=2, runtime_estimate=100.0)
