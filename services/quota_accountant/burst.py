@@ -152,20 +152,17 @@ class BurstLedger:
     def queues(self) -> set[str]:
         return set(self.spend) | {r.queue for r in self.requests.values()}
 
-    def prune(self, now: float) -> set[str]:
-        """Forget requests finished ``horizon_s`` ago and spend of windows long over; returns the queues changed."""
-        changed: set[str] = set()
+    def prune(self, now: float) -> None:
+        """Forget requests finished ``horizon_s`` ago and spend of windows long over (the table mirror's
+        ``after_prune`` writes what changed)."""
         for name in [n for n, r in self.requests.items() if r.finished and r.last < now - self.horizon_s]:
             del self.requests[name]
-        for queue, buckets in self.spend.items():
-            old = [key for key in buckets if window_end(key[0], key[1]) < now - BUCKET_KEEP_S]
-            for key in old:
-                del buckets[key]
-            if old:
-                changed.add(queue)
-        for queue in [q for q, b in self.spend.items() if not b]:
-            del self.spend[queue]
-        return changed
+        for queue, buckets in list(self.spend.items()):
+            kept = {key: v for key, v in buckets.items() if window_end(key[0], key[1]) >= now - BUCKET_KEEP_S}
+            if kept:
+                self.spend[queue] = kept
+            else:
+                del self.spend[queue]
 
     # ------------------------------------------------------------------ inside
 
