@@ -6,6 +6,7 @@ from collections.abc import Iterable
 
 from schemas.envelope import MAX_REASON, MAX_TEXT
 from schemas.status import ActionOutcome, JobStatusChanged, role_statuses
+from services.core import PendingInfo
 from services.queue_manager.entries import JobEntry, utc
 
 #: Estimated starts are compared at this granularity so drifting estimates do not republish every cycle.
@@ -16,6 +17,12 @@ ESTIMATE_GRANULARITY_S = 60.0
 #: ``status_depth`` 100 that is up to 100,000 statuses a cycle.
 WAITING_REFRESH_S = 5.0
 WAITING = frozenset({"pending", "suspended"})
+
+
+def _queue_info(entry: JobEntry) -> PendingInfo | None:
+    """The core's word on a pending job (position, reason, estimate). A suspended job shows why it was
+    suspended (by whom, or released for idleness and how to resume it), not the core's bare "suspended"."""
+    return entry.info if entry.state == "pending" else None
 
 StatusKey = tuple[object, ...]
 
@@ -46,7 +53,7 @@ def entry_key(entry: JobEntry) -> StatusKey:
     """``status_key(build_status(entry, now))`` without building the status (most entries a cycle marks
     dirty publish nothing new)."""
     spec = entry.spec
-    info = entry.info if entry.state in WAITING else None
+    info = _queue_info(entry)
     replicas = entry.replicas if entry.holding else spec.main_replicas
     if info is None:
         return (entry.state, entry.attempt, replicas, spec.priority_class, _answered(entry), None,
@@ -60,8 +67,7 @@ def entry_key(entry: JobEntry) -> StatusKey:
 
 def build_status(entry: JobEntry, now: float) -> JobStatusChanged:
     spec = entry.spec
-    waiting = entry.state in ("pending", "suspended")
-    info = entry.info if waiting else None
+    info = _queue_info(entry)
     replicas = entry.replicas if entry.holding else spec.main_replicas
     res = (spec.template or spec.main_template).resources
     return JobStatusChanged(

@@ -9,12 +9,14 @@ from pathlib import Path
 import yaml
 
 from schemas.decisions import JobAdmitted, JobPreemptionRequested
-from schemas.intents import ResumeJob, SubmitJob
+from schemas.intents import ResumeJob, SubmitJob, SuspendJob
 from schemas.runs import JobStopped, RunIdle, RunStarted
+from schemas.status import JobStatusChanged
 from services.core import SchedulerConfig
 from services.queue_manager.cycle_outcome import run_cycle
 from services.queue_manager.inputs import on_input
 from services.queue_manager.queue_state import QueueState
+from services.queue_manager.status import build_status
 from services.spec.workload_spec import spec_from_workload
 from tests.queue_manager.builders import NOW, T0, folded_state, of_type, run_fields
 
@@ -67,6 +69,26 @@ def test_an_idle_session_is_released_then_suspended_until_resumed() -> None:
     feed(qs, ResumeJob(job_id="nb", requested_by="alice"))
     (again,) = of_type(run_cycle(qs, NOW + 2, CFG).decisions, JobAdmitted)
     assert again.attempt == 1
+
+
+def test_a_released_session_keeps_saying_why_and_how_to_resume_it_after_cycles() -> None:
+    """The core lists a suspended job as merely "suspended"; its status keeps the queue manager's reason."""
+    qs = folded_state()
+    running(qs, "nb")
+    feed(qs, idle("nb"))
+    feed(qs, JobStopped(**run_fields("nb"), reason="idle", requeue=True))
+    for t in (NOW + 1, NOW + 60):
+        statuses = of_type(run_cycle(qs, t, CFG).statuses, JobStatusChanged)
+        assert not statuses or statuses[-1].reason == "idle"
+    last = build_status(qs.jobs["nb"], NOW + 61)
+    assert (last.state, last.reason, last.position, last.estimated_start) == ("suspended", "idle", None, None)
+    assert "muster resume nb" in last.message
+    feed(qs, SuspendJob(job_id="other", requested_by="bob"))  # unknown: nothing
+    feed(qs, notebook("waiting"))
+    feed(qs, SuspendJob(job_id="waiting", requested_by="bob"))
+    run_cycle(qs, NOW + 62, CFG)
+    held = build_status(qs.jobs["waiting"], NOW + 62)
+    assert (held.state, held.reason, held.message) == ("suspended", "suspended", "suspended by bob")
 
 
 def test_a_job_without_an_idle_timeout_or_not_running_is_not_released() -> None:
