@@ -51,7 +51,8 @@ Entry = tuple[str, Job, int, Placement, str]  # job id, job, current pods, place
 def _place_in_order(cycle: Cycle, job: Job, attained: float) -> tuple[int, float]:
     """Where a job stands among its queue's jobs, waiting or running: (-priority, standing)."""
     order = cycle.order
-    return -job.priority, order.standing(job, cycle.st.estimate(job, order.learned), attained)
+    estimate, sample = cycle.st.known(job, order.learned)
+    return -job.priority, order.standing(job, estimate, attained, sample)
 
 
 def _growers(cycle: Cycle) -> dict[str, list[tuple[tuple[int, float], str]]]:

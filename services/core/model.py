@@ -665,6 +665,13 @@ class SchedulerConfig:
     # "remaining": least remaining work inside Tiresias' two levels of attained service (a job past
     # las_threshold_gpu_s goes behind every job below it, whatever the estimates say)
     remaining_in_levels: bool = True
+    # "remaining": a learnt estimate's samples read as a distribution (the expected further service per
+    # completion, a Gittins index) instead of their median: a wide spread is not ranked as if it were known
+    runtime_distribution: bool = True
+    # "remaining": jobs promoted past their slowdown bound take every other place among their priority, not
+    # all the first places: each is still reached, but an overloaded queue does not become first come, first
+    # served (every waiting job is soon promoted there), and new short work keeps half of what frees up
+    promotion_interleaved: bool = True
     # move small checkpointable jobs when a gang waits only because the free GPUs are scattered
     # (``consolidation``): at most this many jobs per cycle, each restarted fewer than this many times,
     # and only when the gang's GPUs x its wait saved exceed the moved GPUs x the cost of one move

@@ -13,6 +13,11 @@ enters the queue (and again when what its rank depends on changes), so the walk 
   An estimate then orders jobs only among those that have received about as much service: a job that
   has run long already (its estimate was wrong, or it is simply long) cannot keep new work waiting
   because it is estimated to be nearly done.
+- ``remaining`` with ``runtime_distribution``: a learnt estimate's samples are read as a distribution,
+  and remaining work is the expected further service per completion (``RuntimeSample.per_completion``,
+  a Gittins index) rather than the median minus the service received. Where the samples agree the two
+  are close; where they spread widely, a job is not ranked as if its short median were known to hold,
+  and one that has run past most of its samples goes behind new work.
 
 A ranked order can make a job wait behind ever newer, shorter ones. Each job therefore gets a
 promotion time, after which it is walked before every unpromoted job of its priority: under
@@ -21,7 +26,9 @@ promotion time, after which it is walked before every unpromoted job of its prio
 ``las_promote_knob`` times its last run (Tiresias' starvation guard). Promoted jobs go among
 themselves by promotion time, the earliest first: a deadline order. In an overloaded queue, where
 every waiting job is soon promoted, that keeps short jobs ahead (their bound comes sooner) instead of
-falling back to first come, first served.
+falling back to first come, first served. Under ``remaining`` with ``promotion_interleaved`` the promoted
+jobs take every other place of their priority rather than all the first ones (``interleaves``): still
+reached in bound order, while the ranked order keeps about half of what frees up for new work.
 """
 
 from __future__ import annotations
@@ -30,6 +37,7 @@ import math
 from dataclasses import dataclass
 
 from .model import Job, QueueOrderKind, SchedulerConfig
+from .runtimes import RuntimeSample
 
 REMAINING, SUBMIT, LAS = QueueOrderKind.REMAINING, QueueOrderKind.SUBMIT, QueueOrderKind.LAS
 NEVER = math.inf
@@ -49,6 +57,8 @@ class QueueOrder:
     las_threshold_gpu_s: float = 16 * 3600.0
     las_promote_knob: float = 0.0
     remaining_in_levels: bool = True
+    runtime_distribution: bool = True
+    promotion_interleaved: bool = True
 
     @classmethod
     def of(cls, cfg: SchedulerConfig) -> QueueOrder:
@@ -61,23 +71,37 @@ class QueueOrder:
             las_threshold_gpu_s=cfg.las_threshold_gpu_s,
             las_promote_knob=cfg.las_promote_knob,
             remaining_in_levels=cfg.remaining_in_levels,
+            runtime_distribution=cfg.runtime_distribution,
+            promotion_interleaved=cfg.promotion_interleaved,
         )
 
-    def remaining(self, job: Job, estimate: float | None, attained: float) -> float:
+    @property
+    def interleaves(self) -> bool:
+        """Whether promoted jobs take every other place among their priority rather than all the first."""
+        return self.kind == REMAINING and self.promotion_interleaved
+
+    def remaining(self, job: Job, estimate: float | None, attained: float,
+                  sample: RuntimeSample | None = None) -> float:
         """Estimated GPU-seconds the job still needs after ``attained``. A job that has outrun its
         estimate was underestimated: the further past it, the more it is expected to need still (the
         longer a job has run, the longer it tends to run on), so it does not hold its GPUs for ever as
-        if it were about to finish, while one just past its estimate still resumes ahead of new work."""
+        if it were about to finish, while one just past its estimate still resumes ahead of new work.
+        ``sample``: the learnt runtimes the estimate is the median of (with ``runtime_distribution``, the
+        expected service per completion they give is used instead)."""
+        gpus = max(job.total_gpus, 1)
+        if sample is not None and self.runtime_distribution:
+            return sample.per_completion(attained / gpus) * gpus
         est = self.default_estimate_s if estimate is None else estimate
-        left = est * max(job.total_gpus, 1) - attained
+        left = est * gpus - attained
         return abs(left)
 
-    def standing(self, job: Job, estimate: float | None, attained: float) -> float:
+    def standing(self, job: Job, estimate: float | None, attained: float,
+                 sample: RuntimeSample | None = None) -> float:
         """Where a job with ``attained`` GPU-seconds stands among its priority in its queue (lower is
         further ahead), waiting or running: its submit time, its level of attained service, or its
         remaining work, by the order's kind."""
         if self.kind == REMAINING:
-            return self.levelled(self.remaining(job, estimate, attained), attained)
+            return self.levelled(self.remaining(job, estimate, attained, sample), attained)
         if self.kind == LAS:
             return float(self.level(attained))
         return job.submit_time
@@ -89,10 +113,10 @@ class QueueOrder:
     def level(self, attained: float) -> int:
         return 0 if attained < self.las_threshold_gpu_s else 1
 
-    def rank(self, job: Job, estimate: float | None) -> float:
+    def rank(self, job: Job, estimate: float | None, sample: RuntimeSample | None = None) -> float:
         """The job's place among equal-priority jobs of its queue while it waits (lower goes first)."""
         if self.kind == REMAINING:
-            return self.levelled(self.remaining(job, estimate, job.attained_gpu_s), job.attained_gpu_s)
+            return self.levelled(self.remaining(job, estimate, job.attained_gpu_s, sample), job.attained_gpu_s)
         if self.kind == LAS:
             return float(self.level(job.attained_gpu_s))
         return 0.0

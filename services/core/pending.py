@@ -141,8 +141,9 @@ class PendingQueues:
             heapq.heappush(promoted, (neg_priority, at, submit_time, job_id, self._counter))
             self._push_fifo(queue, submit_time, job_id, self._counter)
 
-    def walk_queue(self, queue: str, now: float = -math.inf) -> Iterator[str]:
-        """The queue's live jobs: promoted ones first (by priority, then promotion time), then heap order.
+    def walk_queue(self, queue: str, now: float = -math.inf, interleave: bool = False) -> Iterator[str]:
+        """The queue's live jobs by priority; within a priority the promoted ones (the earliest promotion
+        first) before the rest in heap order, or with ``interleave`` taking every other place, from the first.
 
         Costs the jobs walked, not the queue's length: promotions are moved over as their time comes
         (``_advance``) and dead entries at the top of either heap are dropped on the way."""
@@ -150,18 +151,30 @@ class PendingQueues:
         live = self.live
         heap = _clean_top(self.heaps.get(queue), live)
         promoted = _clean_top(self.promoted.get(queue), live)
+        if not promoted:  # nothing promoted: the rank order alone
+            for entry in _walk_entries(heap):
+                if live.get(entry[3]) == entry[4]:
+                    yield entry[3]
+            return
         ahead = (p for p in _walk_entries(promoted) if live.get(p[3]) == p[4])
-        nxt = next(ahead, None)
-        for e in _walk_entries(heap):
-            if live.get(e[3]) != e[4]:
-                continue
-            while nxt is not None and nxt[0] <= e[0]:
-                yield nxt[3]
-                nxt = next(ahead, None)
-            yield e[3]
-        while nxt is not None:
-            yield nxt[3]
-            nxt = next(ahead, None)
+        rest = (e for e in _walk_entries(heap) if live.get(e[3]) == e[4])
+        p, e = next(ahead, None), next(rest, None)
+        promoted_turn, level = True, None
+        while p is not None or e is not None:
+            take_promoted = e is None or (p is not None and p[0] < e[0])
+            if p is not None and e is not None and p[0] == e[0]:
+                if level != p[0]:
+                    level, promoted_turn = p[0], True
+                take_promoted = promoted_turn or not interleave
+                promoted_turn = not promoted_turn
+            if take_promoted:
+                assert p is not None
+                yield p[3]
+                p = next(ahead, None)
+            else:
+                assert e is not None
+                yield e[3]
+                e = next(rest, None)
 
     def walk_fifo(self, queue: str | None = None) -> Iterator[str]:
         """Live jobs by submit time: of one queue, or of all queues."""

@@ -183,9 +183,11 @@ def _may_shrink_for(cycle: Cycle, rj: RunningJob, job: Job) -> bool:
     if v.priority < job.priority or v.queue != job.queue:
         return True
     order, st = cycle.order, cycle.st
-    behind = order.standing(v, st.estimate(v, order.learned), rj.attained(cycle.now))
+    estimate, sample = st.known(v, order.learned)
+    behind = order.standing(v, estimate, rj.attained(cycle.now), sample)
     if order.kind == QueueOrderKind.REMAINING:
-        ahead = order.remaining(job, st.estimate(job, order.learned), job.attained_gpu_s)
+        estimate, sample = st.known(job, order.learned)
+        ahead = order.remaining(job, estimate, job.attained_gpu_s, sample)
         return behind > order.levelled(cycle.cfg.reorder_ratio * ahead, job.attained_gpu_s)
     ahead = order.standing(job, st.estimate(job, order.learned), job.attained_gpu_s)
     if order.kind == QueueOrderKind.LAS:
@@ -218,16 +220,18 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimR
                 continue
             if now - rj.start_time < min_runtime:
                 continue
-            behind = order.standing(v, st.estimate(v, order.learned), rj.attained(now))
+            estimate, sample = st.known(v, order.learned)
+            behind = order.standing(v, estimate, rj.attained(now), sample)
             ranked.append((v.priority, False, -behind, jid))
         ranked.sort()
         cycle.memo.victim_lists[key] = ranked
-    estimate = st.estimate(job, order.learned)
+    estimate, sample = st.known(job, order.learned)
     if order.kind == QueueOrderKind.LAS:
         promoted = order.promote_at(job, estimate) <= now
         floor = 0.0 if promoted else float(order.level(job.attained_gpu_s))
         return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
-    floor = order.levelled(cfg.reorder_ratio * order.remaining(job, estimate, job.attained_gpu_s), job.attained_gpu_s)
+    ahead = order.remaining(job, estimate, job.attained_gpu_s, sample)
+    floor = order.levelled(cfg.reorder_ratio * ahead, job.attained_gpu_s)
     return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
 
 

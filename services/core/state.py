@@ -40,7 +40,7 @@ from .node_facts import NodeFacts
 from .ordering import QueueOrder
 from .pending import PendingQueues
 from .quota import QuotaBook, job_request
-from .runtimes import Key, RuntimeHistory
+from .runtimes import Key, RuntimeHistory, RuntimeSample
 
 DEFAULT_HALF_LIFE_S = 7 * 24 * 3600.0
 
@@ -253,8 +253,8 @@ class SchedulerState:
 
     def _ranking(self, job: Job) -> tuple[float, float]:
         """(rank, promotion time) of a pending job in its queue, by what is known of it now."""
-        estimate = self.estimate(job, self.order.learned)
-        return self.order.rank(job, estimate), self.order.promote_at(job, estimate)
+        estimate, sample = self.known(job, self.order.learned)
+        return self.order.rank(job, estimate, sample), self.order.promote_at(job, estimate)
 
     def _push(self, job: Job) -> None:
         """Put a pending job into its queue's order, ranked by what is known of it now."""
@@ -542,6 +542,18 @@ class SchedulerState:
             return job.runtime_estimate
         return self.runtimes.estimate(job)
 
+    def sample(self, job: Job, learned: bool = True) -> RuntimeSample | None:
+        """The learnt runtimes the job's estimate is the median of; None when its submitter gave one, or
+        nothing is learnt (``learned`` off, or no finished job of its kind)."""
+        if job.runtime_estimate is not None or not learned:
+            return None
+        return self.runtimes.sample(job)
+
+    def known(self, job: Job, learned: bool = True) -> tuple[float | None, RuntimeSample | None]:
+        """``(estimate(job, learned), sample(job, learned))`` from one look-up."""
+        sample = self.sample(job, learned)
+        return (job.runtime_estimate if sample is None else sample.median), sample
+
     def learn(self, job: Job, runtime_s: float) -> None:
         """Teach the full-size runtime of a job that succeeded; waiting jobs of its stem are re-ranked
         before the next walk of their queues (once, however many of the stem's jobs finish until then)."""
@@ -567,21 +579,29 @@ class SchedulerState:
         if order == self.order:
             if self._relearnt:
                 self._rerank_relearnt()
-            return self.pq.walk_queue(queue, now)
+            return self.pq.walk_queue(queue, now, order.interleaves)
         return iter(self._sorted_queue(queue, now, order))
 
     def _sorted_queue(self, queue: str, now: float, order: QueueOrder) -> list[str]:
-        keyed = []
+        lanes: dict[tuple[int, bool], list[tuple[float, float, str]]] = {}  # (-priority, promoted) -> jobs
         for job in self.pending.values():
             if job.queue != queue:
                 continue
-            estimate = self.estimate(job, order.learned)
+            estimate, sample = self.known(job, order.learned)
             promote_at = order.promote_at(job, estimate)
             promoted = promote_at <= now
-            rank = promote_at if promoted else order.rank(job, estimate)
-            keyed.append(((-job.priority, not promoted, rank, job.submit_time, job.job_id), job.job_id))
-        keyed.sort()
-        return [job_id for _, job_id in keyed]
+            rank = promote_at if promoted else order.rank(job, estimate, sample)
+            lanes.setdefault((-job.priority, promoted), []).append((rank, job.submit_time, job.job_id))
+        walked: list[str] = []
+        for level in sorted({neg for neg, _ in lanes}):
+            first = sorted(lanes.get((level, True), []))
+            rest = sorted(lanes.get((level, False), []))
+            if not order.interleaves:
+                walked += [j for *_, j in first + rest]
+                continue
+            for i in range(max(len(first), len(rest))):  # every other place, a promoted job's first
+                walked += [lane[i][2] for lane in (first, rest) if i < len(lane)]
+        return walked
 
     def set_usage(self, queue: str, decayed_gpu_seconds: float, as_of: float) -> None:
         self.history[queue] = (decayed_gpu_seconds, as_of)

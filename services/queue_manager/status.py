@@ -53,7 +53,7 @@ def entry_key(entry: JobEntry) -> StatusKey:
     """``status_key(build_status(entry, now))`` without building the status (most entries a cycle marks
     dirty publish nothing new)."""
     spec = entry.spec
-    info = _queue_info(entry)
+    info = entry.info if entry.state == "pending" else None  # as ``_queue_info``, inline: called per dirty job
     replicas = entry.replicas if entry.holding else spec.main_replicas
     if info is None:
         return (entry.state, entry.attempt, replicas, spec.priority_class, _answered(entry), None,

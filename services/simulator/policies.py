@@ -24,6 +24,10 @@ ABLATIONS: dict[str, SchedulerConfig] = {
                                                 las_promote_knob=8.0),
     # least remaining work over every job, not inside the two levels of attained service (the order before #35)
     "muster-no-remaining-levels": SchedulerConfig(policy=Policy.MUSTER, remaining_in_levels=False),
+    # learnt runtimes ranked by their median, not read as a distribution (the order before #35's third step)
+    "muster-median-estimates": SchedulerConfig(policy=Policy.MUSTER, runtime_distribution=False),
+    # jobs promoted past their slowdown bound all go first (the order before #35's third step)
+    "muster-promoted-first": SchedulerConfig(policy=Policy.MUSTER, promotion_interleaved=False),
     "muster-no-learnt-runtimes": SchedulerConfig(policy=Policy.MUSTER, learn_runtimes=False),
     "muster-no-reorder-preemption": SchedulerConfig(policy=Policy.MUSTER, reorder_preemption=False),
     "muster-reorder-always": SchedulerConfig(policy=Policy.MUSTER, reorder_wait_ratio=0.0),

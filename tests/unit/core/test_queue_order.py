@@ -11,7 +11,7 @@ from hypothesis import strategies as st_
 
 from services.core import Admit, Preempt, PreemptReason, SchedulerConfig, SchedulerState, queue_order
 from services.core.ordering import QueueOrder
-from services.core.runtimes import WINDOW, RuntimeHistory, name_stem
+from services.core.runtimes import WINDOW, RuntimeHistory, RuntimeSample, name_stem
 
 from .builders import admitted, cycle, job, node, queue, state
 
@@ -55,6 +55,21 @@ def test_promoted_jobs_go_by_their_bound_not_by_submit_time() -> None:
     assert ordered_ids(st, 5000) == ["short", "long"]  # bounds 31 and 3000, both passed
     st.submit(job("later", gpus_per_pod=1, runtime_estimate=10.0, submit=4000))
     assert ordered_ids(st, 5000) == ["short", "long", "later"]  # a newer job never passes a due bound
+
+
+def test_promoted_jobs_take_every_other_place_so_new_short_work_keeps_flowing() -> None:
+    """In an overloaded queue every job that waited is promoted; if they all went first, the queue would be
+    first come, first served. Interleaved, the promoted jobs (by their bound) and the rest (by rank) take
+    turns, a promoted job first, within each priority."""
+    st = state([queue("q", 8)], [node("n", 8)])
+    for i in range(3):
+        st.submit(job(f"old-{i}", gpus_per_pod=1, runtime_estimate=100.0, submit=i))
+    st.submit(job("new-long", gpus_per_pod=1, runtime_estimate=50.0, submit=900))
+    st.submit(job("new-short", gpus_per_pod=1, runtime_estimate=10.0, submit=901))
+    st.submit(job("urgent", gpus_per_pod=1, runtime_estimate=1000.0, priority=5, submit=902))
+    assert ordered_ids(st, 902) == ["urgent", "old-0", "new-short", "old-1", "new-long", "old-2"]
+    first = replace(REMAINING, promotion_interleaved=False)
+    assert ordered_ids(st, 902, first) == ["urgent", "old-0", "old-1", "old-2", "new-short", "new-long"]
 
 
 FLAT = replace(REMAINING, remaining_in_levels=False)
@@ -121,13 +136,20 @@ jobs_strategy = st_.lists(
 )
 
 
+def _order_config(kind: str) -> SchedulerConfig:
+    """``promoted-first``: the remaining order with promoted jobs all ahead instead of interleaved."""
+    return SchedulerConfig(queue_order="remaining" if kind == "promoted-first" else kind,
+                           promotion_interleaved=kind != "promoted-first",
+                           las_threshold_gpu_s=1000.0, las_promote_knob=2.0)
+
+
 @settings(max_examples=60, deadline=None)
 @given(jobs=jobs_strategy, now=st_.floats(0, 20000), kind=st_.sampled_from(["remaining", "submit", "las"]))
 def test_the_indexed_walk_equals_sorting_on_the_spot(
     jobs: list[tuple[int, float, float | None, int, float]], now: float, kind: str
 ) -> None:
     """The heaps the state keeps give exactly the order a full sort at ``now`` would give."""
-    cfg = SchedulerConfig(queue_order=kind, las_threshold_gpu_s=1000.0, las_promote_knob=2.0)
+    cfg = _order_config(kind)
     order = queue_order(cfg)
     st = SchedulerState(queues=[queue("q", 64)], nodes=[node("n", 8)], order=order)
     for i, (prio, submit, est, gpus, attained) in enumerate(jobs):
@@ -144,13 +166,13 @@ def test_the_indexed_walk_equals_sorting_on_the_spot(
 
 @settings(max_examples=60, deadline=None)
 @given(jobs=jobs_strategy, times=st_.lists(st_.floats(0, 20000), min_size=1, max_size=6),
-       kind=st_.sampled_from(["remaining", "las"]))
+       kind=st_.sampled_from(["remaining", "las", "promoted-first"]))
 def test_the_indexed_walk_equals_sorting_as_time_goes_on(
     jobs: list[tuple[int, float, float | None, int, float]], times: list[float], kind: str
 ) -> None:
     """Walks at later and later times, with jobs arriving and leaving between them, keep giving the order a
     full sort gives: promotions the index moved over at one walk stay right at the next."""
-    cfg = SchedulerConfig(queue_order=kind, las_threshold_gpu_s=1000.0, las_promote_knob=2.0)
+    cfg = _order_config(kind)
     order = queue_order(cfg)
     st = SchedulerState(queues=[queue("q", 64)], nodes=[node("n", 8)], order=order)
     pending = list(enumerate(jobs))
@@ -198,6 +220,51 @@ def test_history_answers_from_the_most_specific_key() -> None:
     for _ in range(WINDOW):
         h.observe(base, 50.0)
     assert h.estimate(base) == 50.0  # the window keeps the recent runs only
+
+
+@pytest.mark.parametrize(("samples", "attained", "expected"), [
+    ((100.0,), 0.0, 100.0),  # one sample: its remaining time, as the median gives
+    ((100.0,), 40.0, 60.0),
+    ((100.0,), 150.0, 150.0),  # past every sample: expected to run on as long as it has run
+    ((100.0, 100.0, 100.0), 0.0, 100.0),  # samples that agree: the median's answer
+    ((10.0, 10_000.0), 0.0, 20.0),  # half end after 10 s: 20 s of service per completion
+    ((10.0, 10_000.0), 10.0, 9_990.0),  # ran past the short half: the long half is what is left
+    ((10.0, 20.0, 30.0, 10_000.0), 0.0, 30.0),  # quantum 30 s: (10+20+30+30) / 3 completions of 4
+])
+def test_learnt_runtimes_read_as_a_distribution(samples: tuple[float, ...], attained: float, expected: float) -> None:
+    assert RuntimeSample(samples).per_completion(attained) == pytest.approx(expected)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st_.lists(st_.floats(1.0, 1e6), min_size=1, max_size=WINDOW), st_.floats(0.0, 1e6))
+def test_service_per_completion_lies_between_the_nearest_end_and_the_mean_of_those_beyond(
+        values: list[float], attained: float) -> None:
+    beyond = [v - attained for v in values if v > attained]
+    got = RuntimeSample(tuple(sorted(values))).per_completion(attained)
+    if not beyond:
+        assert got == attained
+    else:
+        assert min(beyond) * (1 - 1e-9) <= got <= sum(beyond) / len(beyond) * (1 + 1e-9)
+
+
+def test_a_wide_spread_does_not_rank_as_a_known_short_runtime() -> None:
+    """Two kinds of job with the same median (100 s): one whose runs all take about 100 s, one whose runs
+    take 10 s or a day. Ranked by the median they tie; read as distributions, a fresh job of the spread
+    kind goes first (half its kind ends at once), and one that has run past 10 s goes behind the steady kind."""
+    st = state([queue("q", 8)], [node("n", 8)])
+    steady = [job(f"steady-{i}", gpus_per_pod=1, name=f"steady-{i}") for i in range(3)]
+    spread = [job(f"spread-{i}", gpus_per_pod=1, name=f"spread-{i}") for i in range(3)]
+    for j, runtime in zip(steady + spread, (99.0, 100.0, 101.0, 10.0, 100.0, 86_400.0), strict=True):
+        st.runtimes.observe(j, runtime)
+    fresh, ran = job("spread-9", gpus_per_pod=1, name="spread-9"), job("steady-9", gpus_per_pod=1, name="steady-9")
+    assert st.estimate(fresh) == st.estimate(ran) == 100.0
+    order, median = queue_order(REMAINING), queue_order(replace(REMAINING, runtime_distribution=False))
+    assert order.rank(fresh, 100.0, st.sample(fresh)) < order.rank(ran, 100.0, st.sample(ran))
+    served = replace(fresh, attained_gpu_s=20.0)
+    assert order.rank(served, 100.0, st.sample(served)) > order.rank(ran, 100.0, st.sample(ran))
+    assert median.rank(served, 100.0, st.sample(served)) < median.rank(ran, 100.0, st.sample(ran))
+    given_estimate = replace(fresh, runtime_estimate=5.0)  # a submitter's estimate is taken as it is
+    assert st.sample(given_estimate) is None
 
 
 def test_a_success_teaches_the_full_size_runtime_and_reranks_waiting_jobs() -> None:
