@@ -27,11 +27,13 @@ import asyncio
 import logging
 import ssl
 import tempfile
+import warnings
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any, cast
 
 import faust
 from faust import Stream
+from faust.exceptions import AlreadyConfiguredWarning
 from faust.types import StreamT
 
 from services.quota_accountant.ledger_rows import TABLES, Change, TableName
@@ -265,8 +267,31 @@ class AccountantStreams:
         self.failure = asyncio.get_running_loop().create_future()
         self._rewind_never_committed()
         await self.app.start()
+        await self._know_changelogs()
+
+    async def _know_changelogs(self) -> None:
+        """Wait until the app's producer knows the partitions of every changelog topic.
+
+        Faust declares a table's changelog topic as the table starts, and picks the partition of a row from its
+        producer's cached metadata without asking the broker (``Producer.key_partition``). A topic that the
+        metadata update right after its creation did not show yet (its partition had no leader yet) stays
+        unknown to the producer until the next periodic refresh, minutes later, and the first row written to
+        that table fails (``TypeError`` in aiokafka's partitioner): the accountant stopped there. The producer's
+        own ``partitions_for`` waits for the topic's metadata, refreshing it."""
+        producer: Any = self.app.producer
+        kafka = producer._ensure_producer()  # the aiokafka producer under Faust's (Faust has no public handle)
+        for name in CHANGELOG_TOPICS:
+            await kafka.partitions_for(name)
 
     async def stop(self) -> None:
+        if self.failure is not None and self.failure.done():
+            # a failed handler or flush left inputs unacknowledged for good: Faust would wait for their
+            # acknowledgement before it stops (``stream_wait_empty``), forever. They are not committed
+            # either way; the service ends and reads them again when it starts. (The consumer reads the
+            # setting as it stops, so setting it late is what is meant here.)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", AlreadyConfiguredWarning)
+                self.app.conf.stream_wait_empty = False
         await self.app.stop()
         if self.failure is not None and not self.failure.done():
             self.failure.cancel()
