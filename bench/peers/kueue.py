@@ -36,7 +36,6 @@ from bench.system.machine import process_cpu_seconds, spent
 from bench.system.measure import Table
 from bench.system.observe import counting
 from bench.system.stack import private_broker, running_stack
-from bench.system.workload import Fleet
 from services.core import SchedulerConfig
 
 SMOKE = Path(__file__).with_name("kueue-smoke.yaml")
@@ -52,7 +51,7 @@ async def run_muster(scenario: Scenario, *, bootstrap: str | None, brokers: int 
     ids = set(runtimes)
     notes: list[str] = []
     async with private_broker(bootstrap, brokers=brokers) as broker, running_stack(
-            broker, Fleet(nodes=scenario.nodes), ScenarioLayout(scenario), runtimes.__getitem__,
+            broker, scenario.fleet(), ScenarioLayout(scenario), runtimes.__getitem__,
             scheduler=SchedulerConfig(min_runtime_s=0.0)) as stack:
         qm_before, broker_before, own_before = stack.cpu_seconds(), broker.cpu_seconds(), _own_cpu()
         started = time.time()
@@ -105,7 +104,8 @@ def run_kueue(scenario_dir: str, log: list[str], *, scale: float = 1.0,
         generator = out / "generator.yaml"
         generator.write_text(scaled_config(kueue.config(scenario_dir, "generator.yaml").read_text(), scale))
     before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    run = kueue_build.run(kueue, assets, generator, kueue.config(scenario_dir, "rangespec.yaml"), out)
+    run = kueue_build.run(kueue, assets, generator, kueue.config(scenario_dir, "rangespec.yaml"), out,
+                          extra=kueue_build.SCENARIO_ARGS.get(scenario_dir, ()))
     after = resource.getrusage(resource.RUSAGE_CHILDREN)
     everything = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
     if run.returncode != 0 or not run.summary.exists():
@@ -116,7 +116,7 @@ def run_kueue(scenario_dir: str, log: list[str], *, scale: float = 1.0,
 
 
 async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bool = False,
-               scale: float = 1.0) -> str:
+               scale: float = 1.0, scenario_name: str = SCENARIO) -> str:
     notes: list[str] = []
     if quick:
         scenario = load(SMOKE)
@@ -124,9 +124,9 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bo
         everything = None
         title = f"Kueue's scenario format through Muster (--quick: {SMOKE.name}; Kueue itself not run)"
     else:
-        kueue, run, everything, generator = await asyncio.to_thread(run_kueue, SCENARIO, notes, scale=scale)
+        kueue, run, everything, generator = await asyncio.to_thread(run_kueue, scenario_name, notes, scale=scale)
         scenario = load(generator)
-        title = (f"Kueue {kueue_build.VERSION} ({SCENARIO}" + (f" at scale {scale:g}" if scale != 1.0 else "") +
+        title = (f"Kueue {kueue_build.VERSION} ({scenario_name}" + (f" at scale {scale:g}" if scale != 1.0 else "") +
                  ": its runner + minimalkueue on envtest) and Muster, same machine")
         if scale != 1.0:
             notes.append(f"scale {scale:g}: each workloads set's count scaled (same queues, intervals, requests, "
@@ -149,7 +149,7 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bo
     header += ["Kueue's limit", "Muster's decisions alone"]
     table = Table(f"{title}: {len(scenario.cohorts)} cohorts, {len(scenario.queues)} queues, {workloads:,} workloads",
                   header)
-    limits = _limits(scenario_dir=SCENARIO) if kueue is not None else {}
+    limits = _limits(scenario_dir=scenario_name) if kueue is not None else {}
 
     def row(figure: str, pick: Callable[[Figures], float | None], show: Callable[[float | None], str],
             limit: str = "", *, ratio: bool = True) -> None:
@@ -194,8 +194,7 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bo
         "last finish",
         "CPU, scheduler: minimalkueue / the queue manager; every process: Kueue's runner, minimalkueue, etcd and "
         "kube-apiserver / the queue manager, the Kafka broker, the fake cluster and the submitter",
-        "Muster: a request of N is a gang of N one-GPU pods placed on nodes that hold exactly the nominal quotas "
-        f"({scenario.nodes} x 8 GPUs); Kueue's workload is one pod with a CPU request, counted against quota only",
+        placement_note(scenario),
         "Muster: time to admission from the submission's timestamp to the last JobAdmitted; Kueue: from the "
         "workload's first event seen by its runner to its last admission",
         "Muster's decisions alone: the same submissions folded into the queue manager's state at their times "
@@ -217,6 +216,18 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bo
         ]
     table.notes += notes
     return table.render()
+
+
+def placement_note(scenario: Scenario) -> str:
+    """What Muster places, against Kueue's workload, in one line for the table's notes."""
+    topo = scenario.topology
+    if topo is None:
+        return ("Muster: a request of N is a gang of N one-GPU pods placed on nodes that hold exactly the nominal "
+                f"quotas ({scenario.nodes} x 8 GPUs); Kueue's workload is one pod with a CPU request, counted "
+                "against quota only")
+    return (f"TAS: both place each workload's podCount pods on the config's nodes ({topo.blocks} block x "
+            f"{topo.racks_per_block} racks x {topo.nodes_per_rack} nodes of {topo.cpu_m // 1000} CPU), Muster "
+            "with its own topology request on the workload's level and CPU quotas in millicores")
 
 
 def _limits(*, scenario_dir: str) -> dict[str, str]:

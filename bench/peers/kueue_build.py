@@ -28,6 +28,8 @@ GO_MODULE_DIR = GO_MODULES_ROOT / "peers" / "kueue"
 SCHEDULER = f"{MODULE}/test/performance/scheduler"
 #: what its Makefile passes besides the paths (SCALABILITY_EXTRA_ARGS and SCALABILITY_SCRAPE_ARGS by default)
 MAKE_ARGS = ("--withLogs=true", "--logToFile=true", "--metricsScrapeInterval=5s")
+#: what its Makefile adds per scenario (``run-tas-performance-scheduler`` for ``configs/tas``)
+SCENARIO_ARGS: dict[str, tuple[str, ...]] = {"baseline": (), "tas": ("--enableTAS=true", "--timeout=20m")}
 
 
 @dataclass(frozen=True)
@@ -118,14 +120,15 @@ class KueueRun:
 
 
 def run(kueue: KueueBuild, assets: Path, generator: Path, rangespec: Path, out: Path, *,
-        timeout_s: float = 1800.0) -> KueueRun:
+        extra: tuple[str, ...] = (), timeout_s: float = 1800.0) -> KueueRun:
     """Kueue's runner with minimalkueue on envtest (``KUBEBUILDER_ASSETS=assets``: etcd, kube-apiserver,
-    kubectl), then its checker against ``rangespec``; the runner's own log goes to ``out/runner.log``."""
+    kubectl) and its Makefile's ``extra`` arguments for the scenario, then its checker against ``rangespec``; the
+    runner's own log goes to ``out/runner.log``."""
     out.mkdir(parents=True, exist_ok=True)
     # PROJECT_DIR: Kueue's test helpers look for the project's folder from it at start (its Makefile sets it)
     env = {**os.environ, "KUBEBUILDER_ASSETS": str(assets), "PROJECT_DIR": str(kueue.root / "Makefile")}
     argv = [str(kueue.binary("runner")), f"--o={out}", f"--crds={kueue.crds}", f"--generatorConfig={generator}",
-            f"--minimalKueue={kueue.binary('minimalkueue')}", *MAKE_ARGS]
+            f"--minimalKueue={kueue.binary('minimalkueue')}", *extra, *MAKE_ARGS]
     started = time.monotonic()
     with (out / "runner.log").open("wb") as log_file:
         done = subprocess.run(argv, env=env, cwd=out, stdout=log_file, stderr=subprocess.STDOUT,

@@ -104,7 +104,7 @@ def muster_figures(scenario: Scenario, arrivals: Iterable[Arrival], timeline: Ti
     last: dict[str, float] = {}
     for a in arrivals:
         for begin, end in timeline.held.get(a.job_id, ()):
-            used[a.queue] = used.get(a.queue, 0.0) + a.gpus * (end - begin)
+            used[a.queue] = used.get(a.queue, 0.0) + a.amount * (end - begin)
             last[a.queue] = max(last.get(a.queue, started), end)
     usage: dict[str, float] = {}
     for queue_class in sorted(set(scenario.queue_classes.values())):

@@ -45,7 +45,7 @@ from schemas.decisions import JobAdmitted, JobRejected
 from schemas.envelope import make_envelope
 from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
-from schemas.runs import JobStopped, RunSucceeded
+from schemas.runs import JobDispatched, JobStopped, RunStarted, RunSucceeded
 from schemas.topics import CONFIG_TOPIC, DECISIONS_TOPIC, DISPATCHES_TOPIC, INTENTS_TOPIC, RUNS_TOPIC, TOPICS
 from services.core import SchedulerConfig
 from services.kubesim.kubelet import DURATION_ANNOTATION
@@ -70,7 +70,7 @@ def node_gpus(scenario: Scenario) -> int:
 def cluster_config(name: str, scenario: Scenario) -> ClusterConfig:
     """Nodes holding the nominal quotas (rounded up to whole nodes), each big enough for the largest pod."""
     per_node = node_gpus(scenario)
-    nodes = -(-scenario.nominal_gpus // per_node)
+    nodes = -(-scenario.nominal_total // per_node)
     return ClusterConfig(name=name, node_groups=[NodeGroupConfig(
         name=GPU_TYPE, count=nodes, gpus_per_node=per_node, gpu_type=GPU_TYPE, cpu=max(96, 4 * per_node),
         memory_gb=1024, topology=TopologyConfig(zone=f"{name}-z", block="b0", racks=max(1, nodes // 32)),
@@ -98,6 +98,10 @@ class TopicReader:
     timeline: Timeline = field(default_factory=Timeline)
     rejected: dict[str, str] = field(default_factory=dict)
     decisions: int = 0
+    #: per job, the moments between its admission and its finish (the first attempt's), for ``hops``
+    dispatched: dict[str, float] = field(default_factory=dict)  # the dispatcher's JobDispatched
+    started: dict[str, float] = field(default_factory=dict)  # the node watcher's RunStarted
+    finish_read: dict[str, float] = field(default_factory=dict)  # this reader's clock when RunSucceeded arrived
 
     async def run(self, ready: asyncio.Event, stop: asyncio.Event) -> None:
         consumer = AIOKafkaConsumer(**self.settings.with_identity(client_id="bench-kueue-reader").client_options(),
@@ -129,14 +133,39 @@ class TopicReader:
             self.decisions += 1
             self.timeline.decided.setdefault(message.job_id, at)
             self.timeline.hold(message.job_id, at)
+        elif isinstance(message, JobDispatched):
+            self.dispatched.setdefault(message.job_id, at)
+        elif isinstance(message, RunStarted):
+            self.started.setdefault(message.job_id, at)
         elif isinstance(message, RunSucceeded):
             self.timeline.finished.setdefault(message.job_id, at)
+            self.finish_read.setdefault(message.job_id, time.time())
             self.timeline.release(message.job_id, at)
         elif isinstance(message, JobStopped):
             self.timeline.stopped.setdefault(message.job_id, at)
             self.timeline.release(message.job_id, at, evicted=True)
         elif isinstance(message, JobRejected):
             self.rejected[message.job_id] = message.reason
+
+
+    def hops(self, runtimes: dict[str, float]) -> str:
+        """Where a workload's time between its admission and its finish went, averaged over the jobs that ran
+        once (never evicted): what the system adds to the quota a workload holds beyond its ``runtimeMs``."""
+        timeline = self.timeline
+        once = [j for j in timeline.finished if j not in timeline.evictions and j in runtimes
+                and {j} <= self.dispatched.keys() & self.started.keys() & timeline.decided.keys()]
+        if not once:
+            return "no workload ran once from admission to finish"
+
+        def avg(pairs: list[float]) -> str:
+            return f"{sum(pairs) / len(pairs):.2f} s"
+
+        return (f"from admission to finish, average over {len(once):,} workloads that ran once: admission -> "
+                f"JobDispatched {avg([self.dispatched[j] - timeline.decided[j] for j in once])}, -> RunStarted "
+                f"{avg([self.started[j] - self.dispatched[j] for j in once])}, -> RunSucceeded beyond runtimeMs "
+                f"{avg([timeline.finished[j] - self.started[j] - runtimes[j] for j in once])}, -> read from the "
+                f"runs topic {avg([self.finish_read[j] - timeline.finished[j] for j in once])}; quota held "
+                f"beyond runtimeMs {avg([timeline.finished[j] - timeline.decided[j] - runtimes[j] for j in once])}")
 
 
 @dataclass(frozen=True)
@@ -246,6 +275,7 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
             notes.append(f"{backend.name}, CPU by process: " + ", ".join(
                 f"{name} {cluster_after[name] - cluster_before.get(name, 0.0):,.1f} s"
                 for name in sorted(cluster_after, key=lambda n: cluster_before.get(n, 0.0) - cluster_after[n])))
+        notes.append(f"{backend.name}: {reader.hops({a.job_id: a.template.runtime_s for a in arrivals})}")
         if reader.rejected:
             notes.append(f"{backend.name}: {len(reader.rejected):,} rejected, e.g. "
                          f"{next(iter(reader.rejected.items()))}")

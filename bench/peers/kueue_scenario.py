@@ -20,6 +20,13 @@ The translation (what differs is said in ``Scenario.differences``):
   ``reclaimWithinCohort: Any`` are Muster's own rules (a queue's job preempts lower-priority jobs of its queue;
   a queue reclaims its nominal quota from jobs borrowing it in the cohort); other policies cannot be
   expressed per queue in Muster and are reported.
+
+A config with a ``topology`` (Kueue's TAS scenario, ``configs/tas``) is translated as it is instead: its
+resource stays CPU (Muster quotas ``cpu`` in millicores, and each of a workload's ``podCount`` pods asks its
+``request``), the nodes are the config's (blocks of racks of nodes with its CPU and memory, no GPU), and a
+workload's ``tasConstraint`` on ``tasLevel`` is Muster's topology request on that level: ``required`` and
+``preferred`` as they are; ``balanced`` (Kueue's even spread over slices of ``sliceSize`` pods) has no
+equivalent in Muster and is asked as ``preferred`` (reported as a difference).
 """
 
 from __future__ import annotations
@@ -30,11 +37,11 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal, cast
 
 import yaml
 
-from bench.system.workload import GPU_TYPE, TENANT
+from bench.system.workload import GPU_TYPE, TENANT, Fleet
 from schemas.config import (
     CohortConfig,
     CohortDefined,
@@ -49,7 +56,7 @@ from schemas.config import (
 )
 from schemas.envelope import Message
 from schemas.intents import SubmitJob
-from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
+from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest, TopologySpec
 
 #: Kueue's preemption policies that Muster applies to every queue (anything else is reported as a difference)
 MUSTER_WITHIN_QUEUE = "LowerPriority"
@@ -61,13 +68,49 @@ class ScenarioError(ValueError):
     """The generator configuration cannot be read or translated."""
 
 
+Level = Literal["block", "rack", "node"]
+Mode = Literal["required", "preferred"]
+
+
+@dataclass(frozen=True)
+class TasRequest:
+    """A workload's topology constraint (``tasConstraint`` on ``tasLevel``), the level named as Muster names it."""
+
+    level: Level
+    constraint: str  # Kueue's: "required", "preferred" or "balanced"
+    slice_size: int | None = None  # balanced: pods per slice
+
+    @property
+    def mode(self) -> Mode:
+        """Muster's topology mode: balanced placement is asked as preferred (Muster has no even spread)."""
+        return "required" if self.constraint == "required" else "preferred"
+
+
 @dataclass(frozen=True)
 class WorkloadTemplate:
     class_name: str
     runtime_s: float
     priority: int
-    request: int
+    request: int  # per pod, in the scenario's unit: GPUs (whole units of the config), or CPU millicores (TAS)
     pods: int = 1  # Kueue's podCount (TAS scenarios); each pod asks ``request``
+    topology: TasRequest | None = None
+    cpu: bool = False  # the request is CPU millicores (a TAS config), not GPUs
+
+
+@dataclass(frozen=True)
+class TasTopology:
+    """The nodes of a TAS config: ``blocks`` x ``racks_per_block`` x ``nodes_per_rack``, each with this CPU and
+    memory (and no GPU)."""
+
+    blocks: int
+    racks_per_block: int
+    nodes_per_rack: int
+    cpu_m: int
+    memory_mb: int
+
+    @property
+    def nodes(self) -> int:
+        return self.blocks * self.racks_per_block * self.nodes_per_rack
 
 
 @dataclass(frozen=True)
@@ -100,7 +143,8 @@ class Arrival:
     template: WorkloadTemplate
 
     @property
-    def gpus(self) -> int:
+    def amount(self) -> int:
+        """What the workload is charged, in the scenario's unit (GPUs, or CPU millicores)."""
         return self.template.request * self.template.pods
 
 
@@ -108,6 +152,16 @@ class Arrival:
 class Scenario:
     queues: tuple[Queue, ...]
     differences: tuple[str, ...] = field(default=())
+    topology: TasTopology | None = None  # a TAS config: CPU quotas and the config's own nodes
+
+    @property
+    def resource(self) -> str:
+        """The quota resource the scenario is counted in: one GPU type, or CPU (millicores) for a TAS config."""
+        return CPU_RESOURCE if self.topology is not None else gpu_resource(GPU_TYPE)
+
+    @property
+    def unit(self) -> str:
+        return "mCPU" if self.topology is not None else "GPUs"
 
     @property
     def cohorts(self) -> list[str]:
@@ -120,13 +174,24 @@ class Scenario:
         return {priority_class(v): v for v in sorted(values)}
 
     @property
-    def nominal_gpus(self) -> int:
+    def nominal_total(self) -> int:
+        """Every queue's nominal quota together, in the scenario's unit."""
         return sum(q.nominal for q in self.queues)
 
     @property
     def nodes(self) -> int:
-        """Nodes of ``GPUS_PER_NODE`` GPUs holding the nominal quotas (rounded up)."""
-        return -(-self.nominal_gpus // GPUS_PER_NODE)
+        """The config's nodes (TAS), else nodes of ``GPUS_PER_NODE`` GPUs holding the nominal quotas (rounded up)."""
+        if self.topology is not None:
+            return self.topology.nodes
+        return -(-self.nominal_total // GPUS_PER_NODE)
+
+    def fleet(self) -> Fleet:
+        """The nodes the decision-only and the Kafka runs place on."""
+        topo = self.topology
+        if topo is None:
+            return Fleet(nodes=self.nodes)
+        return Fleet(nodes=topo.nodes, gpus_per_node=0, nodes_per_rack=topo.nodes_per_rack,
+                     racks_per_block=topo.racks_per_block, cpu_m=topo.cpu_m, memory_mb=topo.memory_mb)
 
     @property
     def classes(self) -> list[str]:
@@ -171,6 +236,12 @@ def job_id(queue: str, name: str) -> str:
 
 
 _QUANTITY = re.compile(r"^\s*(\d+)\s*$")
+_MILLI_QUANTITY = re.compile(r"^\s*(\d+)(m?)\s*$")
+_MEMORY_QUANTITY = re.compile(r"^\s*(\d+)\s*(Ki|Mi|Gi|Ti)?\s*$")
+_MIB = {"Ki": 1 / 1024, None: 1 / (1024 * 1024), "Mi": 1, "Gi": 1024, "Ti": 1024 * 1024}
+CPU_RESOURCE = "cpu"
+#: Kueue's TAS level labels (``nodeLabel``) as Muster's topology levels
+TAS_LEVELS: dict[str, Level] = {"kubernetes.io/hostname": "node"}
 
 
 def _whole(value: Any, what: str) -> int:
@@ -179,6 +250,37 @@ def _whole(value: Any, what: str) -> int:
     if not match:
         raise ScenarioError(f"{what} {value!r}: only whole units translate into GPUs")
     return int(match.group(1))
+
+
+def _millis(value: Any, what: str) -> int:
+    """A CPU quantity (``"20"``, ``20``, ``"500m"``) in millicores."""
+    match = _MILLI_QUANTITY.match(str(value))
+    if not match:
+        raise ScenarioError(f"{what} {value!r}: not a CPU quantity")
+    return int(match.group(1)) * (1 if match.group(2) else 1000)
+
+
+def _mebibytes(value: Any, what: str) -> int:
+    match = _MEMORY_QUANTITY.match(str(value))
+    if not match:
+        raise ScenarioError(f"{what} {value!r}: not a memory quantity")
+    return int(int(match.group(1)) * _MIB[match.group(2)])
+
+
+def _topology(data: Any, where: str) -> tuple[TasTopology, dict[str, Level]]:
+    """A TAS config's ``topology`` (levels block, rack, node, the last with the nodes' capacity): the nodes,
+    and each level's node label -> Muster's level name."""
+    levels = _field(data, "levels", where) if isinstance(data, dict) else None
+    if not isinstance(levels, list) or [str(level.get("name")) for level in levels] != ["block", "rack", "node"]:
+        raise ScenarioError(f"{where}: topology levels must be block, rack and node (as Kueue's TAS config has)")
+    counts = [int(_field(level, "count", f"{where}, level {level['name']}")) for level in levels]
+    capacity = _field(levels[-1], "capacity", f"{where}, level node")
+    labels = {str(_field(level, "nodeLabel", f"{where}, level {level['name']}")): cast(Level, level["name"])
+              for level in levels}
+    labels.update({label: TAS_LEVELS[label] for label in labels if label in TAS_LEVELS})
+    return TasTopology(blocks=counts[0], racks_per_block=counts[1], nodes_per_rack=counts[2],
+                       cpu_m=_millis(_field(capacity, "cpu", f"{where}, node capacity"), f"{where}: node cpu"),
+                       memory_mb=_mebibytes(capacity.get("memory", "256Gi"), f"{where}: node memory")), labels
 
 
 def _field(item: dict[str, Any], key: str, where: str, default: Any = ...) -> Any:
@@ -203,9 +305,11 @@ def parse(data: Any, where: str = "generator config") -> Scenario:
     if not isinstance(data, dict) or not data.get("cohorts"):
         raise ScenarioError(f"{where}: a generator config needs at least one entry under 'cohorts'")
     differences: list[str] = []
+    topology: TasTopology | None = None
+    levels: dict[str, Level] = {}
     if data.get("topology"):
-        differences.append("the config's topology (TAS) is not translated: Muster places on its own racks and "
-                           "blocks of 8-GPU nodes")
+        topology, levels = _topology(data["topology"], f"{where}: topology")
+    quantity = _whole if topology is None else _millis
     queues: list[Queue] = []
     for cohort_set in data["cohorts"]:
         c_where = f"{where}: cohort set {cohort_set.get('className', '?')!r}"
@@ -213,7 +317,7 @@ def parse(data: Any, where: str = "generator config") -> Scenario:
             cohort = f"{_field(cohort_set, 'className', c_where)}-{c}"
             for q_set_index, q_set in enumerate(_field(cohort_set, "queuesSets", c_where)):
                 q_where = f"{c_where}, queue set {q_set.get('className', '?')!r}"
-                sets = tuple(_workloads_set(s, f"{q_where}, workloads set {n}")
+                sets = tuple(_workloads_set(s, f"{q_where}, workloads set {n}", levels if topology else None)
                              for n, s in enumerate(_field(q_set, "workloadsSets", q_where)))
                 within = str(q_set.get("withinClusterQueue") or "Never")
                 reclaim = str(q_set.get("reclaimWithinCohort") or "Never")
@@ -221,9 +325,9 @@ def parse(data: Any, where: str = "generator config") -> Scenario:
                 for i in range(int(_field(q_set, "count", q_where))):
                     queues.append(Queue(
                         name=f"{_field(q_set, 'className', q_where)}-{q_set_index}-{i}-{cohort}", cohort=cohort,
-                        class_name=str(q_set["className"]), nominal=_whole(_field(q_set, "nominalQuota", q_where),
-                                                                           f"{q_where}: nominalQuota"),
-                        borrowing_limit=None if limit is None else _whole(limit, f"{q_where}: borrowingLimit"),
+                        class_name=str(q_set["className"]), nominal=quantity(_field(q_set, "nominalQuota", q_where),
+                                                                             f"{q_where}: nominalQuota"),
+                        borrowing_limit=None if limit is None else quantity(limit, f"{q_where}: borrowingLimit"),
                         reclaim_within_cohort=reclaim, within_queue=within, sets=sets))
     for policy, expected, what in (("within_queue", MUSTER_WITHIN_QUEUE, "withinClusterQueue"),
                                    ("reclaim_within_cohort", MUSTER_RECLAIM, "reclaimWithinCohort")):
@@ -231,17 +335,36 @@ def parse(data: Any, where: str = "generator config") -> Scenario:
         if other:
             differences.append(f"{what} {', '.join(other)} is not expressible per queue: Muster's queues all "
                                f"behave as {expected}")
-    return Scenario(tuple(queues), tuple(differences))
+    balanced = sorted({t.class_name for q in queues for s in q.sets for t in s.templates
+                       if t.topology is not None and t.topology.constraint == "balanced"})
+    if balanced:
+        differences.append(f"tasConstraint balanced ({', '.join(balanced)}) has no equivalent in Muster (an even "
+                           "spread over slices): asked as preferred, as few domains as possible")
+    return Scenario(tuple(queues), tuple(differences), topology)
 
 
-def _workloads_set(item: dict[str, Any], where: str) -> WorkloadsSet:
+def _workloads_set(item: dict[str, Any], where: str, levels: dict[str, Level] | None = None) -> WorkloadsSet:
+    """One workloads set; ``levels`` (a TAS config's node labels -> level names): requests are CPU quantities
+    and a workload may carry a topology constraint."""
     templates = []
     for t in _field(item, "workloads", where):
         t_where = f"{where}, class {t.get('className', '?')!r}"
+        topology = None
+        if levels is not None and t.get("tasConstraint"):
+            label = str(_field(t, "tasLevel", t_where))
+            if label not in levels:
+                raise ScenarioError(f"{t_where}: tasLevel {label!r} is none of the topology's levels")
+            constraint = str(t["tasConstraint"])
+            if constraint not in ("required", "preferred", "balanced"):
+                raise ScenarioError(f"{t_where}: tasConstraint {constraint!r} is not required, preferred or balanced")
+            topology = TasRequest(levels[label], constraint, int(t["sliceSize"]) if t.get("sliceSize") else None)
+        request = _field(t, "request", t_where)
+        amount = _whole if levels is None else _millis
         templates.append(WorkloadTemplate(
             class_name=str(_field(t, "className", t_where)), runtime_s=float(_field(t, "runtimeMs", t_where)) / 1000,
-            priority=int(t.get("priority", 0)), request=_whole(_field(t, "request", t_where), f"{t_where}: request"),
-            pods=int(t.get("podCount") or 1)))
+            priority=int(t.get("priority", 0)),
+            request=amount(request, f"{t_where}: request"),
+            pods=int(t.get("podCount") or 1), topology=topology, cpu=levels is not None))
     return WorkloadsSet(count=int(_field(item, "count", where)),
                         interval_s=float(item.get("creationIntervalMs", 0)) / 1000, templates=tuple(templates))
 
@@ -264,25 +387,33 @@ class ScenarioLayout:
         items += [PriorityClassDefined(item=PriorityClassConfig(name=n, value=v))
                   for n, v in self.scenario.priorities.items()]
         items.append(TenantDefined(item=TenantConfig(name=TENANT, namespace=TENANT)))
+        resource = self.scenario.resource
         items += [QueueDefined(item=QueueConfig(
             name=q.name, cohort=q.cohort, tenant=TENANT,
-            quotas={gpu_resource(GPU_TYPE): ResourceQuotaConfig(nominal=q.nominal, borrowing_limit=q.borrowing_limit)}))
+            quotas={resource: ResourceQuotaConfig(nominal=q.nominal, borrowing_limit=q.borrowing_limit)}))
             for q in self.scenario.queues]
         return items
 
 
 def pods_of(template: WorkloadTemplate) -> tuple[int, int]:
-    """(pods, GPUs per pod): a request of N is a gang of N one-GPU pods; with a TAS ``podCount``, that many
+    """(pods, GPUs per pod): a request of N is a gang of N one-GPU pods; with a ``podCount``, that many
     pods of N GPUs."""
     return (template.request, 1) if template.pods == 1 else (template.pods, template.request)
 
 
 def submission(arrival: Arrival, at: datetime | None = None) -> SubmitJob:
     """The workload as a Muster submission made ``at`` (now by default); no runtime estimate (Kueue's
-    workloads carry none)."""
-    pods, per_pod = pods_of(arrival.template)
-    spec = JobSpec(name=arrival.job_id, queue=arrival.queue, priority_class=priority_class(arrival.template.priority),
-                   replicas=pods, template=PodTemplate(image="registry.example/bench:1", resources=ResourceRequest(
-                       gpus=per_pod, gpu_type=GPU_TYPE, cpu="1", memory="1Gi")))
+    workloads carry none). In a TAS scenario its pods ask CPU and no GPU, with its topology constraint."""
+    template = arrival.template
+    if template.cpu:
+        resources = ResourceRequest(gpus=0, cpu=f"{template.request}m", memory="1Gi")
+        pods = template.pods
+    else:
+        pods, per_pod = pods_of(template)
+        resources = ResourceRequest(gpus=per_pod, gpu_type=GPU_TYPE, cpu="1", memory="1Gi")
+    topo = template.topology
+    spec = JobSpec(name=arrival.job_id, queue=arrival.queue, priority_class=priority_class(template.priority),
+                   replicas=pods, template=PodTemplate(image="registry.example/bench:1", resources=resources),
+                   topology=TopologySpec(level=topo.level, mode=topo.mode) if topo is not None else None)
     return SubmitJob(job_id=arrival.job_id, tenant=TENANT, user="bench", spec=spec,
                      submitted_at=at or datetime.now(UTC))

@@ -16,7 +16,7 @@ from datetime import UTC, datetime
 from bench.peers.kueue_figures import Figures, muster_figures
 from bench.peers.kueue_scenario import Scenario, ScenarioLayout, submission
 from bench.system.measure import Timeline
-from bench.system.workload import CLUSTER, Fleet
+from bench.system.workload import CLUSTER
 from schemas.decisions import JobAdmitted, JobPreemptionRequested
 from schemas.envelope import Message
 from schemas.runs import JobStopped, RunStarted, RunSucceeded
@@ -36,7 +36,7 @@ def replay(scenario: Scenario, *, cycle_s: float = 0.05, report_every: int = 20)
     qs = QueueState.for_shard(QueueState().shard, config)
     for item in ScenarioLayout(scenario).messages():
         qs.fold_config(item.key(), item)
-    for node in Fleet(nodes=scenario.nodes).node_states():
+    for node in scenario.fleet().node_states():
         qs.fold_capacity(node.key(), node)
     arrivals = scenario.arrivals()
     runtime = {a.job_id: a.template.runtime_s for a in arrivals}

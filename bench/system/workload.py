@@ -40,6 +40,8 @@ class Fleet:
     nodes_per_rack: int = 32
     racks_per_block: int = 8
     pools: int = 0
+    cpu_m: int = 128_000
+    memory_mb: int = 1_048_576
 
     @property
     def gpus(self) -> int:
@@ -60,7 +62,7 @@ class Fleet:
             topology = NodeTopology(zone="z0", block=f"b{rack // self.racks_per_block}", rack=f"r{rack}")
             labels = {"pool": pool_name(i % self.pools)} if self.pools else {}
             state = NodeState(cluster=CLUSTER, node=self.node_name(i), gpu_type=GPU_TYPE,
-                              gpus_allocatable=self.gpus_per_node, cpu_m=128_000, memory_mb=1_048_576,
+                              gpus_allocatable=self.gpus_per_node, cpu_m=self.cpu_m, memory_mb=self.memory_mb,
                               topology=topology, labels=labels)
             out.append(NodeStateObserved(state=state, observed_at=now))
         return out

@@ -66,11 +66,16 @@ def _load(module: str) -> Any:
                    "latency percentiles per scenario")
 @click.option("--scale", type=click.FloatRange(0.01, 1.0), default=1.0, show_default=True,
               help="kueue: run Kueue's scenario and Muster's with each workloads set's count scaled by this")
+@click.option("--scenario", type=click.Choice(["baseline", "tas"]), default="baseline", show_default=True,
+              help="kueue: which of Kueue's scheduler performance scenarios (configs/<name>): baseline, or tas "
+                   "(topology-aware: 640 CPU nodes in racks, workloads asking a rack, against Muster's topology "
+                   "placement)")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Progress bars with ETA on stderr (only drawn on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="Log the services' INFO messages.")
 def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None, profile: Path | None,
-          kube: str, brokers: int, scale: float, plot_path: Path | None, progress: bool, verbose: bool) -> None:
+          kube: str, brokers: int, scale: float, scenario: str, plot_path: Path | None, progress: bool,
+          verbose: bool) -> None:
     """Run the benchmark NAME and print its figures next to a baseline measured in the same run."""
     if bootstrap and brokers != 1:
         raise click.UsageError("--brokers starts private brokers; it cannot be combined with --bootstrap")
@@ -93,8 +98,13 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
     if name == "kueue":
         options["kube"] = kube == "real"
         options["scale"] = scale
-    elif scale != 1.0:
-        raise click.UsageError("--scale applies to the kueue benchmark only")
+        options["scenario_name"] = scenario
+        if scenario == "tas" and (kube == "real" or quick):
+            raise click.UsageError("--scenario tas runs Kueue and Muster's queue manager (through Kafka and on virtual "
+                                   "time); it has no --quick form, and its 640 nodes are not run on Kubernetes "
+                                   "(--kube real)")
+    elif scale != 1.0 or scenario != "baseline":
+        raise click.UsageError("--scale and --scenario apply to the kueue benchmark only")
     if kube == "real" and name != "kueue":
         options["benchmark"] = name
     if name == "throughput":

@@ -26,3 +26,7 @@ def test_every_workload_of_the_smoke_scenario_is_admitted_run_and_reported_back(
     assert all(c.avg_finish_s >= c.avg_admission_s >= 0 for c in figures.classes.values())
     assert 0 < figures.usage["cq"] <= 100
     assert set(figures.cpu_s) >= {"queue manager", "kubesim"}
+    # where a workload's time between its admission and its finish went, read from the same topics
+    [hops] = [n for n in done.notes if "from admission to finish" in n]
+    assert "average over" in hops and "quota held beyond runtimeMs" in hops, hops
+    print(hops)

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -41,7 +42,7 @@ def test_queues_and_cohorts_are_named_as_kueues_generator_names_them() -> None:
     assert {(q.nominal, q.borrowing_limit) for q in scenario.queues} == {(20, 100)}
     assert scenario.priorities == {"p50": 50, "p100": 100, "p200": 200}
     assert scenario.classes == ["small", "large", "medium"]
-    assert scenario.nominal_gpus == 120 and scenario.nodes == 15
+    assert scenario.nominal_total == 120 and scenario.nodes == 15
     assert scenario.differences == ()
 
 
@@ -212,9 +213,93 @@ def test_on_kubernetes_a_workload_is_one_pod_asking_its_request_on_nodes_that_ho
     scenario = parse(CONFIG)
     assert node_gpus(scenario) == 20  # the largest request, one pod on one node
     group = cluster_config("k", scenario).node_groups[0]
-    assert group.count * group.gpus_per_node >= scenario.nominal_gpus == 120 and group.count == 6
+    assert group.count * group.gpus_per_node >= scenario.nominal_total == 120 and group.count == 6
     large = next(a for a in scenario.arrivals() if a.template.class_name == "large")
     job = pod_submission(large, at_s=1_000.0)
     assert (job.spec.replicas, job.spec.template.resources.gpus) == (1, 20)
     assert job.spec.annotations[DURATION_ANNOTATION] == "1"
     assert job.submitted_at.timestamp() == 1_000.0 and job.spec.priority_class == "p200"
+
+
+TAS_CONFIG = {
+    "topology": {"name": "default-topology", "levels": [
+        {"name": "block", "count": 1, "nodeLabel": "cloud.provider.com/topology-block"},
+        {"name": "rack", "count": 2, "nodeLabel": "cloud.provider.com/topology-rack"},
+        {"name": "node", "count": 2, "nodeLabel": "kubernetes.io/hostname", "capacity": {"cpu": "4", "memory": "8Gi"}},
+    ]},
+    "cohorts": [{
+        "className": "cohort", "count": 1,
+        "queuesSets": [{
+            "className": "cq", "count": 2, "nominalQuota": "2", "borrowingLimit": "4",
+            "reclaimWithinCohort": "Any", "withinClusterQueue": "LowerPriority",
+            "workloadsSets": [
+                {"count": 6, "creationIntervalMs": 100, "workloads": [{
+                    "className": "small-required-rack", "runtimeMs": 200, "priority": 50, "request": "500m",
+                    "podCount": 2, "tasConstraint": "required", "tasLevel": "cloud.provider.com/topology-rack"}]},
+                {"count": 3, "creationIntervalMs": 300, "workloads": [{
+                    "className": "large-balanced-rack", "runtimeMs": 500, "priority": 200, "request": "1",
+                    "podCount": 2, "tasConstraint": "balanced", "tasLevel": "cloud.provider.com/topology-rack",
+                    "sliceSize": 1}]},
+            ],
+        }],
+    }],
+}
+
+
+def test_a_tas_config_keeps_its_cpu_its_nodes_and_each_workloads_topology_request() -> None:
+    scenario = parse(TAS_CONFIG)
+    assert scenario.resource == "cpu" and scenario.unit == "mCPU"
+    assert {(q.nominal, q.borrowing_limit) for q in scenario.queues} == {(2_000, 4_000)}
+    small, large = (next(scenario.templates()), list(scenario.templates())[1])
+    assert (small.request, small.pods, small.cpu) == (500, 2, True)
+    assert small.topology is not None and (small.topology.level, small.topology.mode) == ("rack", "required")
+    assert large.topology is not None and (large.topology.constraint, large.topology.mode) == ("balanced", "preferred")
+    assert any("balanced (large-balanced-rack)" in d for d in scenario.differences)
+    fleet = scenario.fleet()
+    assert (fleet.nodes, fleet.gpus_per_node, fleet.nodes_per_rack, fleet.cpu_m, fleet.memory_mb) == (
+        4, 0, 2, 4_000, 8_192)
+    assert {n.state.topology.rack for n in fleet.node_states()} == {"r0", "r1"}
+    [queue] = [m.item for m in ScenarioLayout(scenario).messages() if isinstance(m, QueueDefined)][:1]
+    assert set(queue.quotas) == {"cpu"} and queue.quotas["cpu"].nominal == 2_000
+
+
+def test_a_tas_workload_is_submitted_as_its_pods_asking_cpu_inside_one_rack() -> None:
+    from bench.peers.kueue_scenario import submission
+
+    arrivals = parse(TAS_CONFIG).arrivals()
+    small = submission(next(a for a in arrivals if a.template.class_name == "small-required-rack")).spec
+    assert (small.replicas, small.template.resources.gpus, small.template.resources.cpu) == (2, 0, "500m")
+    assert small.topology is not None and (small.topology.level, small.topology.mode) == ("rack", "required")
+    large = submission(next(a for a in arrivals if a.template.class_name == "large-balanced-rack")).spec
+    assert large.template.resources.cpu == "1000m" and large.topology is not None
+    assert large.topology.mode == "preferred"
+
+
+def test_a_tas_scenario_on_virtual_time_admits_and_finishes_every_workload() -> None:
+    figures = replay(parse(TAS_CONFIG))
+    assert {n: (c.count, c.admitted) for n, c in figures.classes.items()} == {
+        "small-required-rack": (12, 12), "large-balanced-rack": (6, 6)}
+    assert all(c.avg_finish_s >= c.avg_admission_s for c in figures.classes.values())
+    assert 0 < figures.usage["cq"] <= 100
+
+
+def test_a_tas_config_naming_an_unknown_level_or_constraint_is_refused() -> None:
+    def with_workload(**changes: object) -> dict[str, object]:
+        config = yaml_copy(TAS_CONFIG)
+        config["cohorts"][0]["queuesSets"][0]["workloadsSets"][0]["workloads"][0].update(changes)
+        return config
+
+    with pytest.raises(ScenarioError, match="tasLevel 'zone'"):
+        parse(with_workload(tasLevel="zone"))
+    with pytest.raises(ScenarioError, match="tasConstraint 'spread'"):
+        parse(with_workload(tasConstraint="spread"))
+    broken = yaml_copy(TAS_CONFIG)
+    broken["topology"]["levels"] = broken["topology"]["levels"][1:]
+    with pytest.raises(ScenarioError, match="block, rack and node"):
+        parse(broken)
+
+
+def yaml_copy(config: dict[str, object]) -> Any:
+    import copy
+
+    return copy.deepcopy(config)
