@@ -160,10 +160,6 @@ class Scenario:
         return CPU_RESOURCE if self.topology is not None else gpu_resource(GPU_TYPE)
 
     @property
-    def unit(self) -> str:
-        return "mCPU" if self.topology is not None else "GPUs"
-
-    @property
     def cohorts(self) -> list[str]:
         return sorted({q.cohort for q in self.queues})
 

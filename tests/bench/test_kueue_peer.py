@@ -248,7 +248,7 @@ TAS_CONFIG = {
 
 def test_a_tas_config_keeps_its_cpu_its_nodes_and_each_workloads_topology_request() -> None:
     scenario = parse(TAS_CONFIG)
-    assert scenario.resource == "cpu" and scenario.unit == "mCPU"
+    assert scenario.resource == "cpu"
     assert {(q.nominal, q.borrowing_limit) for q in scenario.queues} == {(2_000, 4_000)}
     small, large = (next(scenario.templates()), list(scenario.templates())[1])
     assert (small.request, small.pods, small.cpu) == (500, 2, True)
