@@ -78,3 +78,62 @@ async def test_expiring_exec_tokens_are_fetched_again(tmp_path: Path) -> None:
         first = (await api.configuration.auth_settings())["BearerToken"]["value"]
         second = (await api.configuration.auth_settings())["BearerToken"]["value"]
     assert first != second and second.startswith("Bearer tok-")
+
+
+async def test_the_session_looks_at_no_environment_per_request_and_still_serves(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """kubernetes-asyncio's own session reads ~/.netrc and the proxy variables in worker threads on every
+    request; ours does not, and still talks to the server on the same connector."""
+    from aiohttp import web
+
+    seen: list[str | None] = []
+
+    async def version(request: web.Request) -> web.Response:
+        seen.append(request.headers.get("Authorization"))
+        return web.json_response({"major": "1", "minor": "37"})
+
+    app = web.Application()
+    app.router.add_get("/version", version)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    monkeypatch.setenv("HOME", str(tmp_path))
+    (tmp_path / ".netrc").write_text("machine 127.0.0.1 login someone password leaked\n")
+    try:
+        api = await build_api_client(f"http://127.0.0.1:{port}")
+        async with api:
+            assert api.rest_client.pool_manager.trust_env is False
+            response = await api.rest_client.request("GET", f"http://127.0.0.1:{port}/version")
+            assert response.status == 200 and seen == [None]  # the netrc's credentials were never read
+    finally:
+        await runner.cleanup()
+
+
+def test_the_proxy_the_environment_names_is_looked_up_once_no_proxy_respected(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from services.runtime.kube.client import environment_proxy
+
+    monkeypatch.setenv("HTTPS_PROXY", "http://proxy.example:3128")
+    monkeypatch.setenv("NO_PROXY", "127.0.0.1,.internal")
+    assert environment_proxy("https://10.0.0.1:6443") == "http://proxy.example:3128"
+    assert environment_proxy("https://127.0.0.1:6443") is None
+    assert environment_proxy("https://api.cluster.internal") is None
+    assert environment_proxy("http://10.0.0.1:8080") is None  # no HTTP_PROXY
+    assert environment_proxy(None) is None
+
+
+async def test_a_kubeconfig_proxy_wins_over_the_environments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("HTTPS_PROXY", "http://env-proxy:3128")
+    monkeypatch.delenv("NO_PROXY", raising=False)
+    monkeypatch.delenv("no_proxy", raising=False)
+    api = await build_api_client(environ={"KUBECONFIG": str(kubeconfig(tmp_path / "kc", "https://10.0.0.1:6443", "t"))})
+    async with api:
+        assert api.configuration.proxy == "http://env-proxy:3128"
+    config = yaml.safe_load((tmp_path / "kc").read_text())
+    config["clusters"][0]["cluster"]["proxy-url"] = "http://own-proxy:8080"
+    (tmp_path / "kc").write_text(yaml.safe_dump(config))
+    api = await build_api_client(environ={"KUBECONFIG": str(tmp_path / "kc")})
+    async with api:
+        assert api.configuration.proxy == "http://own-proxy:8080"
