@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Hashable
 
 from services.kubesim.controller import Reconciler
-from services.kubesim.meta import Obj
+from services.kubesim.meta import Obj, deep
 from services.kubesim.registry import FOREGROUND, NAMESPACE_FINALIZER, ORPHAN, Registry
 from services.kubesim.resources import NAMESPACES, RESOURCE_TYPES, ResourceType
 from services.kubesim.store import StoreEvent
@@ -36,12 +36,10 @@ class GarbageCollector(Reconciler):
             self.enqueue(("owner", "Namespace", "", m.get("namespace", "")))
 
     def _dependents(self, uid: str) -> list[tuple[ResourceType, Obj]]:
-        return [
-            (rt, obj)
-            for rt in DEPENDENT_TYPES
-            for obj in self.registry.store.view(rt)
-            if any(r.get("uid") == uid for r in obj["metadata"].get("ownerReferences") or [])
-        ]
+        """The objects whose ownerReferences name ``uid``, from the store's owner index (not a read of every
+        object: this runs for every deleted object)."""
+        store = self.registry.store
+        return [(rt, obj) for rt in DEPENDENT_TYPES for obj in store.owned_by(rt, uid)]
 
     def _in_namespace(self, namespace: str) -> list[tuple[ResourceType, Obj]]:
         return [
@@ -68,7 +66,8 @@ class GarbageCollector(Reconciler):
         finalizers = owner["metadata"].get("finalizers") or []
         uid = owner["metadata"]["uid"]
         if ORPHAN in finalizers:
-            for drt, dep in self._dependents(uid):
+            for drt, stored in self._dependents(uid):
+                dep = deep(stored)  # the store's own object: changed in place, its old owners could not be unindexed
                 dep["metadata"]["ownerReferences"] = [
                     r for r in dep["metadata"].get("ownerReferences") or [] if r.get("uid") != uid
                 ]

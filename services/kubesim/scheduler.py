@@ -21,7 +21,7 @@ from services.kubesim.nodes import node_ready
 from services.kubesim.registry import TERMINAL_PHASES, Registry
 from services.kubesim.resources import NODES, PODS
 from services.kubesim.selectors import Requirement, labels_match
-from services.kubesim.store import StoreEvent
+from services.kubesim.store import Key, StoreEvent, key_of
 from services.spec.quantity import parse_quantity
 
 SCHEDULER_NAME = "default-scheduler"
@@ -145,6 +145,14 @@ def shortage(requests: Mapping[str, Decimal], allocatable: Mapping[str, Any],
     return None
 
 
+def _waits(pod: Obj) -> bool:
+    """Whether the default scheduler has ``pod`` to bind: unbound, pending, its own, not being deleted."""
+    spec = pod.get("spec") or {}
+    return (not spec.get("nodeName") and not pod["metadata"].get("deletionTimestamp")
+            and (pod.get("status") or {}).get("phase", "Pending") == "Pending"
+            and spec.get("schedulerName", SCHEDULER_NAME) == SCHEDULER_NAME)
+
+
 class Scheduler(Reconciler):
     """Binds pods of the default scheduler in creation order; unschedulable pods wait for changes."""
 
@@ -154,8 +162,17 @@ class Scheduler(Reconciler):
         super().__init__()
         self.registry = registry
         self.events = events
+        #: the pods it may bind (unbound, pending, of this scheduler, not being deleted), kept from the store's
+        #: events: a reconcile reads these, not every pod the cluster ever ran
+        self._waiting: dict[Key, None] = {key_of(p): None for p in registry.store.view(PODS) if _waits(p)}
 
     def on_event(self, ev: StoreEvent) -> None:
+        if ev.rtype is PODS:
+            key = key_of(ev.obj)
+            if ev.type != "DELETED" and _waits(ev.obj):
+                self._waiting[key] = None
+            else:
+                self._waiting.pop(key, None)
         if ev.rtype is NODES or (ev.rtype is PODS and ev.type == "DELETED"):
             self.enqueue(_ALL)
         elif ev.rtype is PODS:
@@ -175,14 +192,10 @@ class Scheduler(Reconciler):
         return usage
 
     def reconcile(self, key: Hashable) -> None:
+        if not self._waiting:
+            return
         store = self.registry.store
-        pending = [
-            p for p in store.view(PODS)
-            if not (p.get("spec") or {}).get("nodeName")
-            and not p["metadata"].get("deletionTimestamp")
-            and (p.get("status") or {}).get("phase", "Pending") == "Pending"
-            and (p.get("spec") or {}).get("schedulerName", SCHEDULER_NAME) == SCHEDULER_NAME
-        ]
+        pending = [p for p in (store.stored(PODS, *k) for k in self._waiting) if p is not None and _waits(p)]
         if not pending:
             return
         pending.sort(key=lambda p: (-int((p.get("spec") or {}).get("priority") or 0),

@@ -125,6 +125,10 @@ class Store:
         items = [deep(o) for _, o in sorted(self._table(rt).items()) if self._keep(o, namespace, labels, fields)]
         return items, self.resource_version
 
+    def stored(self, rt: ResourceType, namespace: str, name: str) -> Obj | None:
+        """The stored object itself, not copied (for controllers that only read), or None."""
+        return self._table(rt).get((namespace if rt.namespaced else "", name))
+
     def view(self, rt: ResourceType) -> Iterator[Obj]:
         """Stored objects without copying, for controllers that only read."""
         return iter(list(self._table(rt).values()))
