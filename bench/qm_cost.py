@@ -7,7 +7,7 @@ submitted round-robin over the queues) straight through the queue manager's hand
 every submission and run event, ``run_cycle`` for every cycle) on virtual time, with each input decoded
 and each output wrapped and encoded as the service does, and counts the Python function calls that
 makes with ``cProfile``. The count is the same on every machine for the same code,
-so CI checks it against a committed figure (``tests/contract/test_queue_manager_cost.py``).
+so CI checks it against a committed figure (``tests/bench/test_queue_manager_cost.py``).
 
     python -m bench.qm_cost                      # the CI scenario: 2 cohorts x 10 queues x 50 workloads
     python -m bench.qm_cost --cohorts 10 --queues 100 --workloads 50 --top 25   # the full shape, with a profile
@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import cProfile
+import gc
 import heapq
 import pstats
 import time
@@ -186,10 +187,19 @@ def count_calls(sc: Scenario, top: int = 0) -> Outcome:
 
     It is replayed once unprofiled first, so that the process's caches (the quantities parsed, pydantic's
     own) hold what the scenario needs whatever ran before in the process: the count is then the same in a
-    test run after other tests as in a fresh process."""
+    test run after other tests as in a fresh process. The garbage collector is run before and held off
+    during the profiled replay: a collection inside it would run the finalizers (``__del__``) of whatever
+    earlier work in the process left behind and count their calls as the queue manager's."""
     replay(sc)
     prof = cProfile.Profile()
-    outcome = replay(sc, prof)
+    collecting = gc.isenabled()
+    gc.collect()
+    gc.disable()
+    try:
+        outcome = replay(sc, prof)
+    finally:
+        if collecting:
+            gc.enable()
     stats = pstats.Stats(prof)
     outcome.calls = int(stats.total_calls)  # type: ignore[attr-defined]
     if top:

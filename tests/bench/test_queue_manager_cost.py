@@ -10,6 +10,8 @@ docs/benchmarks.md).
 
 from __future__ import annotations
 
+import gc
+
 import pytest
 
 from bench.qm_cost import GUARDS, count_calls
@@ -40,3 +42,33 @@ def test_the_count_does_not_depend_on_the_run() -> None:
     small = GUARDS["deep"].__class__(cohorts=1, queues=2, workloads=30, arrivals_per_cycle=100,
                                      inputs_per_cycle=20, cycle_s=0.5)
     assert count_calls(small).calls == count_calls(small).calls
+
+
+
+class _LeftBehind:
+    """Garbage another test might leave: a reference cycle with a finalizer. While ``_keep_leaving`` holds,
+    each one finalized leaves another, so every collection, whenever it comes, has a finalizer to run."""
+
+    def __init__(self) -> None:
+        self.me = self
+
+    def __del__(self) -> None:
+        if _keep_leaving:
+            _LeftBehind()
+
+
+_keep_leaving = False
+
+
+def test_the_count_does_not_include_finalizers_of_what_other_work_left_behind() -> None:
+    global _keep_leaving
+    small = GUARDS["deep"].__class__(cohorts=1, queues=2, workloads=30, arrivals_per_cycle=100,
+                                     inputs_per_cycle=20, cycle_s=0.5)
+    clean = count_calls(small).calls
+    _keep_leaving = True
+    try:
+        _LeftBehind()
+        assert count_calls(small).calls == clean
+    finally:
+        _keep_leaving = False
+        gc.collect()
