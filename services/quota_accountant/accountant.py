@@ -304,17 +304,17 @@ class Accountant:
             for change in changes:
                 latest.pop((change.table, change.key), None)
                 latest[(change.table, change.key)] = change
-        self._write(list(latest.values()))
-        self._write(pruned)
+        await self._write(list(latest.values()))
+        await self._write(pruned)
         for ack, _ in batch:
             await ack()
         self._room.set()
 
-    def _write(self, changes: Sequence[Any]) -> None:
+    async def _write(self, changes: Sequence[Any]) -> None:
         streams = self._streams
         if streams is None:
             raise RuntimeError("the accountant's tables are not running")
-        streams.write(changes)
+        await streams.write(changes)
 
     async def _on_config(self, table: CompactedTable) -> None:
         self.view = build_view(self._base_config, table.values())

@@ -215,8 +215,10 @@ class AccountantStreams:
             self.fail(exc)
             raise
 
-    def write(self, changes: Sequence[Change]) -> None:
-        """Set or delete table rows (each goes to its changelog topic through the app's producer)."""
+    async def write(self, changes: Sequence[Change]) -> None:
+        """Set or delete table rows (each goes to its changelog topic through the app's producer), once the
+        producer knows every changelog topic's partitions (nothing is awaited between that and the rows)."""
+        await self._know_changelogs()
         for change in changes:
             table = self.tables[change.table]
             key = change.key.encode()
@@ -276,12 +278,16 @@ class AccountantStreams:
         producer's cached metadata without asking the broker (``Producer.key_partition``). A topic that the
         metadata update right after its creation did not show yet (its partition had no leader yet) stays
         unknown to the producer until the next periodic refresh, minutes later, and the first row written to
-        that table fails (``TypeError`` in aiokafka's partitioner): the accountant stopped there. The producer's
-        own ``partitions_for`` waits for the topic's metadata, refreshing it."""
+        that table fails (``TypeError`` in aiokafka's partitioner): the accountant stopped there. A topic known
+        once can be forgotten again: a metadata update in which its partition has no leader for a moment (a
+        busy broker, an election) drops it from the cache. So this runs as the app starts and before every
+        write, and asks the broker only for a topic the cache does not hold: the producer's own
+        ``partitions_for`` waits for the topic's metadata, refreshing it."""
         producer: Any = self.app.producer
         kafka = producer._ensure_producer()  # the aiokafka producer under Faust's (Faust has no public handle)
         for name in CHANGELOG_TOPICS:
-            await kafka.partitions_for(name)
+            if not kafka._metadata.partitions_for_topic(name):
+                await kafka.partitions_for(name)
 
     async def stop(self) -> None:
         if self.failure is not None and self.failure.done():

@@ -37,9 +37,31 @@ async def test_every_table_takes_a_row_as_soon_as_the_app_has_started(registry_s
         kafka: Any = streams.app.producer._ensure_producer()  # type: ignore[attr-defined]
         for topic in CHANGELOG_TOPICS:
             assert kafka._metadata.partitions_for_topic(topic), f"{topic}: unknown to the app's producer"
-        streams.write([Change(table, "k", b"{}") for table in TABLES])
+        await streams.write([Change(table, "k", b"{}") for table in TABLES])
         await streams.app.producer.flush()
         assert all(streams.rows()[table] == {"k": b"{}"} for table in TABLES)
+    finally:
+        await asyncio.wait_for(streams.stop(), STOP_WITHIN_S)
+
+
+async def test_a_changelog_topic_the_producer_forgot_is_asked_for_again_before_a_row_is_written(
+        registry_settings: KafkaSettings) -> None:
+    """A metadata update in which a partition has no leader for a moment drops its topic from aiokafka's
+    cache, after the app started: the next row of that table must not stop the accountant."""
+
+    async def ignore(topic: str, value: bytes | None, ack: Ack) -> None:
+        await ack()
+
+    streams = AccountantStreams(registry_settings, [DECISIONS_TOPIC], on_event=ignore, on_recovered=_nothing)
+    await streams.start()
+    try:
+        kafka: Any = streams.app.producer._ensure_producer()  # type: ignore[attr-defined]
+        for topic in CHANGELOG_TOPICS:  # as ClusterMetadata.update_metadata does for a leaderless topic
+            kafka._metadata._partitions.pop(topic, None)
+        assert not any(kafka._metadata.partitions_for_topic(t) for t in CHANGELOG_TOPICS)
+        await streams.write([Change(table, "k2", b"{}") for table in TABLES])
+        await streams.app.producer.flush()
+        assert all(streams.rows()[table].get("k2") == b"{}" for table in TABLES)
     finally:
         await asyncio.wait_for(streams.stop(), STOP_WITHIN_S)
 
