@@ -672,6 +672,13 @@ class SchedulerConfig:
     # all the first places: each is still reached, but an overloaded queue does not become first come, first
     # served (every waiting job is soon promoted there), and new short work keeps half of what frees up
     promotion_interleaved: bool = True
+    # "remaining": a job promoted past its slowdown bound may preempt, for its queue's order, the running jobs of
+    # its queue and priority that started after it was promoted (they overtook it; checkpointable, each after
+    # min_runtime_s): the bound is kept, and what frees up while a gang waits for whole nodes cannot be taken for
+    # ever by the smaller jobs walked after it. Off by default: on four weeks of partitioned Philly it brings every
+    # size class's queueing within 1.5x of Tiresias' at the same average completion time, but costs the Pollux
+    # workloads 2.5% (docs/benchmarks.md, "Promoted jobs take back what overtook them")
+    overtaken_preemption: bool = False
     # move small checkpointable jobs when a gang waits only because the free GPUs are scattered
     # (``consolidation``): at most this many jobs per cycle, each restarted fewer than this many times,
     # and only when the gang's GPUs x its wait saved exceed the moved GPUs x the cost of one move

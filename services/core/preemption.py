@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import heapq
+import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -199,14 +200,20 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimR
     """Running jobs of ``job``'s queue and priority that are far behind it in the queue's order:
     checkpointable (nothing is lost), old enough, not requeued too often already (if capped). The furthest behind
     come first. Under ``remaining`` order "far" is ``reorder_ratio`` times the preemptor's remaining
-    work; under ``las`` it is a lower level of attained service."""
+    work; under ``las`` it is a lower level of attained service. Under ``remaining`` a job promoted past its bound
+    may also take back what the jobs that started after its promotion hold (``overtaken_preemption``), even when
+    its wait would otherwise be short: they overtook a job whose slowdown bound had come."""
     cfg, order, st, now = cycle.cfg, cycle.order, cycle.st, cycle.now
+    promoted = _promoted_since(cycle, job)
+    far_behind = True
     if cfg.reorder_wait_ratio > 0:
         # worth it only when the job would otherwise wait long for its own size: a short wait is
         # cheaper than the victims' checkpoint, restart and place in the queue
         start = cycle.forecast.start_in_order(job, commit=False)
         if start is not None and start - now <= cfg.reorder_wait_ratio * cycle.estimate_of(job):
-            return []
+            if promoted is None:
+                return []
+            far_behind = False
     key: VictimListKey = (VictimPool.ORDER, job.queue, min_runtime)
     ranked = cycle.memo.victim_lists.get(key)
     if ranked is None:
@@ -231,8 +238,23 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimR
         floor = 0.0 if promoted else float(order.level(job.attained_gpu_s))
         return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
     ahead = order.remaining(job, estimate, job.attained_gpu_s, sample)
-    floor = order.levelled(cfg.reorder_ratio * ahead, job.attained_gpu_s)
-    return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
+    floor = order.levelled(cfg.reorder_ratio * ahead, job.attained_gpu_s) if far_behind else math.inf
+    if promoted is None:
+        return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
+    running = st.running
+    return [k for k in ranked if k[0] == job.priority and (-k[2] > floor or running[k[3]].start_time > promoted)]
+
+
+def _promoted_since(cycle: Cycle, job: Job) -> float | None:
+    """When waiting ``job`` was promoted past its slowdown bound, if it was and may therefore preempt the jobs of
+    its queue that started after that, which overtook it (``overtaken_preemption``, ``remaining`` order); None
+    otherwise. The promotion time is the one the job was queued with (``PendingQueues.ranks``), as the walk's."""
+    if not cycle.cfg.overtaken_preemption or cycle.order.kind != QueueOrderKind.REMAINING:
+        return None
+    pushed = cycle.st.pq.ranks.get(job.job_id)
+    if pushed is None or pushed[1] > cycle.now:
+        return None
+    return pushed[1]
 
 
 def whole_candidate(cycle: Cycle, rj: RunningJob, reason: PreemptReason) -> Candidate:

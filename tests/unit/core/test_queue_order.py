@@ -381,6 +381,64 @@ def test_tiresias_preempts_the_job_that_left_the_first_level() -> None:
     assert isinstance(d, Preempt) and d.job_id == "big" and d.reason == PreemptReason.QUEUE_ORDER.value
 
 
+OVERTAKEN = replace(REMAINING, overtaken_preemption=True)
+
+
+def overtaken_gang(cfg: SchedulerConfig) -> tuple[SchedulerState, list[str]]:
+    """An 8-GPU gang (8,000 GPU-s, bound 3,000 s) behind 1-GPU jobs of 5,000 GPU-s on one 8-GPU node. After its
+    bound each GPU that frees goes to a later 1-GPU job (the promoted gang does not fit on one GPU). Returns the
+    state when seven have done so and the last early job leaves, with a new 1-GPU job waiting, and the seven."""
+    st = state([queue("q", 8)], [node("n", 8)])
+    st.submit(job("gang", gpus_per_pod=8, runtime_estimate=1000.0, checkpointable=True))
+    for i in range(8):
+        st.submit(job(f"early-{i}", gpus_per_pod=1, runtime_estimate=5000.0, checkpointable=True))
+    assert admitted(cycle(st, 0, cfg)) == {f"early-{i}" for i in range(8)}
+    for i in range(8):
+        now = 3100.0 + 100 * i
+        st.job_finished(f"early-{i}", now)
+        st.submit(job(f"late-{i}", gpus_per_pod=1, runtime_estimate=5000.0, checkpointable=True, submit=now))
+        if i < 7:
+            assert admitted(cycle(st, now, cfg)) == {f"late-{i}"}
+    return st, [f"late-{i}" for i in range(7)]
+
+
+def test_a_promoted_gang_preempts_the_jobs_that_overtook_it() -> None:
+    """Each GPU that freed after the gang's bound went to a 1-GPU job walked after it (the gang needs the whole
+    node). None of them is far behind it by remaining work, but all started after it was promoted: with the
+    last GPU free, the gang takes the node back from them instead of letting one more job overtake it."""
+    st, overtook = overtaken_gang(OVERTAKEN)
+    decisions = cycle(st, 3800, OVERTAKEN).decisions
+    assert {d.job_id for d in decisions if isinstance(d, Preempt)} == set(overtook)
+    assert {(d.reason, d.preemptor) for d in decisions if isinstance(d, Preempt)} == {
+        (PreemptReason.QUEUE_ORDER.value, "gang")}
+    assert not admitted(cycle(st, 3801, OVERTAKEN)) & {"late-7"}  # the free GPU is held for the gang
+
+
+@pytest.mark.parametrize(
+    ("why", "cfg"),
+    [
+        ("the rule is off (the default)", REMAINING),
+        ("the gang is not promoted: no bound", replace(OVERTAKEN, slowdown_limit=0.0, starvation_age_s=1e9)),
+    ],
+)
+def test_no_preemption_of_jobs_that_overtook_no_promoted_job(why: str, cfg: SchedulerConfig) -> None:
+    st, _ = overtaken_gang(cfg)
+    result = cycle(st, 3800, cfg)
+    assert admitted(result) == {"late-7"}, why
+    assert not [d for d in result.decisions if isinstance(d, Preempt)], why
+
+
+def test_jobs_that_started_before_the_promotion_did_not_overtake_it() -> None:
+    """At the gang's bound the node is held by jobs that started before it: they ran ahead of it by the queue's
+    order, not by overtaking a promoted job, and are not preempted for it."""
+    st = state([queue("q", 8)], [node("n", 8)])
+    st.submit(job("gang", gpus_per_pod=8, runtime_estimate=1000.0, checkpointable=True))
+    for i in range(8):
+        st.submit(job(f"early-{i}", gpus_per_pod=1, runtime_estimate=5000.0, checkpointable=True))
+    cycle(st, 0, OVERTAKEN)
+    assert cycle(st, 3600, OVERTAKEN).decisions == ()
+
+
 def test_service_counts_while_the_pods_run_not_while_they_start_or_stop() -> None:
     st = state([queue("q", 8)], [node("n", 8)])
     st.submit(job("j", gpus_per_pod=8, checkpointable=True))
