@@ -116,7 +116,7 @@ def run_kueue(scenario_dir: str, log: list[str], *, scale: float = 1.0,
 
 
 async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bool = False,
-               scale: float = 1.0, scenario_name: str = SCENARIO) -> str:
+               scale: float = 1.0, scenario_name: str = SCENARIO, objects: str = "jobs") -> str:
     notes: list[str] = []
     if quick:
         scenario = load(SMOKE)
@@ -138,7 +138,8 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bo
     if kube:
         with tempfile.TemporaryDirectory(prefix="muster-bench-kueue-kube-") as root:
             for which in kueue_kube.BACKENDS:
-                done = await kueue_kube.run_on(scenario, which, bootstrap=bootstrap, root=Path(root), brokers=brokers)
+                done = await kueue_kube.run_on(scenario, which, bootstrap=bootstrap, root=Path(root), brokers=brokers,
+                                               objects=objects)
                 on_kube.append(done)
                 notes += done.notes
     alone = await asyncio.to_thread(replay, scenario)
@@ -207,7 +208,9 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bo
         per_node = kueue_kube.node_gpus(scenario)
         notes += [
             "Muster on kubesim / a real control plane: the whole system (queue manager, dispatcher, node watcher) "
-            "with the Kubernetes Job and its pods of each workload; a workload is one pod asking its request "
+            + ("with the Kubernetes Job and its pods of each workload" if objects == "jobs" else
+               "with each workload's pods as plain Pods (--objects pods: no Job, no Job controller)") +
+            "; a workload is one pod asking its request "
             f"(Kueue's shape) on nodes of {per_node} GPUs holding the nominal quotas; each pod runs runtimeMs once "
             "started and the queue holds its quota from JobAdmitted until the node watcher's RunSucceeded "
             "(pod start and the report back included, which Kueue's runner does not have); CPU, every process: "

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import os
 import re
 import sys
@@ -27,9 +28,11 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
+from typing import Any
 
 import yaml
 from aiokafka import AIOKafkaConsumer, TopicPartition
+from prometheus_client.parser import text_string_to_metric_families
 
 from bench.peers.kueue_figures import Figures, muster_figures
 from bench.peers.kueue_scenario import GPUS_PER_NODE, Arrival, Scenario, ScenarioLayout, priority_class
@@ -45,6 +48,8 @@ from schemas.decisions import JobAdmitted, JobRejected
 from schemas.envelope import make_envelope
 from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
+from schemas.kube import GPU_RESOURCE, QUEUE
+from schemas.kube import GPU_TYPE as GPU_TYPE_LABEL
 from schemas.runs import JobDispatched, JobStopped, RunStarted, RunSucceeded
 from schemas.topics import CONFIG_TOPIC, DECISIONS_TOPIC, DISPATCHES_TOPIC, INTENTS_TOPIC, RUNS_TOPIC, TOPICS
 from services.core import SchedulerConfig
@@ -52,7 +57,14 @@ from services.kubesim.kubelet import DURATION_ANNOTATION
 from services.runtime.kafka import EnvelopeProducer, KafkaSettings
 from services.runtime.kube import KubeRest, build_api_client, ensure_namespace
 from services.runtime.options import ClusterAccess
+from services.spec.kinds.pods import pod_group
+from services.spec.workload_spec import spec_from_workload
 
+log = logging.getLogger(__name__)
+
+IMAGE = "registry.example/bench:1"
+#: how a workload reaches Kubernetes (``--objects``): a ``batch/v1`` Job of its pods, or its pods alone
+OBJECTS = ("jobs", "pods")
 #: Muster's run stops waiting this long after the last submission (and reports how far it got)
 DRAIN_S = 1_200.0
 #: how often the wait for the last finish looks at the figures read so far
@@ -77,16 +89,42 @@ def cluster_config(name: str, scenario: Scenario) -> ClusterConfig:
         taints=["nvidia.com/gpu"])])
 
 
-def pod_submission(arrival: Arrival, *, at_s: float) -> SubmitJob:
+def pod_submission(arrival: Arrival, *, at_s: float, objects: str = "jobs") -> SubmitJob:
     """The workload as Kueue has it: ``podCount`` pods (one by default) each asking ``request`` GPUs, running
-    ``runtimeMs`` once started; submitted at ``at_s`` (this process's clock)."""
+    ``runtimeMs`` once started; submitted at ``at_s`` (this process's clock). ``objects``: ``jobs``, a
+    ``batch/v1`` Job of those pods (what the dispatcher makes of a job with a pod template); ``pods``, the
+    pods themselves as a group of plain Pods (``v1`` Pod), with no Job and no Job controller."""
     template = arrival.template
-    spec = JobSpec(name=arrival.job_id, queue=arrival.queue, priority_class=priority_class(template.priority),
-                   replicas=template.pods, annotations={DURATION_ANNOTATION: f"{template.runtime_s:g}"},
-                   template=PodTemplate(image="registry.example/bench:1", resources=ResourceRequest(
-                       gpus=template.request, gpu_type=GPU_TYPE, cpu="1", memory="1Gi")))
+    if objects == "pods":
+        spec = plain_pods_spec(arrival)
+    else:
+        spec = JobSpec(name=arrival.job_id, queue=arrival.queue, priority_class=priority_class(template.priority),
+                       replicas=template.pods, annotations={DURATION_ANNOTATION: f"{template.runtime_s:g}"},
+                       template=PodTemplate(image=IMAGE, resources=ResourceRequest(
+                           gpus=template.request, gpu_type=GPU_TYPE, cpu="1", memory="1Gi")))
     return SubmitJob(job_id=arrival.job_id, tenant=TENANT, user="bench", spec=spec,
                      submitted_at=datetime.fromtimestamp(at_s, UTC))
+
+
+def plain_pods_spec(arrival: Arrival) -> JobSpec:
+    """The workload as a group of ``podCount`` plain Pods asking what the Job's pods ask (the same resources,
+    GPU type, toleration and duration annotation), its roles read from the pods as the gateway reads a
+    submitted Pod group's."""
+    template = arrival.template
+    resources = {GPU_RESOURCE: str(template.request), "cpu": "1", "memory": "1Gi"}
+    pod: dict[str, Any] = {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": "worker", "labels": {QUEUE: arrival.queue},
+                     "annotations": {DURATION_ANNOTATION: f"{template.runtime_s:g}"}},
+        "spec": {"restartPolicy": "Never", "nodeSelector": {GPU_TYPE_LABEL: GPU_TYPE},
+                 "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
+                 "containers": [{"name": "worker", "image": IMAGE,
+                                 "resources": {"requests": resources, "limits": resources}}]},
+    }
+    pods = [{**pod, "metadata": {**pod["metadata"], "name": f"worker-{i}"}} for i in range(template.pods)]
+    group = pod_group(pods) if len(pods) > 1 else pod
+    spec = spec_from_workload(group, queue=arrival.queue, kube_native=False)
+    return spec.model_copy(update={"name": arrival.job_id, "priority_class": priority_class(template.priority)})
 
 
 @dataclass
@@ -225,8 +263,10 @@ async def _drain(stream: asyncio.StreamReader) -> None:
         pass
 
 
-async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root: Path, brokers: int = 1) -> KubeRun:
-    """The scenario through Muster on kubesim (``sim``) or a real control plane (``real``)."""
+async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root: Path, brokers: int = 1,
+                 objects: str = "jobs") -> KubeRun:
+    """The scenario through Muster on kubesim (``sim``) or a real control plane (``real``), each workload a
+    Job of its pods or its pods alone (``objects``, see ``pod_submission``)."""
     arrivals = scenario.arrivals()
     ids = {a.job_id for a in arrivals}
     config = cluster_config(f"kueue-{which}", scenario)
@@ -249,6 +289,7 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
             await stack.enter_async_context(_following(reader))
             cluster_before = cluster_cpu(backend)
             before = _cpu(manager, broker, backend, cluster_before)
+            requests_before = await api_requests(backend)
             started = time.time()
             futures = []
             for arrival in arrivals:
@@ -256,7 +297,7 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
                 delay = at - time.time()
                 if delay > 0:
                     await asyncio.sleep(delay)
-                job = pod_submission(arrival, at_s=time.time())
+                job = pod_submission(arrival, at_s=time.time(), objects=objects)
                 reader.timeline.submitted[job.job_id] = job.submitted_at.timestamp()
                 futures.append(await submitter.send(INTENTS_TOPIC, make_envelope(
                     job, SUBMITTER, occurred_at=job.submitted_at)))
@@ -268,6 +309,7 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
                 lambda: ids <= timeline.finished.keys() | reader.rejected.keys()), within=DRAIN_S)
             cluster_after = cluster_cpu(backend)
             after = _cpu(manager, broker, backend, cluster_after)
+            requests_after = await api_requests(backend)
         if not done:
             notes.append(f"{backend.name}: NOT all finished within {DRAIN_S:.0f} s of the last submission: "
                          f"{len(ids & timeline.finished.keys()):,} of {len(ids):,}")
@@ -276,11 +318,55 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
                 f"{name} {cluster_after[name] - cluster_before.get(name, 0.0):,.1f} s"
                 for name in sorted(cluster_after, key=lambda n: cluster_before.get(n, 0.0) - cluster_after[n])))
         notes.append(f"{backend.name}: {reader.hops({a.job_id: a.template.runtime_s for a in arrivals})}")
+        if requests_before is not None and requests_after is not None:
+            notes.append(f"{backend.name}: {requests_per_workload(requests_before, requests_after, len(ids))}")
         if reader.rejected:
             notes.append(f"{backend.name}: {len(reader.rejected):,} rejected, e.g. "
                          f"{next(iter(reader.rejected.items()))}")
     cpu = {name: after[name] - before[name] for name in before if name in after}
     return KubeRun(muster_figures(scenario, arrivals, timeline, started=started, cpu_s=cpu), notes, backend.name)
+
+
+#: the API server's request counter, by verb, resource and subresource
+REQUESTS_METRIC = "apiserver_request"
+_WRITES = frozenset({"POST", "PUT", "PATCH", "DELETE", "DELETECOLLECTION"})
+
+
+async def api_requests(backend: kube.Backend) -> dict[tuple[str, str], float] | None:
+    """The API server's requests so far by (verb, resource[/subresource]), from its ``/metrics``; None where
+    the cluster has no such counter (kubesim)."""
+    if backend.name == "kubesim":
+        return None
+    try:
+        text = await backend.rest.text("/metrics")
+    except Exception as exc:  # the count is a note: the run's figures stand without it
+        log.warning("the API server's /metrics could not be read: %s", exc)
+        return None
+    counts: dict[tuple[str, str], float] = {}
+    for family in text_string_to_metric_families(text):
+        if family.name != REQUESTS_METRIC:
+            continue
+        for sample in family.samples:
+            if not sample.name.endswith("_total"):
+                continue
+            labels = sample.labels
+            resource = labels.get("resource", "") + (f"/{labels['subresource']}" if labels.get("subresource") else "")
+            key = (labels.get("verb", ""), resource)
+            counts[key] = counts.get(key, 0.0) + sample.value
+    return counts
+
+
+def requests_per_workload(before: dict[tuple[str, str], float], after: dict[tuple[str, str], float],
+                          workloads: int) -> str:
+    """The API server's requests during the run per workload, in all and its writes by verb and resource."""
+    spent = {key: after[key] - before.get(key, 0.0) for key in after}
+    spent = {key: n for key, n in spent.items() if n > 0}
+    n = max(1, workloads)
+    writes = {key: v for key, v in spent.items() if key[0] in _WRITES}
+    top = sorted(writes.items(), key=lambda kv: -kv[1])[:8]
+    return (f"API server requests per workload {sum(spent.values()) / n:.1f}, of which writes "
+            f"{sum(writes.values()) / n:.1f} (" + ", ".join(f"{verb} {res} {v / n:.2f}" for (verb, res), v in top) +
+            "); watches and reads besides")
 
 
 @contextlib.asynccontextmanager

@@ -70,12 +70,15 @@ def _load(module: str) -> Any:
               help="kueue: which of Kueue's scheduler performance scenarios (configs/<name>): baseline, or tas "
                    "(topology-aware: 640 CPU nodes in racks, workloads asking a rack, against Muster's topology "
                    "placement)")
+@click.option("--objects", type=click.Choice(["jobs", "pods"]), default="jobs", show_default=True,
+              help="kueue --kube real: each workload reaches Kubernetes as a batch/v1 Job of its pods (jobs) or as "
+                   "its pods alone, a group of plain Pods (pods: no Job, no Job controller)")
 @click.option("--progress/--no-progress", default=True, show_default=True,
               help="Progress bars with ETA on stderr (only drawn on a terminal).")
 @click.option("-v", "--verbose", is_flag=True, help="Log the services' INFO messages.")
 def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None, profile: Path | None,
-          kube: str, brokers: int, scale: float, scenario: str, plot_path: Path | None, progress: bool,
-          verbose: bool) -> None:
+          kube: str, brokers: int, scale: float, scenario: str, objects: str, plot_path: Path | None,
+          progress: bool, verbose: bool) -> None:
     """Run the benchmark NAME and print its figures next to a baseline measured in the same run."""
     if bootstrap and brokers != 1:
         raise click.UsageError("--brokers starts private brokers; it cannot be combined with --bootstrap")
@@ -99,12 +102,15 @@ def bench(name: str, quick: bool, bootstrap: str | None, debounce: float | None,
         options["kube"] = kube == "real"
         options["scale"] = scale
         options["scenario_name"] = scenario
+        options["objects"] = objects
+        if objects != "jobs" and kube != "real":
+            raise click.UsageError("--objects says how workloads reach Kubernetes: it applies with --kube real")
         if scenario == "tas" and (kube == "real" or quick):
             raise click.UsageError("--scenario tas runs Kueue and Muster's queue manager (through Kafka and on virtual "
                                    "time); it has no --quick form, and its 640 nodes are not run on Kubernetes "
                                    "(--kube real)")
-    elif scale != 1.0 or scenario != "baseline":
-        raise click.UsageError("--scale and --scenario apply to the kueue benchmark only")
+    elif scale != 1.0 or scenario != "baseline" or objects != "jobs":
+        raise click.UsageError("--scale, --scenario and --objects apply to the kueue benchmark only")
     if kube == "real" and name != "kueue":
         options["benchmark"] = name
     if name == "throughput":

@@ -40,6 +40,11 @@ GPU_TOLERATIONS = ({"key": ann.GPU_RESOURCE, "operator": "Exists", "effect": "No
 REFRESH_S = 2.0  # at most this often an object is read again to learn which pods are its own
 
 
+def release_labels(job_id: str, attempt: int, role: str) -> dict[str, str]:
+    """The labels a pod gets as it is released onto its node: its job, attempt and role."""
+    return {ann.JOB_ID: label_value(job_id), ann.ATTEMPT: str(attempt), ann.ROLE: role}
+
+
 def gated(pod: Mapping[str, Any]) -> bool:
     gates = (pod.get("spec") or {}).get("schedulingGates") or []
     return any(isinstance(g, dict) and g.get("name") == ann.ADMISSION_GATE for g in gates) and not (
@@ -169,9 +174,9 @@ class Releaser:
                 log.info("pod %s/%s of job %s: every planned slot of role %s is taken; it stays gated",
                          meta.get("namespace"), meta.get("name"), run.job_id, role)
             return
-        labels = {ann.JOB_ID: label_value(run.job_id), ann.ATTEMPT: str(run.attempt), ann.ROLE: role}
         try:
-            patch = ungate_pod_patch(pod, node, labels, tolerations=GPU_TOLERATIONS if run.uses_gpus else ())
+            patch = ungate_pod_patch(pod, node, release_labels(run.job_id, run.attempt, role),
+                                     tolerations=GPU_TOLERATIONS if run.uses_gpus else ())
         except ValueError as exc:
             log.warning("pod %s/%s cannot be released: %s", meta.get("namespace"), meta.get("name"), exc)
             return

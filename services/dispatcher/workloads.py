@@ -51,12 +51,14 @@ from services.dispatcher.book import CANCELLED, Preemption
 from services.dispatcher.context import Context, api_failure, emit, report_failure
 from services.dispatcher.plans import object_name
 from services.dispatcher.preemption_handshake import handshake_annotations
+from services.dispatcher.releaser import GPU_TOLERATIONS, release_labels
 from services.dispatcher.workload_book import WorkloadRun, resource_of
 from services.dispatcher.workload_plans import (
     OWNED,
     STOP_ANNOTATIONS,
     WORKLOAD,
     beyond_plan,
+    choose_node,
     identity_annotations,
     identity_labels,
     plan_of,
@@ -67,7 +69,16 @@ from services.runtime.kafka import Delivery
 from services.runtime.kube import PODS, KubeObject, KubeRest, PatchType, Resource, create_or_get, delete
 from services.runtime.kube.errors import is_not_found, status_of
 from services.spec.core_types import main_role_name
-from services.spec.kinds import KINDS, NotQueueable, ObjectRef, UnknownKind, WorkloadKind, kind_for, pod_group
+from services.spec.kinds import (
+    KINDS,
+    NotQueueable,
+    ObjectRef,
+    UnknownKind,
+    WorkloadKind,
+    kind_for,
+    pod_group,
+    released_pod,
+)
 from services.spec.pod_resources import holds_node
 
 log = logging.getLogger(__name__)
@@ -163,7 +174,7 @@ async def admit(ctx: Context, ops: WorkloadOps, envelope: Envelope, delivery: De
                     failure[0], exc)
         await report_failure(ctx, delivery, envelope, failure[0], str(exc), retryable=failure[1])
         return
-    run.uses_gpus = any(t.resources.gpus or t.resources.shares_gpus for t in decision.spec.templates())
+    run.uses_gpus = uses_gpus(decision)
     ctx.workloads[run.job_id] = run
     await emit(delivery, envelope, _dispatched(ctx, run))
     run.reported = True
@@ -257,7 +268,8 @@ async def _release_group(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, 
         except NotQueueable as exc:
             raise _Refused("workload_unreadable", exc.reason) from None
         await ctx.ops.ensure_namespace(namespace)
-        created = [(await create_or_get(ops.rest, PODS, pod, namespace))[0] for pod in group.get("items") or []]
+        pods = released_group(decision, kind, group)
+        created = [(await create_or_get(ops.rest, PODS, pod, namespace))[0] for pod in pods]
         obj = pod_group(created)
     else:
         name = str(workload.name)
@@ -271,6 +283,31 @@ async def _release_group(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, 
             raise _Refused("workload_unreadable", exc.reason) from None
     return WorkloadRun(decision.job_id, decision.attempt, namespace, name, kind, decision.placement,
                        main_role_name(decision.spec), workload.manifest is not None, obj, [], correlation, event_id)
+
+
+def uses_gpus(decision: JobAdmitted) -> bool:
+    """Whether some pod of the job asks for GPUs (its pods then tolerate the GPU taint)."""
+    return any(t.resources.gpus or t.resources.shares_gpus for t in decision.spec.templates())
+
+
+def released_group(decision: JobAdmitted, kind: WorkloadKind, group: Mapping[str, Any]) -> list[KubeObject]:
+    """The gated pods of a group Muster creates, each already released onto a planned node of its role, as
+    the releaser would release it once created: created so, a pod needs no patch and does not wait for the
+    releaser to learn of its job (which is booked only once every pod exists). A pod with no planned slot
+    left stays gated, as the releaser would leave it."""
+    main = main_role_name(decision.spec)
+    placed: dict[str, list[str]] = {}
+    out: list[KubeObject] = []
+    for pod in group.get("items") or []:
+        role = kind.pod_role(group, pod)
+        node = None if role is None else choose_node(decision.placement, role, main, placed.setdefault(role, []))
+        if role is None or node is None:
+            out.append(pod)
+            continue
+        placed[role].append(node)
+        out.append(released_pod(pod, node, release_labels(decision.job_id, decision.attempt, role),
+                                tolerations=GPU_TOLERATIONS if uses_gpus(decision) else ()))
+    return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,6 +1,7 @@
 """Kueue's scenario through the whole of Muster on Kubernetes (``muster bench kueue --kube real``'s kubesim
 half) on the small scenario: the queue manager, the dispatcher and the node watcher with kubesim in a process
-of its own, every workload admitted, run for its runtime and reported back on Muster's topics."""
+of its own, every workload admitted, run for its runtime and reported back on Muster's topics, whether each
+workload reaches Kubernetes as a Job of its pods or as its pods alone (``--objects pods``)."""
 
 from __future__ import annotations
 
@@ -10,15 +11,16 @@ from pathlib import Path
 import pytest
 
 from bench.peers.kueue import SMOKE
-from bench.peers.kueue_kube import run_on
+from bench.peers.kueue_kube import OBJECTS, run_on
 from bench.peers.kueue_scenario import load
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration, pytest.mark.timeout(300)]
 
 
-def test_every_workload_of_the_smoke_scenario_is_admitted_run_and_reported_back(tmp_path: Path) -> None:
+@pytest.mark.parametrize("objects", OBJECTS)
+def test_every_workload_of_the_smoke_scenario_is_admitted_run_and_reported_back(tmp_path: Path, objects: str) -> None:
     scenario = load(SMOKE)
-    done = asyncio.run(run_on(scenario, "sim", bootstrap=None, root=tmp_path))
+    done = asyncio.run(run_on(scenario, "sim", bootstrap=None, root=tmp_path, objects=objects))
     assert not [n for n in done.notes if "NOT all finished" in n or "rejected" in n], done.notes
     figures = done.figures
     assert {n: (c.count, c.admitted) for n, c in figures.classes.items()} == {

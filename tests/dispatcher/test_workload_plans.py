@@ -1,12 +1,13 @@
-"""What the dispatcher writes on a workload object and where each of its gated pods goes (pure)."""
+"""What the dispatcher writes on a workload object, where each of its gated pods goes, and the pods of a group it
+creates itself (pure)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from schemas.decisions import NodePods, PlacementPlan
+from schemas.decisions import JobAdmitted, NodePods, PlacementPlan
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest, RoleSpec, WorkloadObject
-from schemas.kube import GANG_SIZE, HOSTNAME_LABEL
+from schemas.kube import ADMISSION_GATE, GANG_SIZE, HOSTNAME_LABEL, JOB_ID, ROLE
 from services.dispatcher.workload_plans import PLAN as PLAN_ANNOTATION
 from services.dispatcher.workload_plans import (
     beyond_plan,
@@ -16,6 +17,8 @@ from services.dispatcher.workload_plans import (
     resized_annotations,
     roles_changed,
 )
+from services.dispatcher.workloads import released_group
+from services.spec.kinds import kind_for
 from services.spec.pod_resources import holds_node
 from tests.builders.jobspecs import job_spec
 
@@ -95,3 +98,26 @@ def test_a_plan_written_by_a_newer_dispatcher_is_read_without_the_fields_this_on
     newer["nodes"][0]["nic"] = "mlx5_0"
     obj = {"metadata": {"annotations": {PLAN_ANNOTATION: json.dumps(newer)}}}
     assert plan_of(obj) == PLAN
+
+
+def test_a_pod_group_muster_creates_is_released_as_created_and_a_pod_beyond_the_plan_stays_gated() -> None:
+    def pod(name: str) -> dict[str, Any]:
+        return {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": name},
+                "spec": {"containers": [{"name": "w", "image": "x",
+                                         "resources": {"limits": {"nvidia.com/gpu": "4"}}}]}}
+
+    kind = kind_for("v1", "Pod")
+    manifest = {"apiVersion": "v1", "kind": "List", "items": [pod("a"), pod("b"), pod("c")]}
+    group = kind.hold_manifest(manifest, name="j-a0", namespace="ns", labels={}, annotations={})
+    plan = PlacementPlan(cluster="east", nodes=[NodePods(node="n1", pods=1), NodePods(node="n2", pods=1)])
+    job = job_spec("j", roles=[role("main", 3, 4)], workload=WorkloadObject(api_version="v1", kind="Pod",
+                                                                             manifest=manifest))
+    decision = JobAdmitted(job_id="j", attempt=0, tenant="t", queue="q", namespace="ns", priority=1, replicas=3,
+                           placement=plan, spec=job)
+    first, second, third = released_group(decision, kind, group)
+    for made, node in ((first, "n1"), (second, "n2")):
+        assert not made["spec"].get("schedulingGates") and made["spec"]["nodeSelector"] == {HOSTNAME_LABEL: node}
+        assert made["metadata"]["labels"][JOB_ID] == "j" and made["metadata"]["labels"][ROLE] == "main"
+        assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in made["spec"]["tolerations"]
+    assert third["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}]  # no slot left: it waits, as released
+    assert group["items"][0]["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}]  # the group is not changed

@@ -132,3 +132,44 @@ async def test_a_jobset_given_as_a_manifest_is_created_held_and_taken_back_on_pr
         assert await pods_of(cluster, names) == []  # no controller here: the dispatcher removed the pods itself
         items, _ = await cluster.rest.list(JOBSETS, NAMESPACE)
         assert f"{jid}-a0" not in [i["metadata"]["name"] for i in items]  # Muster's own object is deleted
+
+
+def plain_pods(*roles: tuple[str, int, int], seconds: float = 2.0) -> KubeObject:
+    """A group of plain Pods as a user submits it through Muster: ``(container, pods, gpus)`` per shape."""
+    items = []
+    for container, count, gpus in roles:
+        resources: dict[str, Any] = {"requests": {"cpu": "1", "memory": "1Gi"}}
+        if gpus:
+            resources["limits"] = {"nvidia.com/gpu": str(gpus)}
+        for i in range(count):
+            items.append({"apiVersion": "v1", "kind": "Pod",
+                          "metadata": {"name": f"{container}-{i}", "labels": {"muster.dev/queue": "team-a"},
+                                       "annotations": {DURATION: str(seconds)}},
+                          "spec": {"restartPolicy": "Never",
+                                   "nodeSelector": {"muster.dev/gpu-type": "a100"} if gpus else {},
+                                   "containers": [{"name": container, "image": "registry.example/train:1",
+                                                   "resources": resources}]}})
+    return {"apiVersion": "v1", "kind": "List", "metadata": {}, "items": items}
+
+
+async def test_a_pod_group_muster_creates_comes_released_onto_its_planned_nodes_and_runs(
+        registry_settings: KafkaSettings) -> None:
+    jid = f"pg-{uuid.uuid4().hex[:6]}"
+    async with running(registry_settings) as cluster:
+        spec = spec_from_workload(plain_pods(("launcher", 1, 0), ("workers", 2, 4)), queue="team-a",
+                                  kube_native=False)
+        assert sorted(r.name for r in spec.roles) == ["launcher", "workers"]
+        await cluster.decide(admission(jid, spec))
+        await cluster.outputs.wait_for(JobDispatched, job_id=jid)
+        items, _ = await cluster.rest.list(PODS, NAMESPACE)
+        pods = [p for p in items if p["metadata"]["labels"].get(JOB_ID) == jid]
+        assert len(pods) == 3
+        # created released: no gate to lift, each on a planned node of its role, tolerating the GPU taint
+        assert all(not p["spec"].get("schedulingGates") for p in pods)
+        by_role: dict[str, list[str]] = {}
+        for p in pods:
+            by_role.setdefault(p["metadata"]["labels"][ROLE], []).append(p["spec"]["nodeSelector"][HOSTNAME_LABEL])
+            assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in p["spec"]["tolerations"]
+        assert sorted(by_role["workers"]) == ["east-a100-2", "east-a100-3"] and by_role["launcher"] == ["east-a100-2"]
+        await cluster.outputs.wait_for(RunStarted, job_id=jid)
+        await cluster.outputs.wait_for(RunSucceeded, job_id=jid, within=60)

@@ -50,16 +50,7 @@ class KubeRest:
         """One request, the decoded JSON answer; raises ``ApiException`` on a non-2xx status."""
 
         async def once() -> KubeObject:
-            resp = await self._send(method, path, query, body, content_type,
-                                    aiohttp.ClientTimeout(total=self.request_timeout))
-            try:
-                data = await resp.read()
-                if resp.status >= 300:
-                    exc = api_error(resp.status, data, resp.reason)
-                    exc.headers = resp.headers
-                    raise exc
-            finally:
-                resp.release()
+            data = await self._body(method, path, query, body, content_type)
             decoded: KubeObject = orjson.loads(data) if data else {}
             return decoded
 
@@ -81,6 +72,29 @@ class KubeRest:
             _request_timeout=limits,
         )
         return resp
+
+    async def text(self, path: str) -> str:
+        """A plain-text answer (the API server's ``/metrics``, ``/healthz``); raises ``ApiException`` on a
+        non-2xx status."""
+
+        async def once() -> str:
+            return (await self._body("GET", path, None, None, "application/json")).decode()
+
+        return await with_retries(once, self.retry, f"GET {path}")
+
+    async def _body(self, method: str, path: str, query: Query | None, body: Any, content_type: str) -> bytes:
+        """The answer's bytes; ``ApiException`` on a non-2xx status."""
+        resp = await self._send(method, path, query, body, content_type,
+                                aiohttp.ClientTimeout(total=self.request_timeout))
+        try:
+            data = await resp.read()
+            if resp.status >= 300:
+                exc = api_error(resp.status, data, resp.reason)
+                exc.headers = resp.headers
+                raise exc
+        finally:
+            resp.release()
+        return data
 
     # ------------------------------------------------------------------ reads
 

@@ -27,6 +27,7 @@ from services.spec.kinds.base import (
     State,
     UnknownKind,
     WorkloadKind,
+    released_pod,
     ungate_pod_patch,
 )
 from services.spec.kinds.names import role_name
@@ -54,6 +55,7 @@ __all__ = [
     "kind_for",
     "kind_of",
     "pod_group",
+    "released_pod",
     "role_name",
     "ungate_pod_patch",
 ]

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, ClassVar, Literal, NamedTuple
 
+import jsonpatch
 from pydantic import ValidationError
 
 from schemas.jobspec import MAX_ROLES, RoleSpec
@@ -458,6 +459,16 @@ def template_at(obj: Mapping[str, Any], path: Path) -> tuple[KubeObject, bool]:
     """The pod template at ``path`` and whether it is there."""
     found = get_at(obj, path)
     return (found, True) if isinstance(found, dict) else ({}, False)
+
+
+def released_pod(pod: Mapping[str, Any], node: str, labels: Mapping[str, str],
+                 tolerations: Sequence[Mapping[str, Any]] = ()) -> KubeObject:
+    """A gated pod not yet created, as ``ungate_pod_patch`` would leave it once created: what Muster creates
+    when it makes a workload's pods itself, so that they need no release afterwards. Pure."""
+    ops = ungate_pod_patch(pod, node, labels, tolerations=tolerations).body
+    assert isinstance(ops, list)  # a JSON patch
+    patched: KubeObject = jsonpatch.apply_patch(pod, ops)  # a copy: ``pod`` is left as it is
+    return patched
 
 
 def ungate_pod_patch(pod: Mapping[str, Any], node: str, labels: Mapping[str, str],
