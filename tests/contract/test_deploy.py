@@ -52,7 +52,8 @@ EXPECTED_RULES: dict[str, dict[tuple[str, str], set[str]]] = {
                      **{r: READ_VERBS for r in WORKLOAD_RESOURCES},
                      ("autoscaling.x-k8s.io", "provisioningrequests"): READ_VERBS},  # the autoscaler's answers
     "dispatcher": {("batch", "jobs"): MANAGE_VERBS,
-                   ("", "pods"): {"list", "watch", "patch", "delete"}, ("", "pods/binding"): {"create"},
+                   # create: a group of plain Pods submitted with its manifest is created by the dispatcher
+                   ("", "pods"): {"create", "list", "watch", "patch", "delete"}, ("", "pods/binding"): {"create"},
                    # patch: the scale-down taint of a bought node given back
                    ("", "nodes"): {"list", "watch", "patch"}, ("", "events"): {"create"},
                    # asking the cluster's autoscaler for nodes (services/dispatcher/provisioning.py)

@@ -25,7 +25,7 @@ MATRIX: list[tuple[str, str, str, str, str | None, bool]] = [
     ("dispatcher", "watch", "batch", "jobs", None, False),
     ("dispatcher", "create", "", "pods/binding", NAMESPACE, True),
     ("dispatcher", "delete", "", "pods", NAMESPACE, True),
-    ("dispatcher", "create", "", "pods", NAMESPACE, False),
+    ("dispatcher", "create", "", "pods", NAMESPACE, True),  # a plain Pod group submitted with its manifest
     ("dispatcher", "create", "", "events", NAMESPACE, True),  # a cancelled user object left in place is told
     ("dispatcher", "delete", "", "events", NAMESPACE, False),
     ("dispatcher", "patch", "", "nodes", None, True),  # the scale-down taint of a bought node given back
