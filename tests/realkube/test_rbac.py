@@ -10,7 +10,7 @@ from typing import Any
 import pytest
 from kubernetes_asyncio.client.exceptions import ApiException
 
-from services.runtime.kube import JOBS, NODES, PODS, KubeRest, Resource, build_api_client
+from services.runtime.kube import JOBS, NODES, KubeRest, Resource, build_api_client
 from tests.builders.realkube import RealCluster
 from tests.realkube.conftest import NAMESPACE
 
@@ -108,9 +108,10 @@ async def test_calls_beyond_a_service_s_rights_get_403(real: RealCluster, admin:
     async with api:
         dispatcher = KubeRest(api, request_timeout=10.0)
         await dispatcher.list(JOBS, NAMESPACE)
-        pod = {"apiVersion": "v1", "kind": "Pod", "metadata": {"name": "sneaky", "namespace": NAMESPACE},
-               "spec": {"containers": [{"name": "c", "image": "busybox"}]}}
-        assert await forbidden(dispatcher.create(PODS, pod, NAMESPACE))
+        # it creates pods (a plain Pod group submitted with its manifest), never Secrets
+        secret = {"apiVersion": "v1", "kind": "Secret", "metadata": {"name": "sneaky", "namespace": NAMESPACE},
+                  "stringData": {"token": "x"}}
+        assert await forbidden(dispatcher.create(SECRETS, secret, NAMESPACE))
         assert await forbidden(dispatcher.list(SECRETS, NAMESPACE))
     api = await build_api_client(kubeconfig=str(real.kubeconfig("gateway")))
     async with api:
