@@ -114,7 +114,7 @@ def plain_pods_spec(arrival: Arrival) -> JobSpec:
     resources = {GPU_RESOURCE: str(template.request), "cpu": "1", "memory": "1Gi"}
     pod: dict[str, Any] = {
         "apiVersion": "v1", "kind": "Pod",
-        "metadata": {"name": "worker", "labels": {QUEUE: arrival.queue},
+        "metadata": {"labels": {QUEUE: arrival.queue},
                      "annotations": {DURATION_ANNOTATION: f"{template.runtime_s:g}"}},
         "spec": {"restartPolicy": "Never", "nodeSelector": {GPU_TYPE_LABEL: GPU_TYPE},
                  "tolerations": [{"key": GPU_RESOURCE, "operator": "Exists", "effect": "NoSchedule"}],
@@ -122,8 +122,7 @@ def plain_pods_spec(arrival: Arrival) -> JobSpec:
                                  "resources": {"requests": resources, "limits": resources}}]},
     }
     pods = [{**pod, "metadata": {**pod["metadata"], "name": f"worker-{i}"}} for i in range(template.pods)]
-    group = pod_group(pods) if len(pods) > 1 else pod
-    spec = spec_from_workload(group, queue=arrival.queue, kube_native=False)
+    spec = spec_from_workload(pod_group(pods), queue=arrival.queue, kube_native=False)
     return spec.model_copy(update={"name": arrival.job_id, "priority_class": priority_class(template.priority)})
 
 

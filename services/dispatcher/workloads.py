@@ -268,7 +268,7 @@ async def _release_group(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, 
         except NotQueueable as exc:
             raise _Refused("workload_unreadable", exc.reason) from None
         await ctx.ops.ensure_namespace(namespace)
-        pods = released_group(decision, kind, group)
+        pods = released_group(decision, group)
         created = [(await create_or_get(ops.rest, PODS, pod, namespace))[0] for pod in pods]
         obj = pod_group(created)
     else:
@@ -290,23 +290,25 @@ def uses_gpus(decision: JobAdmitted) -> bool:
     return any(t.resources.gpus or t.resources.shares_gpus for t in decision.spec.templates())
 
 
-def released_group(decision: JobAdmitted, kind: WorkloadKind, group: Mapping[str, Any]) -> list[KubeObject]:
-    """The gated pods of a group Muster creates, each already released onto a planned node of its role, as
-    the releaser would release it once created: created so, a pod needs no patch and does not wait for the
-    releaser to learn of its job (which is booked only once every pod exists). A pod with no planned slot
-    left stays gated, as the releaser would leave it."""
+def released_group(decision: JobAdmitted, group: Mapping[str, Any]) -> list[KubeObject]:
+    """The gated pods of a group Muster creates (``hold_manifest``'s, each labelled with its role), each
+    already released onto a planned node of its role, as the releaser would release it once created: created
+    so, a pod needs no patch and does not wait for the releaser to learn of its job (which is booked only once
+    every pod exists). A pod with no planned slot left stays gated, as the releaser would leave it."""
     main = main_role_name(decision.spec)
+    tolerations = GPU_TOLERATIONS if uses_gpus(decision) else ()
     placed: dict[str, list[str]] = {}
     out: list[KubeObject] = []
     for pod in group.get("items") or []:
-        role = kind.pod_role(group, pod)
-        node = None if role is None else choose_node(decision.placement, role, main, placed.setdefault(role, []))
-        if role is None or node is None:
+        # the role hold_manifest wrote: asking the kind would read every pod's shape again for each pod
+        role = str(((pod.get("metadata") or {}).get("labels") or {})[ann.ROLE])
+        node = choose_node(decision.placement, role, main, placed.setdefault(role, []))
+        if node is None:
             out.append(pod)
             continue
         placed[role].append(node)
         out.append(released_pod(pod, node, release_labels(decision.job_id, decision.attempt, role),
-                                tolerations=GPU_TOLERATIONS if uses_gpus(decision) else ()))
+                                tolerations=tolerations))
     return out
 
 

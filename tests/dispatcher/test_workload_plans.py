@@ -114,7 +114,7 @@ def test_a_pod_group_muster_creates_is_released_as_created_and_a_pod_beyond_the_
                                                                              manifest=manifest))
     decision = JobAdmitted(job_id="j", attempt=0, tenant="t", queue="q", namespace="ns", priority=1, replicas=3,
                            placement=plan, spec=job)
-    first, second, third = released_group(decision, kind, group)
+    first, second, third = released_group(decision, group)
     for made, node in ((first, "n1"), (second, "n2")):
         assert not made["spec"].get("schedulingGates") and made["spec"]["nodeSelector"] == {HOSTNAME_LABEL: node}
         assert made["metadata"]["labels"][JOB_ID] == "j" and made["metadata"]["labels"][ROLE] == "main"
