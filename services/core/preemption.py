@@ -93,9 +93,11 @@ def _sorted_victims(
 
 
 def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list[Candidate]:
+    """The running jobs ``job`` may take capacity from, cheapest first, at most ``MAX_CANDIDATES``: elastic
+    jobs' pods above their minimum, then whole jobs of its queue of lower priority, far behind it in the
+    queue's order, or borrowed by other queues of its cohort (reclaim, fair share)."""
     st, book = cycle.st, cycle.book
     types = candidate_gpu_types(cycle.cap, job)
-    pods = max(job.min_size, 1)
     shrinks: list[Candidate] = []
     if cycle.cfg.elastic:
         for jid in st.elastic_running:
@@ -120,7 +122,7 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
     root = book.root_of.get(job.queue)
     if root is not None:
         borrowed = _sorted_victims(cycle, VictimPool.BORROWED, root, st.borrowed_by_root.get(root, {}), protect)
-        if any(book.within_nominal(job.queue, job_request(job, t, pods)) for t in types):
+        if _within_nominal_without(cycle, job, same_queue, types):
             sources.append((k, PreemptReason.RECLAIM) for k in borrowed if st.running[k[3]].job.queue != job.queue)
         elif cycle.cfg.fair_share and cycle.cfg.fair_share_preemption:
             sources.append((k, PreemptReason.FAIR_SHARE) for k in _over_share(cycle, job, borrowed, types))
@@ -141,6 +143,31 @@ def candidates(cycle: Cycle, job: Job, min_runtime: float | None = None) -> list
         chosen.add(jid)
         out.append(whole_candidate(cycle, rj, reason))
     return out
+
+
+def _within_nominal_without(cycle: Cycle, job: Job, same_queue: list[VictimRank], types: list[str]) -> bool:
+    """Whether ``job`` would be within its queue's nominal quota on one of ``types`` once the lower-priority
+    work of its queue that it may preempt (``same_queue``) were gone: it may then reclaim what other queues of
+    its cohort borrow, together with those victims of its own (a plan with reclaimed victims must leave it
+    within nominal, ``_admissible``), as Kueue's ``reclaimWithinCohort`` with ``withinClusterQueue``."""
+    book, st = cycle.book, cycle.st
+    pods = max(job.min_size, 1)
+    alloc: dict[str, Amount] | None = None
+    for t in types:
+        req = job_request(job, t, pods)
+        if book.within_nominal(job.queue, req):
+            return True
+        if alloc is None:
+            alloc = dict(book.alloc.get(job.queue, {}))
+            for key in same_queue:
+                if key[0] >= job.priority:
+                    break  # cheapest first: the rest are of its priority or higher
+                rj = st.running[key[3]]
+                for res, amount in job_request(rj.job, st.run_type.get(rj.job.job_id, ""), rj.replicas).items():
+                    alloc[res] = alloc.get(res, 0) - amount
+        if book.within_nominal(job.queue, req, alloc=alloc):
+            return True
+    return False
 
 
 def _over_share(cycle: Cycle, job: Job, borrowed: list[VictimRank], types: list[str]) -> Iterator[VictimRank]:
@@ -296,23 +323,48 @@ def find_plan(cycle: Cycle, job: Job, min_runtime: float | None = None) -> Plan 
     """
     if job.shares_gpus:
         return None
+    found = _cheapest_victims(cycle, job, candidates(cycle, job, min_runtime))
+    if found is None:
+        return None
+    chosen, placement = found
+    return _trimmed(cycle, job, chosen, placement)
+
+
+def _cheapest_victims(
+    cycle: Cycle, job: Job, cands: Iterable[Candidate]
+) -> tuple[list[Candidate], Placement] | None:
+    """Release ``cands`` in their order until ``job`` fits; the released ones and the placement, left
+    released on the scratch state (None: it never fits, and nothing is left released)."""
     chosen: list[Candidate] = []
-    placement: Placement | None = None
-    for c in candidates(cycle, job, min_runtime):
+    for c in cands:
         if c.reason is PreemptReason.RECLAIM and not cycle.book.over_nominal(c.run.job.queue):
             continue  # with the victims before it gone its queue is within nominal: it borrows nothing
         release(cycle, c, +1)
         chosen.append(c)
-        placement = fits(cycle, job)
+        placement = _admissible(cycle, job, chosen)
         if placement is not None:
-            break
-    if placement is None:
-        for c in chosen:
-            release(cycle, c, -1)
-        return None
+            return chosen, placement
+    for c in chosen:
+        release(cycle, c, -1)
+    return None
+
+
+def _admissible(cycle: Cycle, job: Job, chosen: list[Candidate]) -> Placement | None:
+    """Where ``job`` fits with ``chosen`` released; a plan that reclaims other queues' borrowed work must
+    leave the job's queue within its nominal quota (it takes back what is its own, it does not borrow)."""
+    placement = fits(cycle, job)
+    if placement is None or not any(c.reason is PreemptReason.RECLAIM for c in chosen):
+        return placement
+    gpu_type = next((cycle.cap.nodes[a.node].gpu_type for a in placement.main if a.node in cycle.cap.nodes), "")
+    return placement if cycle.book.within_nominal(job.queue, job_request(job, gpu_type, max(job.min_size, 1))) else None
+
+
+def _trimmed(cycle: Cycle, job: Job, chosen: list[Candidate], placement: Placement) -> Plan:
+    """The plan from released ``chosen`` (in the order they were taken): any that turned out unnecessary
+    dropped, costliest first, and a shrink cut to the pods the job needs; the scratch state is restored."""
     for c in reversed(chosen[:-1]):  # drop any that turned out unnecessary, costliest first
         release(cycle, c, -1)
-        p = fits(cycle, job)
+        p = _admissible(cycle, job, [k for k in chosen if k is not c])
         if p is not None:
             chosen.remove(c)
             placement = p
@@ -325,7 +377,7 @@ def find_plan(cycle: Cycle, job: Job, min_runtime: float | None = None) -> Plan 
         for pods in range(1, c.pods):
             fewer = shrink_candidate(c.run, c.gpu_type, pods)
             release(cycle, fewer, +1)
-            p = fits(cycle, job)
+            p = _admissible(cycle, job, chosen)
             if p is not None:
                 chosen[i], placement = fewer, p
                 break

@@ -124,6 +124,40 @@ def test_no_reclaim_when_queue_would_exceed_nominal() -> None:
     assert preempts(cycle(st, 500, CFG)) == {}
 
 
+def test_a_queue_reclaims_beside_preempting_its_own_lower_priority_work() -> None:
+    # lender holds 2 of its 4 nominal GPUs with low-priority work and lends the other 2 to borrower; its
+    # high-priority job of 4 fits within nominal only once that work is gone, and the 2 lent GPUs are
+    # taken back for it at the same time (before, reclaim needed the job to fit within nominal on top of
+    # its queue's own work, so it waited for the borrower to finish)
+    qs = [queue("lender", 4, cohort="c"), queue("borrower", 4, cohort="c")]
+    st = state(qs, [node("n", 8)], [job("own", "lender", gpus_per_pod=2, priority=0)])
+    cycle(st, 0, CFG)
+    for i in range(3):
+        st.submit(job(f"b{i}", "borrower", gpus_per_pod=2, submit=1 + i))
+    assert admitted(cycle(st, 1, CFG)) == {"b0", "b1", "b2"}
+    [lent] = [rj.job.job_id for rj in st.running_jobs().values() if rj.borrowed]
+    st.submit(job("high", "lender", gpus_per_pod=4, priority=10, submit=5))
+    result = cycle(st, 500, CFG)
+    assert {k: v.reason for k, v in preempts(result).items()} == {
+        "own": PreemptReason.PRIORITY.value, lent: PreemptReason.RECLAIM.value}
+    st.job_stopped("own", 510)
+    st.job_stopped(lent, 510)
+    assert admitted(cycle(st, 511, CFG)) == {"high"}
+    check_invariants(st)
+
+
+def test_reclaiming_beside_its_own_victims_never_takes_a_queue_above_nominal() -> None:
+    # the job of 6 is above lender's nominal of 4 even with its own work gone: nothing is reclaimed for it
+    qs = [queue("lender", 4, cohort="c"), queue("borrower", 4, cohort="c")]
+    st = state(qs, [node("n", 8)], [job("own", "lender", gpus_per_pod=2, priority=0)])
+    cycle(st, 0, CFG)
+    for i in range(3):
+        st.submit(job(f"b{i}", "borrower", gpus_per_pod=2, submit=1 + i))
+    cycle(st, 1, CFG)
+    st.submit(job("big", "lender", gpus_per_pod=6, priority=10, submit=5))
+    assert all(p.reason != PreemptReason.RECLAIM.value for p in preempts(cycle(st, 500, CFG)).values())
+
+
 def test_preemption_disabled() -> None:
     st = state([queue("q", 8)], [node("n", 8)], [job("low", gpus_per_pod=8)])
     cycle(st, 0, CFG)
