@@ -182,6 +182,9 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bo
         cells += [_s(total), _ratio(total, everything)]
     table.add(*cells, "", "")
     for done in on_kube:
+        if done.latency is not None:
+            notes.append(await asyncio.to_thread(latency_note, scenario, done))
+    for done in on_kube:
         notes.append(f"CPU on {done.backend}: " + ", ".join(f"{name} {value:,.1f} s"
                                                             for name, value in done.figures.cpu_s.items()))
     if kueue is not None and kueue.verdict is not None:
@@ -219,6 +222,24 @@ async def main(*, quick: bool, bootstrap: str | None, brokers: int = 1, kube: bo
         ]
     table.notes += notes
     return table.render()
+
+
+def latency_note(scenario: Scenario, done: kueue_kube.KubeRun) -> str:
+    """Muster's decisions alone on the Kubernetes runs' shape, once with no delay and once with the delays
+    ``done`` measured around each run: how much of what its workloads waited the system's latency explains."""
+    assert done.latency is not None
+    fleet, submit = kueue_kube.virtual_shape(scenario)
+    lat = done.latency
+    at_once = replay(scenario, fleet=fleet, submit=submit)
+    delayed = replay(scenario, fleet=fleet, submit=submit, start_delay_s=lat.start_s, finish_delay_s=lat.finish_s)
+
+    def waits(figures: Figures) -> str:
+        return ", ".join(f"{name} {figures.classes[name].avg_admission_s:.1f} s" for name in scenario.classes)
+
+    return (f"Muster's decisions alone on {done.backend}'s shape (one pod per workload on its nodes), average time "
+            f"to admission: jobs seen running at once and finished on time: {waits(at_once)}; seen running "
+            f"{lat.start_s:.2f} s after admission and finished {lat.finish_s:.2f} s late, as on {done.backend}: "
+            f"{waits(delayed)} (the quota a workload holds for the system is queueing for the next)")
 
 
 def placement_note(scenario: Scenario) -> str:

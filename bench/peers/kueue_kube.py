@@ -22,6 +22,7 @@ import contextlib
 import logging
 import os
 import re
+import statistics
 import sys
 import time
 from collections.abc import AsyncIterator, Callable
@@ -41,7 +42,7 @@ from bench.system.machine import process_cpu_seconds
 from bench.system.measure import Timeline
 from bench.system.observe import counting
 from bench.system.stack import SUBMITTER, Broker, QueueManagerProcess, private_broker, publish
-from bench.system.workload import GPU_TYPE, TENANT
+from bench.system.workload import GPU_TYPE, TENANT, Fleet
 from schemas.codec import DecodeError, decode
 from schemas.config import ClusterConfig, MusterConfig, NodeGroupConfig, TopologyConfig
 from schemas.decisions import JobAdmitted, JobRejected
@@ -185,12 +186,26 @@ class TopicReader:
             self.rejected[message.job_id] = message.reason
 
 
+    def _ran_once(self, runtimes: dict[str, float]) -> list[str]:
+        timeline = self.timeline
+        return [j for j in timeline.finished if j not in timeline.evictions and j in runtimes
+                and {j} <= self.dispatched.keys() & self.started.keys() & timeline.decided.keys()]
+
+    def latency(self, runtimes: dict[str, float]) -> Latency | None:
+        """The system's average delays around a workload's run (None: none ran once from admission to finish)."""
+        once = self._ran_once(runtimes)
+        if not once:
+            return None
+        timeline = self.timeline
+        return Latency(
+            start_s=statistics.fmean(self.started[j] - timeline.decided[j] for j in once),
+            finish_s=statistics.fmean(timeline.finished[j] - self.started[j] - runtimes[j] for j in once))
+
     def hops(self, runtimes: dict[str, float]) -> str:
         """Where a workload's time between its admission and its finish went, averaged over the jobs that ran
         once (never evicted): what the system adds to the quota a workload holds beyond its ``runtimeMs``."""
         timeline = self.timeline
-        once = [j for j in timeline.finished if j not in timeline.evictions and j in runtimes
-                and {j} <= self.dispatched.keys() & self.started.keys() & timeline.decided.keys()]
+        once = self._ran_once(runtimes)
         if not once:
             return "no workload ran once from admission to finish"
 
@@ -206,10 +221,29 @@ class TopicReader:
 
 
 @dataclass(frozen=True)
+class Latency:
+    """What the system around the decisions adds to a workload's run, on average: from its ``JobAdmitted`` to
+    its ``RunStarted`` (``start_s``), and from ``runtimeMs`` after that to its ``RunSucceeded`` (``finish_s``).
+    Both hold the workload's quota."""
+
+    start_s: float
+    finish_s: float
+
+
+def virtual_shape(scenario: Scenario) -> tuple[Fleet, Callable[[Arrival, datetime], SubmitJob]]:
+    """The Kubernetes runs' nodes and submissions for ``kueue_virtual.replay``: Muster's decisions alone on the
+    same shape (one pod per workload asking its request, on ``cluster_config``'s nodes)."""
+    per_node = node_gpus(scenario)
+    fleet = Fleet(nodes=-(-scenario.nominal_total // per_node), gpus_per_node=per_node)
+    return fleet, lambda arrival, at: pod_submission(arrival, at_s=at.timestamp())
+
+
+@dataclass(frozen=True)
 class KubeRun:
     figures: Figures
     notes: list[str]
     backend: str
+    latency: Latency | None = None
 
 
 @contextlib.asynccontextmanager
@@ -316,14 +350,17 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
             notes.append(f"{backend.name}, CPU by process: " + ", ".join(
                 f"{name} {cluster_after[name] - cluster_before.get(name, 0.0):,.1f} s"
                 for name in sorted(cluster_after, key=lambda n: cluster_before.get(n, 0.0) - cluster_after[n])))
-        notes.append(f"{backend.name}: {reader.hops({a.job_id: a.template.runtime_s for a in arrivals})}")
+        runtimes = {a.job_id: a.template.runtime_s for a in arrivals}
+        notes.append(f"{backend.name}: {reader.hops(runtimes)}")
+        latency = reader.latency(runtimes)
         if requests_before is not None and requests_after is not None:
             notes.append(f"{backend.name}: {requests_per_workload(requests_before, requests_after, len(ids))}")
         if reader.rejected:
             notes.append(f"{backend.name}: {len(reader.rejected):,} rejected, e.g. "
                          f"{next(iter(reader.rejected.items()))}")
     cpu = {name: after[name] - before[name] for name in before if name in after}
-    return KubeRun(muster_figures(scenario, arrivals, timeline, started=started, cpu_s=cpu), notes, backend.name)
+    return KubeRun(muster_figures(scenario, arrivals, timeline, started=started, cpu_s=cpu), notes, backend.name,
+                   latency)
 
 
 #: the API server's request counter, by verb, resource and subresource

@@ -12,6 +12,7 @@ import pytest
 from bench.peers.kueue import SMOKE
 from bench.peers.kueue_build import checker_results
 from bench.peers.kueue_figures import muster_figures, read_kueue, usage_percent
+from bench.peers.kueue_kube import virtual_shape
 from bench.peers.kueue_scenario import ScenarioError, ScenarioLayout, job_id, load, parse, scaled
 from bench.peers.kueue_virtual import replay
 from bench.system.measure import Timeline
@@ -193,6 +194,25 @@ def test_the_smoke_scenario_on_virtual_time_admits_and_finishes_every_workload_t
     assert figures.wall_s is not None and 452 / 80 <= figures.wall_s < 30
     assert 0 < figures.usage["cq"] <= 100
     assert replay(scenario) == figures
+
+
+def test_on_the_kubernetes_runs_shape_the_systems_latency_is_quota_held_and_so_waiting() -> None:
+    # one pod per workload on nodes as big as the largest request, as the Kubernetes runs place them; a
+    # workload seen running late and finished late holds its quota that much longer than its runtimeMs
+    scenario = load(SMOKE)
+    fleet, submit = virtual_shape(scenario)
+    assert fleet.gpus_per_node == 20 and fleet.gpus >= scenario.nominal_total
+    at_once = replay(scenario, fleet=fleet, submit=submit)
+    late = replay(scenario, fleet=fleet, submit=submit, start_delay_s=0.3, finish_delay_s=0.2)
+    runtimes = {t.class_name: t.runtime_s for t in scenario.templates()}
+    for name, c in late.classes.items():
+        assert c.admitted == c.count
+        # each workload's last attempt: seen running 0.3 s after its admission, finished 0.2 s late (events
+        # are read at the next 50 ms cycle)
+        assert c.avg_finish_s - c.avg_admission_s == pytest.approx(runtimes[name] + 0.5, abs=0.06)
+    assert sum(c.avg_admission_s for c in late.classes.values()) > sum(
+        c.avg_admission_s for c in at_once.classes.values())
+    assert replay(scenario, fleet=fleet, submit=submit, start_delay_s=0.3, finish_delay_s=0.2) == late
 
 
 def test_a_scaled_generator_config_is_the_scaled_scenario_kueue_and_muster_both_run() -> None:
