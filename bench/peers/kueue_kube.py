@@ -80,10 +80,15 @@ def node_gpus(scenario: Scenario) -> int:
     return max([GPUS_PER_NODE, *(t.request for t in scenario.templates())])
 
 
+def node_count(scenario: Scenario) -> int:
+    """Nodes of ``node_gpus`` GPUs holding the nominal quotas (rounded up to whole nodes)."""
+    return -(-scenario.nominal_total // node_gpus(scenario))
+
+
 def cluster_config(name: str, scenario: Scenario) -> ClusterConfig:
     """Nodes holding the nominal quotas (rounded up to whole nodes), each big enough for the largest pod."""
     per_node = node_gpus(scenario)
-    nodes = -(-scenario.nominal_total // per_node)
+    nodes = node_count(scenario)
     return ClusterConfig(name=name, node_groups=[NodeGroupConfig(
         name=GPU_TYPE, count=nodes, gpus_per_node=per_node, gpu_type=GPU_TYPE, cpu=max(96, 4 * per_node),
         memory_gb=1024, topology=TopologyConfig(zone=f"{name}-z", block="b0", racks=max(1, nodes // 32)),
@@ -185,7 +190,6 @@ class TopicReader:
         elif isinstance(message, JobRejected):
             self.rejected[message.job_id] = message.reason
 
-
     def _ran_once(self, runtimes: dict[str, float]) -> list[str]:
         timeline = self.timeline
         return [j for j in timeline.finished if j not in timeline.evictions and j in runtimes
@@ -233,8 +237,7 @@ class Latency:
 def virtual_shape(scenario: Scenario) -> tuple[Fleet, Callable[[Arrival, datetime], SubmitJob]]:
     """The Kubernetes runs' nodes and submissions for ``kueue_virtual.replay``: Muster's decisions alone on the
     same shape (one pod per workload asking its request, on ``cluster_config``'s nodes)."""
-    per_node = node_gpus(scenario)
-    fleet = Fleet(nodes=-(-scenario.nominal_total // per_node), gpus_per_node=per_node)
+    fleet = Fleet(nodes=node_count(scenario), gpus_per_node=node_gpus(scenario))
     return fleet, lambda arrival, at: pod_submission(arrival, at_s=at.timestamp())
 
 

@@ -150,7 +150,7 @@ def _within_nominal_without(cycle: Cycle, job: Job, same_queue: list[VictimRank]
     work of its queue that it may preempt (``same_queue``) were gone: it may then reclaim what other queues of
     its cohort borrow, together with those victims of its own (a plan with reclaimed victims must leave it
     within nominal, ``_admissible``), as Kueue's ``reclaimWithinCohort`` with ``withinClusterQueue``."""
-    book, st = cycle.book, cycle.st
+    book = cycle.book
     pods = max(job.min_size, 1)
     alloc: dict[str, Amount] | None = None
     for t in types:
@@ -158,13 +158,13 @@ def _within_nominal_without(cycle: Cycle, job: Job, same_queue: list[VictimRank]
         if book.within_nominal(job.queue, req):
             return True
         if alloc is None:
-            alloc = dict(book.alloc.get(job.queue, {}))
+            held: dict[str, Amount] = {}
             for key in same_queue:
                 if key[0] >= job.priority:
                     break  # cheapest first: the rest are of its priority or higher
-                rj = st.running[key[3]]
-                for res, amount in job_request(rj.job, st.run_type.get(rj.job.job_id, ""), rj.replicas).items():
-                    alloc[res] = alloc.get(res, 0) - amount
+                cycle.add_held(held, cycle.st.running[key[3]])
+            own = book.alloc.get(job.queue, {})
+            alloc = {res: own.get(res, 0) - held.get(res, 0) for res in own.keys() | held.keys()}
         if book.within_nominal(job.queue, req, alloc=alloc):
             return True
     return False
@@ -355,8 +355,13 @@ def _admissible(cycle: Cycle, job: Job, chosen: list[Candidate]) -> Placement | 
     placement = fits(cycle, job)
     if placement is None or not any(c.reason is PreemptReason.RECLAIM for c in chosen):
         return placement
-    gpu_type = next((cycle.cap.nodes[a.node].gpu_type for a in placement.main if a.node in cycle.cap.nodes), "")
-    return placement if cycle.book.within_nominal(job.queue, job_request(job, gpu_type, max(job.min_size, 1))) else None
+    request = job_request(job, _placed_type(cycle, placement), max(job.min_size, 1))
+    return placement if cycle.book.within_nominal(job.queue, request) else None
+
+
+def _placed_type(cycle: Cycle, placement: Placement) -> str:
+    """The GPU type of the nodes ``placement`` puts the job's main role on ("" if none is known)."""
+    return next((cycle.cap.nodes[a.node].gpu_type for a in placement.main if a.node in cycle.cap.nodes), "")
 
 
 def _trimmed(cycle: Cycle, job: Job, chosen: list[Candidate], placement: Placement) -> Plan:
@@ -450,8 +455,7 @@ def hold(cycle: Cycle, job: Job, chosen: Iterable[Candidate], placement: Placeme
             f = freed.setdefault(a.node, [0, 0, 0])
             for i, per_pod in enumerate(j.shape(a.role)):
                 f[i] += a.pods * per_pod
-    gpu_type = next((cycle.cap.nodes[a.node].gpu_type for a in placement.main if a.node in cycle.cap.nodes), "")
-    need = job_request(job, gpu_type, max(job.min_size, 1))
+    need = job_request(job, _placed_type(cycle, placement), max(job.min_size, 1))
     for c in chosen:  # same-queue victims already count against the quota the preemptor will use
         if c.run.job.queue == job.queue:
             for res, amount in job_request(c.run.job, c.gpu_type, c.pods, companions=not c.shrink).items():

@@ -124,17 +124,23 @@ def test_no_reclaim_when_queue_would_exceed_nominal() -> None:
     assert preempts(cycle(st, 500, CFG)) == {}
 
 
-def test_a_queue_reclaims_beside_preempting_its_own_lower_priority_work() -> None:
-    # lender holds 2 of its 4 nominal GPUs with low-priority work and lends the other 2 to borrower; its
-    # high-priority job of 4 fits within nominal only once that work is gone, and the 2 lent GPUs are
-    # taken back for it at the same time (before, reclaim needed the job to fit within nominal on top of
-    # its queue's own work, so it waited for the borrower to finish)
+def _lending_beside_own_low_priority_work() -> SchedulerState:
+    """lender (nominal 4) runs "own" (2 GPUs, priority 0) and lends its other 2 to borrower, which runs b0-b2."""
     qs = [queue("lender", 4, cohort="c"), queue("borrower", 4, cohort="c")]
     st = state(qs, [node("n", 8)], [job("own", "lender", gpus_per_pod=2, priority=0)])
     cycle(st, 0, CFG)
     for i in range(3):
         st.submit(job(f"b{i}", "borrower", gpus_per_pod=2, submit=1 + i))
     assert admitted(cycle(st, 1, CFG)) == {"b0", "b1", "b2"}
+    return st
+
+
+def test_a_queue_reclaims_beside_preempting_its_own_lower_priority_work() -> None:
+    # lender holds 2 of its 4 nominal GPUs with low-priority work and lends the other 2 to borrower; its
+    # high-priority job of 4 fits within nominal only once that work is gone, and the 2 lent GPUs are
+    # taken back for it at the same time (before, reclaim needed the job to fit within nominal on top of
+    # its queue's own work, so it waited for the borrower to finish)
+    st = _lending_beside_own_low_priority_work()
     [lent] = [rj.job.job_id for rj in st.running_jobs().values() if rj.borrowed]
     st.submit(job("high", "lender", gpus_per_pod=4, priority=10, submit=5))
     result = cycle(st, 500, CFG)
@@ -148,12 +154,7 @@ def test_a_queue_reclaims_beside_preempting_its_own_lower_priority_work() -> Non
 
 def test_reclaiming_beside_its_own_victims_never_takes_a_queue_above_nominal() -> None:
     # the job of 6 is above lender's nominal of 4 even with its own work gone: nothing is reclaimed for it
-    qs = [queue("lender", 4, cohort="c"), queue("borrower", 4, cohort="c")]
-    st = state(qs, [node("n", 8)], [job("own", "lender", gpus_per_pod=2, priority=0)])
-    cycle(st, 0, CFG)
-    for i in range(3):
-        st.submit(job(f"b{i}", "borrower", gpus_per_pod=2, submit=1 + i))
-    cycle(st, 1, CFG)
+    st = _lending_beside_own_low_priority_work()
     st.submit(job("big", "lender", gpus_per_pod=6, priority=10, submit=5))
     assert all(p.reason != PreemptReason.RECLAIM.value for p in preempts(cycle(st, 500, CFG)).values())
 
