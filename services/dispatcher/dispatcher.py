@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import logging
+from typing import Any
+
+import orjson
 
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled, NodeReleaseRequested, NodesRequested
 from schemas.envelope import Envelope
 from schemas.runs import RunFailed
+from schemas.topics import TOPICS
 from services.dispatcher import admission, preemption_handshake, provisioning, replacement, restarts, workloads
 from services.dispatcher.book import rebuild
 from services.dispatcher.context import Context
@@ -14,6 +18,30 @@ from services.dispatcher.workloads import WorkloadOps
 from services.runtime.kafka import Delivery
 
 log = logging.getLogger(__name__)
+
+#: the message types ``Dispatcher.handle`` acts on; of the rest of its topics' traffic (most of it: every run's
+#: start, progress and finish) it would decode each record only to ignore it
+ACTS_ON = frozenset({JobAdmitted.TYPE, JobPreemptionRequested.TYPE, JobScaled.TYPE, NodesRequested.TYPE,
+                     NodeReleaseRequested.TYPE, RunFailed.TYPE})
+
+
+#: per topic, the types it carries that the dispatcher ignores
+_IGNORED = {name: frozenset(spec.message_types) - ACTS_ON for name, spec in TOPICS.items()}
+
+
+def passes_over(topic: str, key: bytes | None, value: bytes | None) -> bool:
+    """Whether the dispatcher would ignore the record anyway, from a look at its raw JSON: a type its topic
+    carries and ``handle`` does not act on. A record that does not parse, names no type or one its topic does
+    not carry is decoded as usual, so that it is still dead-lettered with its reason."""
+    ignored = _IGNORED.get(topic)
+    if value is None or not ignored:
+        return False
+    try:
+        data: Any = orjson.loads(value)
+        kind = data["type"]
+    except (orjson.JSONDecodeError, KeyError, TypeError):
+        return False
+    return isinstance(kind, str) and kind in ignored
 
 
 class Dispatcher:

@@ -9,7 +9,7 @@ from prometheus_client import CollectorRegistry
 from schemas.topics import DECISIONS_TOPIC, RUNS_TOPIC
 from services.dispatcher.binder import MAX_BINDINGS_IN_FLIGHT, Binder
 from services.dispatcher.context import Context
-from services.dispatcher.dispatcher import Dispatcher
+from services.dispatcher.dispatcher import Dispatcher, passes_over
 from services.dispatcher.kube_ops import KubeOps
 from services.dispatcher.metrics import DispatcherMetrics
 from services.dispatcher.plans import DispatchSettings
@@ -64,7 +64,7 @@ class DispatcherMain(ServiceMain):
                 metrics.pods_waiting.labels(options.cluster).set_function(lambda: binder.pods_waiting)
                 inputs = LoopSettings(Topics([DECISIONS_TOPIC, RUNS_TOPIC]), group_id=group_id(options.cluster),
                                       settle=PerRecord(concurrency=self.settings.concurrent_decisions))
-                loop = ConsumerLoop(kafka, inputs, dispatcher.handle, producer)
+                loop = ConsumerLoop(kafka, inputs, dispatcher.handle, producer, skip=passes_over)
                 runner = ServiceRunner(SERVICE, loops=[loop], tasks=[binder.run, releaser.run], registry=registry,
                                        http_host=options.http_host, http_port=options.http_port)
                 log.info("dispatcher for cluster %s starting (group %s)", options.cluster, loop.group_id)

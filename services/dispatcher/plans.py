@@ -48,7 +48,7 @@ class DispatchSettings:
     release_poll_s: float = 0.2  # how often a new revision waits for the pods of the one it replaces to be gone
     bind_pods: bool = True  # Muster binds each pod to its planned node (see ``binder``); else affinity only
     # decisions of different jobs handled at once (one job's stay in order): Job creation waits on the API server
-    concurrent_decisions: int = 16
+    concurrent_decisions: int = 48
 
 
 def object_name(job_id: str, attempt: int, revision: int = 0) -> str:

@@ -92,3 +92,42 @@ async def test_concurrent_mode_dead_letters_one_keys_failure_and_handles_the_oth
     dead = await read_all(kafka_settings, dlq, idle_s=0.4)
     assert [record.key for record in dead] == [b"bad"]
 
+
+
+async def test_concurrent_mode_keeps_fetching_past_a_slow_record_and_commits_up_to_it(
+    kafka_settings: KafkaSettings, topics: TopicFactory
+) -> None:
+    """A record whose handler waits (an API call that hangs) holds back only its own key: records produced
+    after it, fetched later, are handled meanwhile; the partition is committed only up to the slow record
+    until it is done, so a crash then re-delivers it."""
+    topic = await topics.create("concurrent-slow", partitions=1)
+    base = example_envelopes()[0][1]
+    gate = asyncio.Event()
+    entered = asyncio.Event()
+    handled: list[str] = []
+    group_id = group()
+    tp = TopicPartition(topic, 0)
+
+    async def handle(envelope: Envelope, delivery: Delivery) -> None:
+        if delivery.key == b"slow":
+            entered.set()
+            await gate.wait()
+        handled.append(envelope.event_id)
+
+    async with EnvelopeProducer(kafka_settings) as producer:
+        await producer.send(topic, base.model_copy(update={"event_id": "slow"}), key="slow")
+        await producer.flush()
+        config = LoopSettings(Topics([topic]), settle=PerRecord(concurrency=4), group_id=group_id)
+        loop = ConsumerLoop(kafka_settings, config, handle, producer)
+        async with running(loop):
+            await asyncio.wait_for(entered.wait(), 30)
+            for n in range(5):  # produced once the slow record is in hand: a later fetch
+                await producer.send(topic, base.model_copy(update={"event_id": f"e{n}"}), key=f"k{n}")
+            await producer.flush()
+            await eventually(lambda: len(handled) == 5, what="the later records handled past the slow one")
+            assert "slow" not in handled
+            await asyncio.sleep(0.5)  # a few fetch turns, each of which commits what it may
+            assert (await committed(kafka_settings, group_id, tp) or 0) == 0
+            gate.set()
+            await eventually(lambda: len(handled) == 6)
+        assert await committed(kafka_settings, group_id, tp) == 6

@@ -19,6 +19,7 @@ from schemas.topics import dlq_topic
 from services.runtime import tracing
 from services.runtime.kafka.delivery import Delivery, Handler, PartitionsCallback, Refused, TombstoneHandler
 from services.runtime.kafka.headers import dead_letter_headers, dead_letter_key, dead_letter_value
+from services.runtime.kafka.lanes import KeyedLanes
 from services.runtime.kafka.loop_settings import Batched, LoopSettings, Pattern, PerRecord, RetryPolicy, Topics
 from services.runtime.kafka.producer import EnvelopeProducer
 from services.runtime.kafka.settings import KafkaSettings
@@ -80,7 +81,9 @@ class ConsumerLoop:
     ``Pattern``), how it settles (``PerRecord(concurrency=N)``: each record's outputs before the next
     record, the handler retried when they fail; ``Batched(order=...)``: a whole fetched batch's outputs
     handed to a ``BatchSettler``, ``settle.py``), its group, batch size and retries. With ``concurrency`` > 1
-    a partition's offsets are committed up to its first record not yet handled (the dispatcher's API calls).
+    the loop keeps fetching while records are handled (``KeyedLanes``, ``lanes.py``: one lane per key, at most
+    ``max_records`` in hand) and commits each partition's offsets up to its first record not yet handled (the
+    dispatcher's API calls).
     ``on_tombstone`` receives null values (deletes on compacted topics) with their key; without it
     they are dead-lettered as ``malformed``. ``skip(topic, key, value)`` may pass a record over before
     it is decoded (committed like a handled one).
@@ -134,6 +137,9 @@ class ConsumerLoop:
                        if batched is not None else None)
         self._work_lock = asyncio.Lock()
         self._stopping = asyncio.Event()
+        self._lanes = (KeyedLanes(self._handle_record, concurrency=self._concurrency, limit=self._max_records,
+                                  stopping=self._stopping, on_advance=self._advance)
+                       if self._concurrency > 1 else None)
         self._ready = asyncio.Event()
         self.stats = LoopStats()
 
@@ -176,12 +182,12 @@ class ConsumerLoop:
                 consumer.subscribe(pattern=self._pattern, listener=_Rebalance(self))
             else:
                 consumer.subscribe(self._topics, listener=_Rebalance(self))
+            lanes = self._lanes
             while not self._stopping.is_set():
-                batch = await consumer.getmany(timeout_ms=self.POLL_TIMEOUT_MS, max_records=self._max_records)
-                if self._concurrency > 1:
-                    await self._process_concurrently([r for records in batch.values() for r in records])
-                    await self._finish_batch()
+                if lanes is not None:
+                    await self._fetch_into(lanes, consumer)
                     continue
+                batch = await consumer.getmany(timeout_ms=self.POLL_TIMEOUT_MS, max_records=self._max_records)
                 handled = 0
                 for records in batch.values():
                     for record in records:
@@ -196,6 +202,8 @@ class ConsumerLoop:
                 await self._finish_batch()
         finally:
             with contextlib.suppress(Exception):
+                if self._lanes is not None:
+                    await self._lanes.close()
                 await self._finish_batch(wait=True)
                 if self._batch is not None:
                     async with self._work_lock:
@@ -216,39 +224,31 @@ class ConsumerLoop:
             self._processed[tp] = record.offset + 1
 
     async def _handle_or_skip(self, record: Record) -> None:
-        if self._skip is not None and self._skip(record.topic, record.key, record.value):
-            self.stats.passed_over += 1
-        else:
+        if not self._passes_over(record):
             await self._handle_record(record)
 
-    async def _process_concurrently(self, records: list[Record]) -> None:
-        """Handle a fetched batch ``concurrency`` records at a time, one lane per key (see the class)."""
-        async with self._work_lock:
-            owned = [r for r in records if TopicPartition(r.topic, r.partition) in self._owned]
-            lanes: dict[object, list[Record]] = {}
-            for record in owned:
-                lane = record.key if record.key is not None else (record.topic, record.partition)
-                lanes.setdefault(lane, []).append(record)
-            handled: set[tuple[str, int, int]] = set()
-            slots = asyncio.Semaphore(self._concurrency)
+    def _passes_over(self, record: Record) -> bool:
+        """Whether ``skip`` says the service ignores the record anyway (counted)."""
+        if self._skip is None or not self._skip(record.topic, record.key, record.value):
+            return False
+        self.stats.passed_over += 1
+        return True
 
-            async def run_lane(lane: list[Record]) -> None:
-                for record in lane:
-                    if self._stopping.is_set():
-                        return
-                    async with slots:
-                        await self._handle_or_skip(record)
-                    handled.add((record.topic, record.partition, record.offset))
+    async def _fetch_into(self, lanes: KeyedLanes, consumer: AIOKafkaConsumer) -> None:
+        """One turn of the concurrent mode: fetch when the lanes have room, queue what came, commit what is
+        handled; a handler's failure stops the loop with it."""
+        if await lanes.room(timeout_s=self.POLL_TIMEOUT_MS / 1000):
+            batch = await consumer.getmany(timeout_ms=self.POLL_TIMEOUT_MS, max_records=self._max_records)
+            lanes.add((r for tp, records in batch.items() if tp in self._owned for r in records),
+                      passed_over=self._passes_over)
+        if lanes.failure is not None:
+            raise lanes.failure
+        await self._finish_batch()
 
-            try:
-                async with asyncio.TaskGroup() as group:
-                    for lane in lanes.values():
-                        group.create_task(run_lane(lane))
-            except BaseExceptionGroup as failed:  # as in the sequential mode: the loop stops with the error
-                raise failed.exceptions[0] from None
-            finally:
-                for tp, offset in _handled_prefixes(owned, handled).items():
-                    self._processed[tp] = offset
+    def _advance(self, tp: TopicPartition, offset: int) -> None:
+        """The lanes handled ``tp`` up to ``offset``: committed with the next commit."""
+        if tp in self._owned:
+            self._processed[tp] = offset
 
     async def _handle_record(self, record: Record) -> None:
         if record.value is None and self._on_tombstone is not None:
@@ -334,8 +334,9 @@ class ConsumerLoop:
     async def _commit_processed(self, only: Collection[TopicPartition] | None = None) -> None:
         selected = {tp: offset for tp, offset in self._processed.items() if only is None or tp in only}
         await self._commit(selected)
-        for tp in selected:
-            self._processed.pop(tp, None)
+        for tp, offset in selected.items():
+            if self._processed.get(tp) == offset:  # else handled further while the commit was on its way
+                del self._processed[tp]
 
     async def _commit(self, offsets: dict[TopicPartition, int]) -> None:
         consumer = self._consumer
@@ -368,6 +369,8 @@ class ConsumerLoop:
     async def _on_revoked(self, revoked: Collection[TopicPartition]) -> None:
         async with self._work_lock:
             try:
+                if self._lanes is not None:
+                    await self._lanes.release(revoked)
                 if self._batch is not None:
                     await self._batch.wait_settled()
                     await self._batch.settle_in_hand()
@@ -386,22 +389,6 @@ class ConsumerLoop:
         if self._on_assigned_cb is not None:
             await self._on_assigned_cb(assigned)
         self._ready.set()
-
-
-def _handled_prefixes(records: list[Record], handled: set[tuple[str, int, int]]) -> dict[TopicPartition, int]:
-    """Per partition, the offset after the last record of its unbroken handled run from the start of
-    ``records`` (in fetch order): what may be committed. Partitions whose first record is unhandled are absent."""
-    prefixes: dict[TopicPartition, int] = {}
-    broken: set[TopicPartition] = set()
-    for record in records:
-        tp = TopicPartition(record.topic, record.partition)
-        if tp in broken:
-            continue
-        if (record.topic, record.partition, record.offset) in handled:
-            prefixes[tp] = record.offset + 1
-        else:
-            broken.add(tp)
-    return prefixes
 
 
 def _where(record: Record) -> str:

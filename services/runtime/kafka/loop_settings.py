@@ -79,9 +79,9 @@ Subscription: TypeAlias = Topics | Pattern
 @dataclass(frozen=True)
 class PerRecord:
     """Each record's outputs are acknowledged before its offset is committed, and the handler is retried
-    when they fail. ``concurrency`` > 1: the records of a fetched batch are handled up to that many at
-    once, those with the same key (or, unkeyed, of the same partition) one after the other in offset
-    order; for handlers whose work on different keys is independent and waits on I/O."""
+    when they fail. ``concurrency`` > 1: records are handled up to that many at once while the loop keeps
+    fetching (``lanes.KeyedLanes``), those with the same key (or, unkeyed, of the same partition) one after
+    the other in offset order; for handlers whose work on different keys is independent and waits on I/O."""
 
     concurrency: int = 1
 
