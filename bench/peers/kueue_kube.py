@@ -25,7 +25,7 @@ import re
 import statistics
 import sys
 import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 from pathlib import Path
@@ -41,7 +41,7 @@ from bench.system import kube
 from bench.system.machine import process_cpu_seconds
 from bench.system.measure import Timeline
 from bench.system.observe import counting
-from bench.system.stack import SUBMITTER, Broker, QueueManagerProcess, private_broker, publish
+from bench.system.stack import SUBMITTER, Broker, ChildProcess, QueueManagerProcess, private_broker, publish
 from bench.system.workload import GPU_TYPE, TENANT, Fleet
 from schemas.codec import DecodeError, decode
 from schemas.config import ClusterConfig, MusterConfig, NodeGroupConfig, TopologyConfig
@@ -317,14 +317,15 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
             submitter = await stack.enter_async_context(
                 EnvelopeProducer(broker.settings.with_identity(client_id="bench-pipeline"), linger_ms=2))
             await publish(submitter, CONFIG_TOPIC, ScenarioLayout(scenario).messages(), "gateway")
-            await stack.enter_async_context(kube.service(broker, backend, "node-watcher"))
+            watcher = await stack.enter_async_context(kube.service_process(broker, backend, "node-watcher"))
             manager = QueueManagerProcess(broker.settings, SchedulerConfig(min_runtime_s=0.0), debounce_s=None)
             stack.push_async_callback(manager.stop)
             await manager.start()
-            await stack.enter_async_context(kube.dispatcher(broker, backend))
+            dispatcher = await stack.enter_async_context(kube.service_process(broker, backend, "dispatcher"))
+            children = [manager, dispatcher, watcher]
             await stack.enter_async_context(_following(reader))
             cluster_before = cluster_cpu(backend)
-            before = _cpu(manager, broker, backend, cluster_before)
+            before = _cpu(children, broker, backend, cluster_before)
             requests_before = await api_requests(backend)
             started = time.time()
             futures = []
@@ -344,7 +345,7 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
                 lambda: len(ids & (timeline.finished.keys() | reader.rejected.keys())), len(ids),
                 lambda: ids <= timeline.finished.keys() | reader.rejected.keys()), within=DRAIN_S)
             cluster_after = cluster_cpu(backend)
-            after = _cpu(manager, broker, backend, cluster_after)
+            after = _cpu(children, broker, backend, cluster_after)
             requests_after = await api_requests(backend)
         if not done:
             notes.append(f"{backend.name}: NOT all finished within {DRAIN_S:.0f} s of the last submission: "
@@ -434,14 +435,14 @@ async def _wait(condition: Callable[[], bool], *, within: float) -> bool:
     return True
 
 
-def _cpu(manager: QueueManagerProcess, broker: Broker, backend: kube.Backend,
+def _cpu(services: Sequence[ChildProcess], broker: Broker, backend: kube.Backend,
          cluster: dict[str, float]) -> dict[str, float]:
-    """CPU seconds used so far by each part: the queue manager, the broker, this process (the dispatcher, the
-    node watcher, the submitter and the reader) and the cluster's own processes together (``cluster``, as
+    """CPU seconds used so far by each part: each of Muster's ``services`` (a process each), the broker, this
+    process (the submitter and the reader) and the cluster's own processes together (``cluster``, as
     ``cluster_cpu`` read them; left out unless every one of them could be read)."""
     out: dict[str, float] = {}
-    for name, value in (("queue manager", manager.cpu_seconds()), ("Kafka broker", broker.cpu_seconds()),
-                        ("dispatcher, node watcher, submitter", process_cpu_seconds(os.getpid()))):
+    for name, value in (*((s.name, s.cpu_seconds()) for s in services), ("Kafka broker", broker.cpu_seconds()),
+                        ("submitter and reader", process_cpu_seconds(os.getpid()))):
         if value is not None:
             out[name] = value
     if cluster and len(cluster) == len(backend.processes):

@@ -27,9 +27,19 @@ import time
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 from bench.system.measure import Spread, Table, rate
-from bench.system.stack import SUBMITTER, Broker, QueueManagerProcess, private_broker, publish
+from bench.system.stack import (
+    SUBMITTER,
+    Broker,
+    ChildProcess,
+    QueueManagerProcess,
+    child_logging,
+    private_broker,
+    publish,
+    wait_started,
+)
 from bench.system.workload import GPU_TYPE, QueueLayout, submission
 from schemas.config import ClusterConfig, MusterConfig, NodeGroupConfig, TopologyConfig
 from schemas.decisions import JobAdmitted, NodePods, PlacementPlan
@@ -113,32 +123,66 @@ async def real(cluster: ClusterConfig, root: Path) -> AsyncIterator[Backend]:
         await asyncio.to_thread(plane.close)
 
 
+def _service_main(kind: str, options: ServeOptions, settings: DispatchSettings) -> DispatcherMain | NodeWatcherMain:
+    return DispatcherMain(options, settings=settings) if kind == "dispatcher" else NodeWatcherMain(options)
+
+
+async def _service_ready(main: DispatcherMain | NodeWatcherMain) -> None:
+    """Once ``main`` is composed and its consumer has partitions (dispatcher) or its caches are synced (watcher)."""
+    await main.composed.wait()
+    if isinstance(main, DispatcherMain):
+        assert main.runner is not None
+        await main.runner.loops[0].wait_assigned()
+    else:
+        assert main.watcher is not None
+        await main.watcher.ready.wait()
+
+
+def _options(broker: Broker, backend: Backend, kind: str) -> ServeOptions:
+    return ServeOptions(kafka=broker.settings, cluster=backend.cluster, instance=backend.cluster,
+                        **backend.access.fields(kind))
+
+
 @contextlib.asynccontextmanager
 async def service(broker: Broker, backend: Backend, kind: str,
                   settings: DispatchSettings | None = None) -> AsyncIterator[None]:
     """The ``kind`` ("dispatcher" or "node-watcher") of ``backend``'s cluster, in this process, until the
-    block ends; ready once its consumer has partitions (dispatcher) or its caches are synced (watcher)."""
-    options = ServeOptions(kafka=broker.settings, cluster=backend.cluster, instance=backend.cluster,
-                           **backend.access.fields(kind))
-    main: DispatcherMain | NodeWatcherMain
-    main = (DispatcherMain(options, settings=settings or DispatchSettings()) if kind == "dispatcher"
-            else NodeWatcherMain(options))
-    task = asyncio.create_task(main.run(handle_signals=False))
-    async with asyncio.timeout(START_TIMEOUT_S):
-        await asyncio.wait({task, asyncio.ensure_future(main.composed.wait())}, return_when=asyncio.FIRST_COMPLETED)
-        if task.done():
-            task.result()
-        if isinstance(main, DispatcherMain):
-            assert main.runner is not None
-            await main.runner.loops[0].wait_assigned()
-        else:
-            assert main.watcher is not None
-            await main.watcher.ready.wait()
+    block ends; ready as ``_service_ready`` says."""
+    main = _service_main(kind, _options(broker, backend, kind), settings or DispatchSettings())
+    task = asyncio.create_task(main.run(handle_signals=False), name=kind)
+    await wait_started(task, lambda: _service_ready(main))
     try:
         yield
     finally:
         main.stop()
         await task
+
+
+@contextlib.asynccontextmanager
+async def service_process(broker: Broker, backend: Backend, kind: str,
+                          settings: DispatchSettings | None = None) -> AsyncIterator[ChildProcess]:
+    """The same in a child process of its own, as in a deployment (its CPU apart from this process')."""
+    child = ChildProcess(kind.replace("-", " "), _serve_child,
+                         (kind, _options(broker, backend, kind), settings or DispatchSettings()))
+    try:
+        await child.start()
+        yield child
+    finally:
+        await child.stop()
+
+
+def _serve_child(kind: str, options: ServeOptions, settings: DispatchSettings, ready: Any) -> None:
+    """The child process of ``service_process``: serve until SIGTERM, setting ``ready`` once ready."""
+    child_logging(kind)
+
+    async def serve() -> None:
+        main = _service_main(kind, options, settings)
+        task = asyncio.create_task(main.run(handle_signals=True), name=kind)
+        await wait_started(task, lambda: _service_ready(main))
+        ready.set()
+        await task
+
+    asyncio.run(serve())
 
 
 def dispatcher(broker: Broker, backend: Backend,

@@ -155,7 +155,7 @@ async def running_stack(broker: Broker, fleet: Fleet, layout: Layout, runtime_of
                 await cluster_task
 
         stack.push_async_callback(stop_fake_cluster)
-        await _started(cluster_task, cluster_ready.wait)
+        await wait_started(cluster_task, cluster_ready.wait)
 
         started = time.perf_counter()
         managers = [QueueManagerProcess(settings, scheduler or SchedulerConfig(), debounce_s=debounce_s, pools=pools)
@@ -167,32 +167,30 @@ async def running_stack(broker: Broker, fleet: Fleet, layout: Layout, runtime_of
         yield Stack(settings, managers, cluster, submitter, timeline, setup)
 
 
-class QueueManagerProcess:
-    """``QueueManagerMain`` run in a child process, as in a deployment: the load generator and the fake
-    cluster of this process do not share its CPU. Stopped with SIGTERM (the service's own shutdown)."""
+class ChildProcess:
+    """A service run in a child process, as in a deployment: the load generator and the fake cluster of this
+    process do not share its CPU. ``target(*args, ready)`` serves until SIGTERM (the service's own shutdown)
+    and sets ``ready`` once the service can take work; ``start`` returns then."""
 
-    def __init__(self, settings: KafkaSettings, scheduler: SchedulerConfig, *, debounce_s: float | None,
-                 pools: tuple[str, ...] = ()) -> None:
+    def __init__(self, name: str, target: Callable[..., None], args: tuple[Any, ...]) -> None:
         context = multiprocessing.get_context("spawn")
-        self.debounce_s = QueueManager.DEFAULT_DEBOUNCE_S if debounce_s is None else debounce_s
+        self.name = name
         self._ready = context.Event()
-        self._process = context.Process(
-            target=_queue_manager_main, name="bench-queue-manager", daemon=True,
-            args=(settings.with_identity(client_id="muster-queue-manager"), scheduler, self.debounce_s, pools,
-                  self._ready))
+        self._process = context.Process(target=target, name=f"bench-{name.replace(' ', '-')}", daemon=True,
+                                        args=(*args, self._ready))
 
     async def start(self) -> None:
         self._process.start()
         deadline = time.monotonic() + START_TIMEOUT_S
         while not self._ready.is_set():
             if not self._process.is_alive():
-                raise RuntimeError(f"the queue manager exited while starting (exit code {self._process.exitcode})")
+                raise RuntimeError(f"the {self.name} exited while starting (exit code {self._process.exitcode})")
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the queue manager did not recover within {START_TIMEOUT_S:g} s")
+                raise TimeoutError(f"the {self.name} was not ready within {START_TIMEOUT_S:g} s")
             await asyncio.sleep(0.05)
 
     def cpu_seconds(self) -> float | None:
-        """CPU time the queue-manager process has used so far (None before it started, or off Linux)."""
+        """CPU time the process has used so far (None before it started, or off Linux)."""
         pid = self._process.pid
         return None if pid is None else process_cpu_seconds(pid)
 
@@ -202,18 +200,33 @@ class QueueManagerProcess:
         self._process.terminate()
         await asyncio.to_thread(self._process.join, STOP_TIMEOUT_S)
         if self._process.is_alive():
-            log.warning("the queue manager did not stop within %g s; killing it", STOP_TIMEOUT_S)
+            log.warning("the %s did not stop within %g s; killing it", self.name, STOP_TIMEOUT_S)
             self._process.kill()
             await asyncio.to_thread(self._process.join)
+
+
+class QueueManagerProcess(ChildProcess):
+    """``QueueManagerMain`` in a child process, ready once it recovered."""
+
+    def __init__(self, settings: KafkaSettings, scheduler: SchedulerConfig, *, debounce_s: float | None,
+                 pools: tuple[str, ...] = ()) -> None:
+        self.debounce_s = QueueManager.DEFAULT_DEBOUNCE_S if debounce_s is None else debounce_s
+        super().__init__("queue manager", _queue_manager_main,
+                         (settings.with_identity(client_id="muster-queue-manager"), scheduler, self.debounce_s, pools))
+
+
+def child_logging(name: str) -> None:
+    """A child process's logging, as ``muster bench`` sets its own: warnings, and none of aiokafka's retried
+    errors (a fresh broker's coordinator elections)."""
+    logging.basicConfig(level=logging.WARNING, format=f"{name} %(levelname)s %(name)s: %(message)s")
+    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
+    configure_collector()  # as `muster serve` does
 
 
 def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, debounce_s: float,
                         pools: tuple[str, ...], ready: Any) -> None:
     """The child process: serve the queue manager until SIGTERM, signalling ``ready`` once it recovered."""
-    logging.basicConfig(level=logging.WARNING, format="queue-manager %(levelname)s %(name)s: %(message)s")
-    # as `muster bench` does for its own process: a fresh broker's coordinator elections are retried errors
-    logging.getLogger("aiokafka").setLevel(logging.CRITICAL)
-    configure_collector()  # as `muster serve` does
+    child_logging("queue-manager")
 
     profile_path = os.environ.get(QM_PROFILE_ENV)
 
@@ -222,7 +235,7 @@ def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, deb
                                 period_s=PERIOD_S, freeze_recovered_heap=True)
         main.manager.debounce_s = debounce_s
         task = asyncio.create_task(main.run(handle_signals=True), name="queue manager")
-        await _started(task, main.manager.ready.wait)
+        await wait_started(task, main.manager.ready.wait)
         ready.set()
         await task
 
@@ -236,7 +249,7 @@ def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, deb
     profiler.dump_stats(f"{profile_path}.{os.getpid()}")
 
 
-async def _started(task: asyncio.Task[None], ready: Callable[[], Awaitable[object]]) -> None:
+async def wait_started(task: asyncio.Task[None], ready: Callable[[], Awaitable[object]]) -> None:
     """Wait for ``ready()`` unless ``task`` ends first (its error is raised)."""
     waiter = asyncio.ensure_future(ready())
     try:
