@@ -20,6 +20,7 @@ from schemas.topics import (
     USAGE_TOPIC,
     dlq_topic,
 )
+from services.dispatcher.dispatcher import passes_over
 from services.runtime.kafka.headers import MAX_DEAD_VALUE_BYTES
 from tests.e2e.system import System
 from tests.hostile.builders import assert_all_running, run_valid_job
@@ -42,7 +43,10 @@ async def test_broken_records_on_every_input_topic(system: System, caplog: pytes
         records = [dataclasses.replace(r, key=f"{topic}:{r.case}".encode()) for r in hostile_records(topic)]
         await produce(system.settings, topic, records)
         for record in records:
-            expected[(dlq_topic(topic), record.case, record.reason)] += LOOP_READERS.get(topic, 0)
+            # the dispatcher passes over, undecoded, a record naming a type of its topic it ignores: the queue
+            # manager alone dead-letters such a record of the runs topic, nobody one of the decisions topic
+            ignored = topic in (RUNS_TOPIC, DECISIONS_TOPIC) and passes_over(topic, record.key, record.value)
+            expected[(dlq_topic(topic), record.case, record.reason)] += LOOP_READERS.get(topic, 0) - ignored
 
     letters = await read_dead_letters(system.settings, ALL_INPUTS, count=sum(expected.values()))
     seen = Counter((d.topic, (d.key or b"").decode().split(":", 1)[1], d.reason) for d in letters)
