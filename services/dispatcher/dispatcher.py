@@ -8,7 +8,7 @@ from typing import Any
 import orjson
 
 from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobScaled, NodeReleaseRequested, NodesRequested
-from schemas.envelope import Envelope
+from schemas.envelope import Envelope, Message
 from schemas.runs import RunFailed
 from schemas.topics import TOPICS
 from services.dispatcher import admission, preemption_handshake, provisioning, replacement, restarts, workloads
@@ -19,10 +19,11 @@ from services.runtime.kafka import Delivery
 
 log = logging.getLogger(__name__)
 
-#: the message types ``Dispatcher.handle`` acts on; of the rest of its topics' traffic (most of it: every run's
-#: start, progress and finish) it would decode each record only to ignore it
-ACTS_ON = frozenset({JobAdmitted.TYPE, JobPreemptionRequested.TYPE, JobScaled.TYPE, NodesRequested.TYPE,
-                     NodeReleaseRequested.TYPE, RunFailed.TYPE})
+#: the messages ``Dispatcher.handle`` acts on, and ignores every other; of the rest of its topics' traffic (most
+#: of it: every run's start, progress and finish) it would decode each record only to ignore it
+HANDLED: tuple[type[Message], ...] = (JobAdmitted, JobPreemptionRequested, JobScaled, NodesRequested,
+                                      NodeReleaseRequested, RunFailed)
+ACTS_ON = frozenset(m.TYPE for m in HANDLED)
 
 
 #: per topic, the types it carries that the dispatcher ignores
@@ -76,6 +77,8 @@ class Dispatcher:
 
     async def handle(self, envelope: Envelope, delivery: Delivery) -> None:
         payload = envelope.payload
+        if not isinstance(payload, HANDLED):
+            return
         if isinstance(payload, JobAdmitted):
             if payload.spec.workload is not None:
                 await workloads.admit(self.ctx, self.workload_ops, envelope, delivery)
