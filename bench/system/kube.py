@@ -38,6 +38,7 @@ from bench.system.stack import (
     child_logging,
     private_broker,
     publish,
+    serve_in_child,
     wait_started,
 )
 from bench.system.workload import GPU_TYPE, QueueLayout, submission
@@ -175,14 +176,8 @@ def _serve_child(kind: str, options: ServeOptions, settings: DispatchSettings, r
     """The child process of ``service_process``: serve until SIGTERM, setting ``ready`` once ready."""
     child_logging(kind)
 
-    async def serve() -> None:
-        main = _service_main(kind, options, settings)
-        task = asyncio.create_task(main.run(handle_signals=True), name=kind)
-        await wait_started(task, lambda: _service_ready(main))
-        ready.set()
-        await task
-
-    asyncio.run(serve())
+    main = _service_main(kind, options, settings)
+    asyncio.run(serve_in_child(main.run(handle_signals=True), kind, lambda: _service_ready(main), ready))
 
 
 def dispatcher(broker: Broker, backend: Backend,

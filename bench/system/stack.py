@@ -10,7 +10,7 @@ import multiprocessing
 import os
 import tempfile
 import time
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Coroutine, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -234,10 +234,7 @@ def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, deb
         main = QueueManagerMain(ServeOptions(kafka=settings, http_port=0, pools=pools), scheduler_config=scheduler,
                                 period_s=PERIOD_S, freeze_recovered_heap=True)
         main.manager.debounce_s = debounce_s
-        task = asyncio.create_task(main.run(handle_signals=True), name="queue manager")
-        await wait_started(task, main.manager.ready.wait)
-        ready.set()
-        await task
+        await serve_in_child(main.run(handle_signals=True), "queue manager", main.manager.ready.wait, ready)
 
     if not profile_path:
         asyncio.run(serve())
@@ -247,6 +244,16 @@ def _queue_manager_main(settings: KafkaSettings, scheduler: SchedulerConfig, deb
     with cProfile.Profile() as profiler:
         asyncio.run(serve())
     profiler.dump_stats(f"{profile_path}.{os.getpid()}")
+
+
+async def serve_in_child(run: Coroutine[Any, Any, None], name: str, is_ready: Callable[[], Awaitable[object]],
+                         ready: Any) -> None:
+    """A ``ChildProcess`` target's service: ``run`` it, set ``ready`` once ``is_ready()`` returns (its error
+    raised if it stops first), then serve until it stops."""
+    task = asyncio.create_task(run, name=name)
+    await wait_started(task, is_ready)
+    ready.set()
+    await task
 
 
 async def wait_started(task: asyncio.Task[None], ready: Callable[[], Awaitable[object]]) -> None:

@@ -27,6 +27,7 @@ class Harness:
 
     def __init__(self, handle: Callable[[Record], Awaitable[None]] | None = None, *, concurrency: int = 4,
                  limit: int = 100) -> None:
+        self.started: list[tuple[int, int]] = []  # (partition, offset) in the order handling started
         self.handled: list[tuple[int, int]] = []  # (partition, offset) in the order handling finished
         self.released: dict[int, list[int]] = {}
         self.seen_at_release: list[tuple[int, int, frozenset[tuple[int, int]]]] = []  # what was handled then
@@ -34,6 +35,7 @@ class Harness:
         self._inner = handle
 
         async def handler(r: Record) -> None:
+            self.started.append((r.partition, r.offset))
             if self._inner is not None:
                 await self._inner(r)
             self.handled.append((r.partition, r.offset))
@@ -51,6 +53,10 @@ class Harness:
 
     async def drained(self) -> None:
         await eventually(lambda: not self.lanes.in_hand, within=5, interval=0, what="every record handled")
+
+    async def in_hand(self, *records: tuple[int, int]) -> None:
+        """Once exactly ``records`` (partition, offset) have started."""
+        await eventually(lambda: self.started == list(records), within=5, interval=0, what=f"{records} started")
 
 
 async def test_a_slow_record_holds_back_only_its_key_and_its_partitions_commit_point() -> None:
@@ -112,7 +118,7 @@ async def test_passed_over_records_take_no_lane_but_wait_for_the_records_before_
     h = Harness(handle, concurrency=1)
     h.lanes.add([record(0, "a"), record(1, "x"), record(2, "x"), record(3, "b")],
                 passed_over=lambda r: r.key == b"x")
-    await asyncio.sleep(0.01)
+    await h.in_hand((0, 0))
     assert seen == [0] and h.lanes.in_hand == 2  # the passed-over two are neither queued nor handled
     assert h.upto() is None
     gate.set()
@@ -131,7 +137,7 @@ async def test_room_waits_for_a_place_and_gives_up_after_its_timeout() -> None:
     h.lanes.add([record(0, "a"), record(1, "b")])
     assert not await h.lanes.room(timeout_s=0.05)
     waiting = asyncio.create_task(h.lanes.room(timeout_s=5))
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # nothing to wait for: it must still be waiting after a while
     assert not waiting.done()
     gate.set()
     assert await waiting
@@ -166,7 +172,7 @@ async def test_stopping_lets_the_records_in_hand_finish_and_starts_no_more() -> 
 
     h = Harness(handle, concurrency=1)
     h.lanes.add([record(0, "a"), record(1, "a"), record(2, "b")])
-    await asyncio.sleep(0.01)
+    await h.in_hand((0, 0))
     h.stopping.set()
     gate.set()
     await h.lanes.close()
@@ -183,9 +189,9 @@ async def test_release_waits_for_the_partitions_records_in_hand_and_starts_none_
 
     h = Harness(handle, concurrency=1)
     h.lanes.add([record(0, "a"), record(1, "b"), record(0, "c", partition=1)])
-    await asyncio.sleep(0.01)
+    await h.in_hand((0, 0))
     releasing = asyncio.create_task(h.lanes.release([TopicPartition(TOPIC, 0)]))
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0.01)  # nothing to wait for: it must still be waiting after a while
     assert not releasing.done()  # offset 0 is being handled
     gate.set()
     await releasing
@@ -206,9 +212,9 @@ async def test_close_cancelled_cancels_the_lanes() -> None:
 
     h = Harness(handle)
     h.lanes.add([record(0, "a")])
-    await asyncio.sleep(0)
+    await h.in_hand((0, 0))
     closing = asyncio.create_task(h.lanes.close())
-    await asyncio.sleep(0.01)
+    await asyncio.sleep(0)  # one turn: close is waiting for the lane
     closing.cancel()
     with pytest.raises(asyncio.CancelledError):
         await closing
