@@ -5,7 +5,9 @@ planned nodes, and the default scheduler may stack two pods on one of them. With
 default), the Job's pods name ``schedulerName: muster``; the default scheduler leaves them alone and
 this binder posts a ``pods/binding`` for each one to ``placement[index]`` (the ``muster.dev/placement``
 annotation the pods carry). Jobs released on the kube-native path keep their own scheduler (the field
-cannot change on a suspended Job) and are held to the planned node set by affinity.
+cannot change on a suspended Job) and are held to the planned node set by affinity. The pods of a group
+of plain pods that Muster creates itself name it too, and are bound to the node their hostname selector
+names: the default scheduler would only confirm that choice, one queue, binding and Event later.
 
 Like kube-scheduler, the binder binds a pod only when its node has room: the queue manager plans onto
 GPUs it has just freed (a preempted or finished job), but the pods that held them may still be
@@ -34,18 +36,26 @@ log = logging.getLogger(__name__)
 NODE_SYNC_TIMEOUT_S = 10.0
 MAX_BINDINGS_IN_FLIGHT = 32  # concurrent pods/binding requests
 SCHEDULER_NAME = "muster"
+DEFAULT_SCHEDULER = "default-scheduler"  # what the API server writes into a pod that names no scheduler
 INDEX_KEY = "batch.kubernetes.io/job-completion-index"
 
 
 def binding_target(pod: KubeObject, scheduler_name: str = SCHEDULER_NAME) -> str | None:
-    """The planned node of an unbound pending pod that Muster schedules, else None. Pure."""
+    """The planned node of an unbound pending pod that Muster schedules, else None. Pure.
+
+    A Job's pod finds it by its completion index in the Job's placement; a pod Muster created onto a node
+    itself (a group of plain pods, ``released_group``) names it in its hostname selector. A pod still gated
+    is not bound (the API server refuses to)."""
     meta: dict[str, Any] = pod.get("metadata") or {}
     spec: dict[str, Any] = pod.get("spec") or {}
     if spec.get("schedulerName") != scheduler_name or spec.get("nodeName") or meta.get("deletionTimestamp"):
         return None
-    if (pod.get("status") or {}).get("phase", "Pending") != "Pending":
+    if (pod.get("status") or {}).get("phase", "Pending") != "Pending" or spec.get("schedulingGates"):
         return None
     annotations = meta.get("annotations") or {}
+    if ann.PLACEMENT not in annotations:
+        selected = (spec.get("nodeSelector") or {}).get(ann.HOSTNAME_LABEL)
+        return str(selected) if selected else None
     index = str(annotations.get(INDEX_KEY) or (meta.get("labels") or {}).get(INDEX_KEY) or "")
     try:
         nodes = json.loads(annotations.get(ann.PLACEMENT) or "[]")

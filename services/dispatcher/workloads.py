@@ -47,6 +47,7 @@ from schemas.envelope import Envelope
 from schemas.kube import POD_GROUP
 from schemas.runs import JobDispatched, JobStopped, RunFailed
 from services.dispatcher import cancelled
+from services.dispatcher.binder import DEFAULT_SCHEDULER, SCHEDULER_NAME
 from services.dispatcher.book import CANCELLED, Preemption
 from services.dispatcher.context import Context, api_failure, emit, report_failure
 from services.dispatcher.plans import object_name
@@ -268,7 +269,7 @@ async def _release_group(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, 
         except NotQueueable as exc:
             raise _Refused("workload_unreadable", exc.reason) from None
         await ctx.ops.ensure_namespace(namespace)
-        pods = released_group(decision, group)
+        pods = released_group(decision, group, scheduler_name=SCHEDULER_NAME if ctx.settings.bind_pods else None)
         created = [(await create_or_get(ops.rest, PODS, pod, namespace))[0] for pod in pods]
         obj = pod_group(created)
     else:
@@ -290,16 +291,23 @@ def uses_gpus(decision: JobAdmitted) -> bool:
     return any(t.resources.gpus or t.resources.shares_gpus for t in decision.spec.templates())
 
 
-def released_group(decision: JobAdmitted, group: Mapping[str, Any]) -> list[KubeObject]:
+def released_group(decision: JobAdmitted, group: Mapping[str, Any], *,
+                   scheduler_name: str | None = None) -> list[KubeObject]:
     """The gated pods of a group Muster creates (``hold_manifest``'s, each labelled with its role), each
     already released onto a planned node of its role, as the releaser would release it once created: created
     so, a pod needs no patch and does not wait for the releaser to learn of its job (which is booked only once
-    every pod exists). A pod with no planned slot left stays gated, as the releaser would leave it."""
+    every pod exists). A pod with no planned slot left stays gated, as the releaser would leave it.
+
+    With ``scheduler_name`` (the binder's, when Muster binds pods), a pod whose manifest names no scheduler of
+    its own names that one, so Muster's binder binds it to its planned node once the node has room, instead of
+    the default scheduler's queue, binding and Event: the node is Muster's decision already."""
     main = main_role_name(decision.spec)
     tolerations = GPU_TOLERATIONS if uses_gpus(decision) else ()
     placed: dict[str, list[str]] = {}
     out: list[KubeObject] = []
     for pod in group.get("items") or []:
+        if scheduler_name is not None and (pod.get("spec") or {}).get("schedulerName") in (None, DEFAULT_SCHEDULER):
+            pod = {**pod, "spec": {**pod["spec"], "schedulerName": scheduler_name}}
         # the role hold_manifest wrote: asking the kind would read every pod's shape again for each pod
         role = str(((pod.get("metadata") or {}).get("labels") or {})[ann.ROLE])
         node = choose_node(decision.placement, role, main, placed.setdefault(role, []))

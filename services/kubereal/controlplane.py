@@ -261,6 +261,7 @@ class ControlPlane:
         ]
 
     def _kwok_argv(self) -> list[str]:
+        # KWOK's stages and Muster's, and its options (``kwok-options.yaml``: its workers)
         stages = [*self.binaries.kwok_stages(self.profile), *sorted(MUSTER_STAGES.glob("*.yaml"))]
         return [
             str(self.binaries.path("kwok")), f"--kubeconfig={self._component_kubeconfig()}",

@@ -175,3 +175,15 @@ def test_binding_target_follows_the_completion_index() -> None:
     assert binding_target(pod(0, schedulerName="default-scheduler")) is None
     unpinned = admission_manifest(admitted("train-13"), "e", "c", DispatchSettings(bind_pods=False))
     assert "schedulerName" not in unpinned["spec"]["template"]["spec"]
+
+
+def test_binding_target_of_a_pod_muster_created_onto_a_node_is_its_hostname_selector() -> None:
+    def pod(**spec: object) -> dict:  # type: ignore[type-arg]
+        return {"metadata": {"name": "p"}, "status": {"phase": "Pending"},
+                "spec": {"schedulerName": "muster", "nodeSelector": {"kubernetes.io/hostname": "east-a100-4"}, **spec}}
+
+    assert binding_target(pod()) == "east-a100-4"
+    assert binding_target(pod(schedulingGates=[{"name": "muster.dev/admission"}])) is None  # not released yet
+    assert binding_target(pod(nodeSelector={})) is None  # no node chosen
+    assert binding_target(pod(schedulerName="default-scheduler")) is None
+    assert binding_target(pod(nodeName="east-a100-4")) is None  # bound already

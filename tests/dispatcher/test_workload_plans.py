@@ -117,7 +117,14 @@ def test_a_pod_group_muster_creates_is_released_as_created_and_a_pod_beyond_the_
     first, second, third = released_group(decision, group)
     for made, node in ((first, "n1"), (second, "n2")):
         assert not made["spec"].get("schedulingGates") and made["spec"]["nodeSelector"] == {HOSTNAME_LABEL: node}
+        assert "schedulerName" not in made["spec"]  # no binder named: the default scheduler binds it
         assert made["metadata"]["labels"][JOB_ID] == "j" and made["metadata"]["labels"][ROLE] == "main"
         assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in made["spec"]["tolerations"]
     assert third["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}]  # no slot left: it waits, as released
     assert group["items"][0]["spec"]["schedulingGates"] == [{"name": ADMISSION_GATE}]  # the group is not changed
+    # with Muster's binder, every pod names it (the gated one too, for when it is released), unless its
+    # manifest names a scheduler of its own
+    group["items"][1]["spec"]["schedulerName"] = "volcano"
+    bound = released_group(decision, group, scheduler_name="muster")
+    assert [p["spec"].get("schedulerName") for p in bound] == ["muster", "volcano", "muster"]
+    assert "schedulerName" not in group["items"][0]["spec"]
