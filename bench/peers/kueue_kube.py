@@ -45,7 +45,7 @@ from bench.system.stack import SUBMITTER, Broker, ChildProcess, QueueManagerProc
 from bench.system.workload import GPU_TYPE, TENANT, Fleet
 from schemas.codec import DecodeError, decode
 from schemas.config import ClusterConfig, MusterConfig, NodeGroupConfig, TopologyConfig
-from schemas.decisions import JobAdmitted, JobRejected
+from schemas.decisions import JobAdmitted, JobPreemptionRequested, JobRejected
 from schemas.envelope import make_envelope
 from schemas.intents import SubmitJob
 from schemas.jobspec import JobSpec, PodTemplate, ResourceRequest
@@ -145,6 +145,11 @@ class TopicReader:
     dispatched: dict[str, float] = field(default_factory=dict)  # the dispatcher's JobDispatched
     started: dict[str, float] = field(default_factory=dict)  # the node watcher's RunStarted
     finish_read: dict[str, float] = field(default_factory=dict)  # this reader's clock when RunSucceeded arrived
+    #: per preemptor, each stop it asked for: (when, the victim, the victim's attempt), for ``preemptions``
+    asked: dict[str, list[tuple[float, str, int]]] = field(default_factory=dict)
+    #: per (job, attempt), when that attempt ended: its JobStopped, or its RunSucceeded when it finished first
+    ended: dict[tuple[str, int], float] = field(default_factory=dict)
+    succeeded: set[tuple[str, int]] = field(default_factory=set)  # the attempts that ended by finishing
 
     async def run(self, ready: asyncio.Event, stop: asyncio.Event) -> None:
         consumer = AIOKafkaConsumer(**self.settings.with_identity(client_id="bench-kueue-reader").client_options(),
@@ -176,15 +181,22 @@ class TopicReader:
             self.decisions += 1
             self.timeline.decided.setdefault(message.job_id, at)
             self.timeline.hold(message.job_id, at)
+        elif isinstance(message, JobPreemptionRequested):
+            if message.preemptor is not None:
+                self.asked.setdefault(message.preemptor, []).append((at, message.job_id, message.attempt))
         elif isinstance(message, JobDispatched):
             self.dispatched.setdefault(message.job_id, at)
         elif isinstance(message, RunStarted):
             self.started.setdefault(message.job_id, at)
         elif isinstance(message, RunSucceeded):
+            if (message.job_id, message.attempt) not in self.ended:
+                self.ended[message.job_id, message.attempt] = at
+                self.succeeded.add((message.job_id, message.attempt))
             self.timeline.finished.setdefault(message.job_id, at)
             self.finish_read.setdefault(message.job_id, time.time())
             self.timeline.release(message.job_id, at)
         elif isinstance(message, JobStopped):
+            self.ended.setdefault((message.job_id, message.attempt), at)
             self.timeline.stopped.setdefault(message.job_id, at)
             self.timeline.release(message.job_id, at, evicted=True)
         elif isinstance(message, JobRejected):
@@ -222,6 +234,44 @@ class TopicReader:
                 f"{avg([timeline.finished[j] - self.started[j] - runtimes[j] for j in once])}, -> read from the "
                 f"runs topic {avg([self.finish_read[j] - timeline.finished[j] for j in once])}; quota held "
                 f"beyond runtimeMs {avg([timeline.finished[j] - timeline.decided[j] - runtimes[j] for j in once])}")
+
+
+    def preemptions(self, classes: dict[str, str]) -> str:
+        """Where the waits of the workloads that preempted went, per class (``classes``: job -> class): from
+        submission to the first stop asked for them, from there to the last of those victims' ends (each
+        victim's JobStopped, or its RunSucceeded where it finished first), and from that to the admission."""
+        timeline = self.timeline
+        rows: dict[str, list[tuple[float, float, float, int]]] = {}
+        stops: list[float] = []
+        finished_first = 0
+        for job, asked in self.asked.items():
+            if job not in timeline.submitted or job not in timeline.decided or job not in classes:
+                continue
+            admitted = timeline.decided[job]  # the first admission: what the stops were asked for
+            before = [(at, victim, attempt) for at, victim, attempt in asked if at <= admitted]
+            ends = [self.ended.get((victim, attempt)) for _, victim, attempt in before]
+            if not before or None in ends:
+                continue
+            known = [e for e in ends if e is not None]
+            for (at, victim, attempt), end in zip(before, known, strict=True):
+                stops.append(end - at)
+                finished_first += (victim, attempt) in self.succeeded
+            first = min(at for at, _, _ in before)
+            last = max(known)
+            rows.setdefault(classes[job], []).append(
+                (first - timeline.submitted[job], last - first, admitted - last, len(before)))
+        if not rows:
+            return "no workload was admitted after preempting"
+
+        def avg(values: list[float]) -> str:
+            return f"{statistics.fmean(values):.2f} s"
+
+        parts = [f"{name} ({len(r):,}, {statistics.fmean(x[3] for x in r):.1f} victims each): submission -> first "
+                 f"stop asked {avg([x[0] for x in r])}, -> last victim ended {avg([x[1] for x in r])}, -> admitted "
+                 f"{avg([x[2] for x in r])}" for name, r in sorted(rows.items())]
+        return (f"the workloads admitted after preempting, by class: {'; '.join(parts)}; a victim's stop took "
+                f"{avg(stops)} on average (p50 {statistics.median(stops):.2f} s), {finished_first:,} of "
+                f"{len(stops):,} victims finished before they were stopped")
 
 
 @dataclass(frozen=True)
@@ -356,6 +406,7 @@ async def run_on(scenario: Scenario, which: str, *, bootstrap: str | None, root:
                 for name in sorted(cluster_after, key=lambda n: cluster_before.get(n, 0.0) - cluster_after[n])))
         runtimes = {a.job_id: a.template.runtime_s for a in arrivals}
         notes.append(f"{backend.name}: {reader.hops(runtimes)}")
+        notes.append(f"{backend.name}: {reader.preemptions({a.job_id: a.template.class_name for a in arrivals})}")
         latency = reader.latency(runtimes)
         if requests_before is not None and requests_after is not None:
             notes.append(f"{backend.name}: {requests_per_workload(requests_before, requests_after, len(ids))}")
