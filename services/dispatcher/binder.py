@@ -6,8 +6,9 @@ default), the Job's pods name ``schedulerName: muster``; the default scheduler l
 this binder posts a ``pods/binding`` for each one to ``placement[index]`` (the ``muster.dev/placement``
 annotation the pods carry). Jobs released on the kube-native path keep their own scheduler (the field
 cannot change on a suspended Job) and are held to the planned node set by affinity. The pods of a group
-of plain pods that Muster creates itself name it too, and are bound to the node their hostname selector
-names: the default scheduler would only confirm that choice, one queue, binding and Event later.
+of plain pods that Muster creates itself name it too, and go to the node their hostname selector names:
+created on it already (``place``: ``spec.nodeName`` set, its GPUs reserved here) when it has room then, else
+bound once it has. The default scheduler would only confirm that choice, a queue, a binding and an Event later.
 
 Like kube-scheduler, the binder binds a pod only when its node has room: the queue manager plans onto
 GPUs it has just freed (a preempted or finished job), but the pods that held them may still be
@@ -118,6 +119,28 @@ class Binder:
         self._inflight.add(task)
         task.add_done_callback(self._inflight.discard)
         return True
+
+    def place(self, pod: KubeObject, namespace: str) -> KubeObject:
+        """``pod``, about to be created in ``namespace``, as it should be created: already on its planned node
+        (``spec.nodeName``) when that node has room for it now and no earlier pod waits there, its GPUs
+        reserved here as ``bind`` reserves them, so that no binding request and no wait for this binder's
+        watch follow its creation; else ``pod`` as it is, for ``bind`` to bind once its node has room.
+        ``unplace`` undoes the reservation when the creation fails."""
+        node = binding_target(pod, self.scheduler_name)
+        if node is None or not self.ready or self.waiting.get(node):
+            return pod
+        placed = {**pod, "metadata": {**(pod.get("metadata") or {}), "namespace": namespace},
+                  "spec": {**pod["spec"], "nodeName": node}}
+        if not self.room.fits(node, pod_gpus(placed)):
+            return pod
+        self.room.reserve(placed, node)
+        return placed
+
+    def unplace(self, pod: KubeObject) -> None:
+        """Undo ``place``'s reservation of a pod whose creation failed."""
+        node = (pod.get("spec") or {}).get("nodeName")
+        if node:
+            self.room.unreserve(pod, str(node))
 
     async def _post(self, pod: KubeObject, node: str, key: str) -> None:
         meta = pod["metadata"]

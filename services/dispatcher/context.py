@@ -9,6 +9,7 @@ from typing import Any
 from schemas.envelope import Envelope, Message, clip_reason, clip_text, make_envelope
 from schemas.runs import DispatchFailed, JobDispatched
 from schemas.topics import DISPATCHES_TOPIC
+from services.dispatcher.binder import Binder
 from services.dispatcher.book import Run
 from services.dispatcher.kube_ops import KubeOps
 from services.dispatcher.metrics import DispatcherMetrics
@@ -39,6 +40,9 @@ class Context:
     tasks: TrackedTasks = field(default_factory=TrackedTasks)
     #: job id -> last attempt that was stopped or given up here, so a replayed decision does not revive it
     finished: OrderedDict[str, int] = field(default_factory=OrderedDict)
+    #: the binder of Muster's pods, where it runs: the pods the dispatcher creates itself go onto their node
+    #: at creation when it has room (``Binder.place``)
+    binder: Binder | None = None
 
     def base(self, job_id: str, attempt: int) -> dict[str, Any]:
         """The fields every run report starts with."""

@@ -55,11 +55,11 @@ class DispatcherMain(ServiceMain):
             dispatcher: Dispatcher | None = None
             try:
                 rest = KubeRest(api)
+                binder = Binder(rest, on_bound=metrics.pods_bound.labels(options.cluster).inc)
                 ctx = Context(cluster=options.cluster, ops=KubeOps(rest), reporter=Reporter(producer),
-                              settings=self.settings, metrics=metrics)
+                              settings=self.settings, metrics=metrics, binder=binder)
                 dispatcher = self.dispatcher = Dispatcher(ctx)
                 await dispatcher.recover()
-                binder = Binder(rest, on_bound=metrics.pods_bound.labels(options.cluster).inc)
                 releaser = Releaser(rest, ctx.workloads, on_released=metrics.pods_bound.labels(options.cluster).inc)
                 metrics.pods_waiting.labels(options.cluster).set_function(lambda: binder.pods_waiting)
                 inputs = LoopSettings(Topics([DECISIONS_TOPIC, RUNS_TOPIC]), group_id=group_id(options.cluster),

@@ -270,8 +270,7 @@ async def _release_group(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, 
             raise _Refused("workload_unreadable", exc.reason) from None
         await ctx.ops.ensure_namespace(namespace)
         pods = released_group(decision, group, scheduler_name=SCHEDULER_NAME if ctx.settings.bind_pods else None)
-        created = [(await create_or_get(ops.rest, PODS, pod, namespace))[0] for pod in pods]
-        obj = pod_group(created)
+        obj = pod_group(await _create_pods(ctx, ops, pods, namespace))
     else:
         name = str(workload.name)
         items, _ = await ops.rest.list(PODS, namespace, label_selector=f"{POD_GROUP}={name}")
@@ -284,6 +283,24 @@ async def _release_group(ctx: Context, ops: WorkloadOps, decision: JobAdmitted, 
             raise _Refused("workload_unreadable", exc.reason) from None
     return WorkloadRun(decision.job_id, decision.attempt, namespace, name, kind, decision.placement,
                        main_role_name(decision.spec), workload.manifest is not None, obj, [], correlation, event_id)
+
+
+async def _create_pods(ctx: Context, ops: WorkloadOps, pods: list[KubeObject], namespace: str) -> list[KubeObject]:
+    """Create a group's pods at once, each already on its node where the binder finds room there now
+    (``Binder.place``: no binding request, no wait for its watch); a pod that exists already is read back."""
+    binder = ctx.binder
+    placed = [binder.place(pod, namespace) for pod in pods] if binder is not None else pods
+    made = await asyncio.gather(*(create_or_get(ops.rest, PODS, pod, namespace) for pod in placed),
+                                return_exceptions=True)
+    failure: BaseException | None = None
+    for pod, outcome in zip(placed, made, strict=True):
+        if isinstance(outcome, BaseException):
+            failure = failure or outcome
+            if binder is not None:
+                binder.unplace(pod)
+    if failure is not None:
+        raise failure
+    return [outcome[0] for outcome in made if not isinstance(outcome, BaseException)]
 
 
 def uses_gpus(decision: JobAdmitted) -> bool:

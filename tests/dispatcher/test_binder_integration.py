@@ -121,3 +121,65 @@ async def test_pods_that_fit_beside_each_other_bind_at_once() -> None:
         await eventually_true(both_running)
         assert binder.bound == 2 and binder.pods_waiting == 0
         assert binder.room.free(NODE) == 0
+
+
+def plain_pod(name: str, gpus: int, seconds: float = 60.0) -> KubeObject:
+    """A pod of a plain Pod group as the dispatcher creates it: Muster's scheduler, its node in its selector."""
+    return {
+        "apiVersion": "v1", "kind": "Pod",
+        "metadata": {"name": name, "labels": {"muster.dev/job-id": name},
+                     "annotations": {DURATION_ANNOTATION: str(seconds)}},
+        "spec": {
+            "schedulerName": "muster", "nodeSelector": {"kubernetes.io/hostname": NODE},
+            "tolerations": [{"key": "nvidia.com/gpu", "operator": "Exists"}],
+            "containers": [{"name": "main", "image": "registry.example/train:1",
+                            "resources": {"limits": {"nvidia.com/gpu": str(gpus)}}}],
+        },
+    }
+
+
+async def test_a_pod_placed_at_its_creation_needs_no_binding_and_one_with_no_room_left_waits() -> None:
+    async with binder_on_cluster() as (rest, binder):
+        async def listed() -> bool:
+            return binder.ready
+
+        await eventually_true(listed)
+        first = binder.place(plain_pod("first", 8), "team-a")
+        assert first["spec"]["nodeName"] == NODE and binder.room.free(NODE) == 0  # reserved before it exists
+        await rest.create(PODS, first, "team-a")
+        second = binder.place(plain_pod("second", 8), "team-a")
+        assert "nodeName" not in second["spec"]  # no room: created unbound, for the binder to bind
+        await rest.create(PODS, second, "team-a")
+
+        async def second_waits() -> bool:
+            return binder.pods_waiting == 1
+
+        async def first_running() -> bool:
+            pod = await read_pod(rest, "first")
+            return pod is not None and pod["status"].get("phase") == "Running"
+
+        await eventually_true(second_waits)
+        await eventually_true(first_running)
+        assert binder.bound == 0  # the first went onto its node at its creation, with no binding
+
+        await delete(rest, PODS, "first", "team-a", grace_period_seconds=0)
+
+        async def second_bound() -> bool:
+            pod = await read_pod(rest, "second")
+            return pod is not None and pod["spec"].get("nodeName") == NODE
+
+        await eventually_true(second_bound, within=STOP_S + 10)
+        assert binder.bound == 1
+
+
+def test_place_leaves_a_pod_alone_behind_pods_waiting_and_unplace_gives_its_gpus_back() -> None:
+    binder = Binder(rest=None)  # type: ignore[arg-type]  # place and unplace make no request
+    binder.room.set_node({"metadata": {"name": NODE}, "status": {"allocatable": {"nvidia.com/gpu": "8"}}})
+    assert binder.place(plain_pod("early", 4), "team-a") == plain_pod("early", 4)  # caches not listed yet
+    binder.ready = True
+    placed = binder.place(plain_pod("a", 4), "team-a")
+    assert placed["spec"]["nodeName"] == NODE and binder.room.free(NODE) == 4
+    binder.unplace(placed)  # its creation failed
+    assert binder.room.free(NODE) == 8
+    binder.waiting[NODE] = {"team-a/older": plain_pod("older", 8)}
+    assert "nodeName" not in binder.place(plain_pod("b", 4), "team-a")["spec"]  # first come, first bound

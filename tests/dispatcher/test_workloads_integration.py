@@ -172,7 +172,7 @@ async def test_a_pod_group_muster_creates_comes_released_onto_its_planned_nodes_
             assert {"key": "nvidia.com/gpu", "operator": "Exists", "effect": "NoSchedule"} in p["spec"]["tolerations"]
         assert sorted(by_role["workers"]) == ["east-a100-2", "east-a100-3"] and by_role["launcher"] == ["east-a100-2"]
         await cluster.outputs.wait_for(RunStarted, job_id=jid)
-        # bound by Muster's binder to the node each names, not by the default scheduler
+        # on the node each names, placed there at creation or bound by Muster's binder, never by the default scheduler
         items, _ = await cluster.rest.list(PODS, NAMESPACE)
         pods = [p for p in items if p["metadata"]["labels"].get(JOB_ID) == jid]
         assert {p["spec"]["schedulerName"] for p in pods} == {"muster"}
