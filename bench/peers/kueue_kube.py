@@ -235,7 +235,6 @@ class TopicReader:
                 f"runs topic {avg([self.finish_read[j] - timeline.finished[j] for j in once])}; quota held "
                 f"beyond runtimeMs {avg([timeline.finished[j] - timeline.decided[j] - runtimes[j] for j in once])}")
 
-
     def preemptions(self, classes: dict[str, str]) -> str:
         """Where the waits of the workloads that preempted went, per class (``classes``: job -> class): from
         submission to the first stop asked for them, from there to the last of those victims' ends (each
@@ -249,15 +248,13 @@ class TopicReader:
                 continue
             admitted = timeline.decided[job]  # the first admission: what the stops were asked for
             before = [(at, victim, attempt) for at, victim, attempt in asked if at <= admitted]
-            ends = [self.ended.get((victim, attempt)) for _, victim, attempt in before]
-            if not before or None in ends:
+            if not before or any((victim, attempt) not in self.ended for _, victim, attempt in before):
                 continue
-            known = [e for e in ends if e is not None]
-            for (at, victim, attempt), end in zip(before, known, strict=True):
-                stops.append(end - at)
+            for at, victim, attempt in before:
+                stops.append(self.ended[victim, attempt] - at)
                 finished_first += (victim, attempt) in self.succeeded
             first = min(at for at, _, _ in before)
-            last = max(known)
+            last = max(self.ended[victim, attempt] for _, victim, attempt in before)
             rows.setdefault(classes[job], []).append(
                 (first - timeline.submitted[job], last - first, admitted - last, len(before)))
         if not rows:
