@@ -675,10 +675,12 @@ class SchedulerConfig:
     # "remaining": a job promoted past its slowdown bound may preempt, for its queue's order, the running jobs of
     # its queue and priority that started after it was promoted (they overtook it; checkpointable, each after
     # min_runtime_s): the bound is kept, and what frees up while a gang waits for whole nodes cannot be taken for
-    # ever by the smaller jobs walked after it. Off by default: on four weeks of partitioned Philly it brings every
-    # size class's queueing within 1.5x of Tiresias' at the same average completion time, but costs the Pollux
-    # workloads 2.5% (docs/benchmarks.md, "Promoted jobs take back what overtook them")
-    overtaken_preemption: bool = False
+    # ever by the smaller jobs walked after it. As any preemption for order, only for a job that would otherwise
+    # wait longer than reorder_wait_ratio times its runtime, and never from a job that would be entitled to preempt
+    # it right back (the preemptor more than reorder_ratio behind it). On four weeks of partitioned Philly: average
+    # completion time 1.07x -> 0.99x Tiresias', every size class's queueing within 1.5x of Tiresias'; the Pollux
+    # workloads 0.897x -> 0.904x (docs/benchmarks.md, "Promoted jobs take back what overtook them")
+    overtaken_preemption: bool = True
     # move small checkpointable jobs when a gang waits only because the free GPUs are scattered
     # (``consolidation``): at most this many jobs per cycle, each restarted fewer than this many times,
     # and only when the gang's GPUs x its wait saved exceed the moved GPUs x the cost of one move

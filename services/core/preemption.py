@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import heapq
-import math
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING
@@ -228,19 +227,16 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimR
     checkpointable (nothing is lost), old enough, not requeued too often already (if capped). The furthest behind
     come first. Under ``remaining`` order "far" is ``reorder_ratio`` times the preemptor's remaining
     work; under ``las`` it is a lower level of attained service. Under ``remaining`` a job promoted past its bound
-    may also take back what the jobs that started after its promotion hold (``overtaken_preemption``), even when
-    its wait would otherwise be short: they overtook a job whose slowdown bound had come."""
+    may also take back what the jobs that started after its promotion hold (``overtaken_preemption``): they
+    overtook a job whose slowdown bound had come. Either way only for a job that would otherwise wait longer than
+    ``reorder_wait_ratio`` times its runtime."""
     cfg, order, st, now = cycle.cfg, cycle.order, cycle.st, cycle.now
-    promoted = _promoted_since(cycle, job)
-    far_behind = True
     if cfg.reorder_wait_ratio > 0:
         # worth it only when the job would otherwise wait long for its own size: a short wait is
         # cheaper than the victims' checkpoint, restart and place in the queue
         start = cycle.forecast.start_in_order(job, commit=False)
         if start is not None and start - now <= cfg.reorder_wait_ratio * cycle.estimate_of(job):
-            if promoted is None:
-                return []
-            far_behind = False
+            return []
     key: VictimListKey = (VictimPool.ORDER, job.queue, min_runtime)
     ranked = cycle.memo.victim_lists.get(key)
     if ranked is None:
@@ -265,11 +261,26 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimR
         floor = 0.0 if promoted else float(order.level(job.attained_gpu_s))
         return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
     ahead = order.remaining(job, estimate, job.attained_gpu_s, sample)
-    floor = order.levelled(cfg.reorder_ratio * ahead, job.attained_gpu_s) if far_behind else math.inf
-    if promoted is None:
+    floor = order.levelled(cfg.reorder_ratio * ahead, job.attained_gpu_s)
+    since = _promoted_since(cycle, job)
+    if since is None:
         return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
-    running = st.running
-    return [k for k in ranked if k[0] == job.priority and (-k[2] > floor or running[k[3]].start_time > promoted)]
+    standing = order.levelled(ahead, job.attained_gpu_s)
+    return [k for k in ranked if k[0] == job.priority and (-k[2] > floor or _overtook(cycle, k[3], since, standing))]
+
+
+def _overtook(cycle: Cycle, jid: str, since: float, standing: float) -> bool:
+    """Whether running ``jid`` overtook a job promoted at ``since`` that stands at ``standing`` in the queue's order:
+    it started after the promotion, and it would not be entitled to preempt that job right back once it ran (the
+    job would not be far behind it by ``reorder_ratio``): taking back from such a job would only trade restarts."""
+    order, st, now = cycle.order, cycle.st, cycle.now
+    rj = st.running[jid]
+    if rj.start_time <= since:
+        return False
+    estimate, sample = st.known(rj.job, order.learned)
+    attained = rj.attained(now)
+    return standing <= order.levelled(cycle.cfg.reorder_ratio * order.remaining(rj.job, estimate, attained, sample),
+                                      attained)
 
 
 def _promoted_since(cycle: Cycle, job: Job) -> float | None:

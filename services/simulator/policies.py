@@ -28,8 +28,8 @@ ABLATIONS: dict[str, SchedulerConfig] = {
     "muster-median-estimates": SchedulerConfig(policy=Policy.MUSTER, runtime_distribution=False),
     # jobs promoted past their slowdown bound all go first (the order before #35's third step)
     "muster-promoted-first": SchedulerConfig(policy=Policy.MUSTER, promotion_interleaved=False),
-    # a promoted job may take back what the jobs that started after its promotion hold (opt-in; see its flag)
-    "muster-overtaken-preemption": SchedulerConfig(policy=Policy.MUSTER, overtaken_preemption=True),
+    # promoted jobs take back nothing from the jobs that overtook them (the order before #35's fourth step)
+    "muster-no-overtaken-preemption": SchedulerConfig(policy=Policy.MUSTER, overtaken_preemption=False),
     "muster-no-learnt-runtimes": SchedulerConfig(policy=Policy.MUSTER, learn_runtimes=False),
     "muster-no-reorder-preemption": SchedulerConfig(policy=Policy.MUSTER, reorder_preemption=False),
     "muster-reorder-always": SchedulerConfig(policy=Policy.MUSTER, reorder_wait_ratio=0.0),

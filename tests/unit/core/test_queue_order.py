@@ -384,10 +384,11 @@ def test_tiresias_preempts_the_job_that_left_the_first_level() -> None:
 OVERTAKEN = replace(REMAINING, overtaken_preemption=True)
 
 
-def overtaken_gang(cfg: SchedulerConfig) -> tuple[SchedulerState, list[str]]:
+def overtaken_gang(cfg: SchedulerConfig, late_s: float = 5000.0) -> tuple[SchedulerState, list[str]]:
     """An 8-GPU gang (8,000 GPU-s, bound 3,000 s) behind 1-GPU jobs of 5,000 GPU-s on one 8-GPU node. After its
-    bound each GPU that frees goes to a later 1-GPU job (the promoted gang does not fit on one GPU). Returns the
-    state when seven have done so and the last early job leaves, with a new 1-GPU job waiting, and the seven."""
+    bound each GPU that frees goes to a later 1-GPU job (the promoted gang does not fit on one GPU), of ``late_s``
+    seconds each. Returns the state when seven have done so and the last early job leaves, with a new 1-GPU job
+    waiting, and the seven."""
     st = state([queue("q", 8)], [node("n", 8)])
     st.submit(job("gang", gpus_per_pod=8, runtime_estimate=1000.0, checkpointable=True))
     for i in range(8):
@@ -396,7 +397,7 @@ def overtaken_gang(cfg: SchedulerConfig) -> tuple[SchedulerState, list[str]]:
     for i in range(8):
         now = 3100.0 + 100 * i
         st.job_finished(f"early-{i}", now)
-        st.submit(job(f"late-{i}", gpus_per_pod=1, runtime_estimate=5000.0, checkpointable=True, submit=now))
+        st.submit(job(f"late-{i}", gpus_per_pod=1, runtime_estimate=late_s, checkpointable=True, submit=now))
         if i < 7:
             assert admitted(cycle(st, now, cfg)) == {f"late-{i}"}
     return st, [f"late-{i}" for i in range(7)]
@@ -417,7 +418,7 @@ def test_a_promoted_gang_preempts_the_jobs_that_overtook_it() -> None:
 @pytest.mark.parametrize(
     ("why", "cfg"),
     [
-        ("the rule is off (the default)", REMAINING),
+        ("the rule is off", replace(REMAINING, overtaken_preemption=False)),
         ("the gang is not promoted: no bound", replace(OVERTAKEN, slowdown_limit=0.0, starvation_age_s=1e9)),
     ],
 )
@@ -426,6 +427,24 @@ def test_no_preemption_of_jobs_that_overtook_no_promoted_job(why: str, cfg: Sche
     result = cycle(st, 3800, cfg)
     assert admitted(result) == {"late-7"}, why
     assert not [d for d in result.decisions if isinstance(d, Preempt)], why
+
+
+def test_a_promoted_gang_that_would_start_soon_anyway_takes_nothing_back() -> None:
+    """The jobs that overtook the gang are estimated to end within 800 s, sooner than the gang's own 1,000 s
+    runtime: waiting for them is cheaper than their checkpoints and restarts (``reorder_wait_ratio``)."""
+    st, _ = overtaken_gang(OVERTAKEN, late_s=800.0)
+    result = cycle(st, 3800, OVERTAKEN)
+    assert not [d for d in result.decisions if isinstance(d, Preempt)]
+
+
+def test_a_promoted_gang_takes_nothing_back_from_jobs_that_would_preempt_it_right_back() -> None:
+    """With the wait ratio off, the gang (8,000 GPU-s to go) would take back the node from 1-GPU jobs of 1,500
+    GPU-s: but it is then more than ``reorder_ratio`` times behind each of them, and the first one requeued would
+    preempt it again for the queue's order. No take-back; the jobs that overtook the gang keep running."""
+    cfg = replace(OVERTAKEN, reorder_wait_ratio=0.0)
+    st, overtook = overtaken_gang(cfg, late_s=1500.0)
+    result = cycle(st, 3800, cfg)
+    assert not {d.job_id for d in result.decisions if isinstance(d, Preempt)} & set(overtook)
 
 
 def test_jobs_that_started_before_the_promotion_did_not_overtake_it() -> None:
