@@ -14,6 +14,7 @@ from .quota import job_request
 
 if TYPE_CHECKING:
     from .cycle import Cycle
+    from .runtimes import RuntimeSample
 
 MAX_CANDIDATES = 64
 
@@ -213,9 +214,7 @@ def _may_shrink_for(cycle: Cycle, rj: RunningJob, job: Job) -> bool:
     estimate, sample = st.known(v, order.learned)
     behind = order.standing(v, estimate, rj.attained(cycle.now), sample)
     if order.kind == QueueOrderKind.REMAINING:
-        estimate, sample = st.known(job, order.learned)
-        ahead = order.remaining(job, estimate, job.attained_gpu_s, sample)
-        return behind > order.levelled(cycle.cfg.reorder_ratio * ahead, job.attained_gpu_s)
+        return behind > _far_behind(cycle, job, job.attained_gpu_s, *st.known(job, order.learned))
     ahead = order.standing(job, st.estimate(job, order.learned), job.attained_gpu_s)
     if order.kind == QueueOrderKind.LAS:
         return behind > ahead
@@ -260,12 +259,11 @@ def _reorder_victims(cycle: Cycle, job: Job, min_runtime: float) -> list[VictimR
         promoted = order.promote_at(job, estimate) <= now
         floor = 0.0 if promoted else float(order.level(job.attained_gpu_s))
         return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
-    ahead = order.remaining(job, estimate, job.attained_gpu_s, sample)
-    floor = order.levelled(cfg.reorder_ratio * ahead, job.attained_gpu_s)
+    floor = _far_behind(cycle, job, job.attained_gpu_s, estimate, sample)
     since = _promoted_since(cycle, job)
     if since is None:
         return [k for k in ranked if k[0] == job.priority and -k[2] > floor]
-    standing = order.levelled(ahead, job.attained_gpu_s)
+    standing = order.standing(job, estimate, job.attained_gpu_s, sample)
     return [k for k in ranked if k[0] == job.priority and (-k[2] > floor or _overtook(cycle, k[3], since, standing))]
 
 
@@ -273,14 +271,19 @@ def _overtook(cycle: Cycle, jid: str, since: float, standing: float) -> bool:
     """Whether running ``jid`` overtook a job promoted at ``since`` that stands at ``standing`` in the queue's order:
     it started after the promotion, and it would not be entitled to preempt that job right back once it ran (the
     job would not be far behind it by ``reorder_ratio``): taking back from such a job would only trade restarts."""
-    order, st, now = cycle.order, cycle.st, cycle.now
-    rj = st.running[jid]
+    rj = cycle.st.running[jid]
     if rj.start_time <= since:
         return False
-    estimate, sample = st.known(rj.job, order.learned)
-    attained = rj.attained(now)
-    return standing <= order.levelled(cycle.cfg.reorder_ratio * order.remaining(rj.job, estimate, attained, sample),
-                                      attained)
+    return standing <= _far_behind(cycle, rj.job, rj.attained(cycle.now), *cycle.st.known(rj.job, cycle.order.learned))
+
+
+def _far_behind(
+    cycle: Cycle, job: Job, attained: float, estimate: float | None, sample: RuntimeSample | None
+) -> float:
+    """The standing in the queue's order (``remaining``) beyond which a running job is far enough behind ``job``,
+    having received ``attained``, to be preempted for it: ``reorder_ratio`` times its remaining work."""
+    order = cycle.order
+    return order.levelled(cycle.cfg.reorder_ratio * order.remaining(job, estimate, attained, sample), attained)
 
 
 def _promoted_since(cycle: Cycle, job: Job) -> float | None:
